@@ -124,7 +124,8 @@ impl Comprehension {
     }
 }
 
-/// One extension header as found in the chain, not interpreted.
+/// One extension header as found in the chain (TS 29.281 clause 5.2.1, figure
+/// 5.2.1-1), not interpreted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawExtensionHeader<'a> {
     /// Its type (from the preceding next-type octet).

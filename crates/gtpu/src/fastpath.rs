@@ -14,7 +14,8 @@ use crate::header::{field, flags};
 use crate::message::message_type;
 use crate::psc;
 
-/// What the data path needs from a G-PDU.
+/// What the data path needs from a G-PDU (TS 29.281 clauses 5.1 and 6.1; QFI from
+/// TS 38.415 clause 5.5.3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GpduInfo {
     /// Tunnel endpoint identifier.
@@ -179,7 +180,8 @@ impl PscFields {
     }
 }
 
-/// A G-PDU header to write in front of a T-PDU.
+/// A G-PDU header (TS 29.281 clause 5.1) to write in front of a T-PDU, with an
+/// optional PDU Session Container (clause 5.2.2.7).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct GpduHeader {
     /// Tunnel endpoint identifier of the receiver.

@@ -254,7 +254,7 @@ impl<'a> Ie<'a> {
     }
 }
 
-/// Walks the IEs of a message body. Yields `(offset, ie)` with offsets in the message
+/// Walks the IEs of a message body (TS 29.281 clause 8). Yields `(offset, ie)` with offsets in the message
 /// (the body starts at `base`), and stops after the first error.
 #[derive(Debug, Clone)]
 pub struct IeIter<'a> {

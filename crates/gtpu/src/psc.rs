@@ -86,8 +86,8 @@ pub mod flags {
     pub const QFI_MASK: u8 = 0x3f;
 }
 
-/// A read/write view of the fixed part of a PDU Session Container frame (the content
-/// of extension header 0x85, from the PDU type octet on).
+/// A read/write view of the fixed part of a PDU Session Container frame (TS 38.415
+/// clause 5.5.2: the content of extension header 0x85, from the PDU type octet on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame<T: AsRef<[u8]>> {
     buffer: T,
