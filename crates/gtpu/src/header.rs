@@ -427,9 +427,15 @@ impl<'a> Header<'a> {
     ) -> Result<(Header<'a>, usize)> {
         let data: &'a [u8] = packet.buffer.as_ref();
         if data.len() < field::MANDATORY_LEN {
-            // Reported as check_len does.
-            packet.check_len()?;
+            return Err(Error::Truncated {
+                what: "GTP-U header",
+                offset: 0,
+                needed: field::MANDATORY_LEN,
+                available: data.len(),
+            });
         }
+        // Version and PT first, so that a GTPv2 or GTP' message is reported as such
+        // rather than by its length.
         if packet.version() != 1 {
             return Err(Error::UnsupportedVersion {
                 version: packet.version(),

@@ -5,6 +5,7 @@ use core::net::IpAddr;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::ext::{ExtensionHeader, SUPPORTED_EXTENSION_HEADERS};
 use crate::header::{Header, Packet};
 use crate::ie::{ie_type, Ie, IeIter, PrivateExtension};
 use crate::inner::TPdu;
@@ -466,6 +467,49 @@ impl<'a> Message<'a> {
         Ok(out)
     }
 
+    /// A G-PDU for `teid` carrying `t_pdu`, with no optional header fields; add a PDU
+    /// Session Container with [`Header::with_extension_header`] on `header_mut()`.
+    pub fn g_pdu(teid: u32, t_pdu: &'a [u8]) -> Message<'a> {
+        Message::GPdu {
+            header: Header::new(teid),
+            t_pdu: TPdu(t_pdu),
+        }
+    }
+
+    /// An Error Indication (clause 7.3.1) for a G-PDU to `teid_data_i` received from
+    /// UDP source port `udp_port` (carried in a UDP Port extension header, clause
+    /// 5.2.2.1); `peer_address` is this node's address the G-PDU was sent to. TEID 0,
+    /// S flag set (clause 5.1), sequence number 0.
+    pub fn error_indication(
+        teid_data_i: u32,
+        peer_address: IpAddr,
+        udp_port: Option<u16>,
+    ) -> Message<'a> {
+        let mut header = Header::new(0).with_sequence_number(0);
+        if let Some(port) = udp_port {
+            header = header.with_extension_header(ExtensionHeader::UdpPort { port });
+        }
+        Message::ErrorIndication {
+            header,
+            body: ErrorIndication::new(teid_data_i, peer_address),
+        }
+    }
+
+    /// A Supported Extension Headers Notification (clause 7.3.2) listing the extension
+    /// headers this crate understands ([`crate::SUPPORTED_EXTENSION_HEADERS`]), in
+    /// answer to a message that failed with [`Error::UnsupportedExtensionHeader`].
+    /// TEID 0, S flag set with `sequence_number` (clause 5.1).
+    pub fn supported_extension_headers_notification(sequence_number: u16) -> Message<'a> {
+        Message::SupportedExtensionHeadersNotification {
+            header: Header::new(0).with_sequence_number(sequence_number),
+            body: SupportedExtensionHeadersNotification {
+                extension_header_types: SUPPORTED_EXTENSION_HEADERS,
+                private_extensions: Vec::new(),
+                other_ies: Vec::new(),
+            },
+        }
+    }
+
     /// An Echo Request with a sequence number (S flag), as peers send it.
     pub fn echo_request(sequence_number: u16) -> Message<'a> {
         Message::EchoRequest {
@@ -491,7 +535,6 @@ mod tests {
     use core::net::Ipv4Addr;
 
     use super::*;
-    use crate::ext::ExtensionHeader;
 
     fn round_trip(bytes: &[u8]) -> Message<'_> {
         let message = Message::parse(bytes).unwrap();
@@ -550,6 +593,41 @@ mod tests {
             body: ErrorIndication::new(0xc0bb, IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))),
         };
         assert_eq!(message, expected);
+    }
+
+    #[test]
+    fn constructors() {
+        let built =
+            Message::error_indication(0xc0bb, IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), Some(2152));
+        let mut expected = round_trip(&[
+            0x36, 0x1a, 0x00, 0x14, 0, 0, 0, 0, 0, 1, 0, 0x40, 0x01, 0x08, 0x68, 0x00, 16, 0, 0,
+            0xc0, 0xbb, 133, 0, 4, 127, 0, 0, 2,
+        ]);
+        expected.header_mut().sequence_number = Some(0);
+        assert_eq!(built, expected);
+
+        let sehn = Message::supported_extension_headers_notification(5);
+        let bytes = sehn.to_vec().unwrap();
+        assert_eq!(
+            bytes[..14],
+            [0x32, 0x1f, 0x00, 0x0f, 0, 0, 0, 0, 0, 5, 0, 0, 141, 9]
+        );
+        assert_eq!(bytes[14..], *SUPPORTED_EXTENSION_HEADERS);
+        assert_eq!(Message::parse(&bytes), Ok(sehn));
+
+        let payload = [0x45, 0, 0, 20];
+        let mut gpdu = Message::g_pdu(7, &payload);
+        let h = gpdu.header_mut();
+        *h = core::mem::take(h).with_extension_header(ExtensionHeader::PduSessionContainer(
+            crate::PduSessionContainer::dl(9),
+        ));
+        assert_eq!(
+            gpdu.to_vec().unwrap(),
+            [
+                0x34, 0xff, 0x00, 0x0c, 0, 0, 0, 7, 0, 0, 0, 0x85, 0x01, 0x00, 0x09, 0x00, 0x45, 0,
+                0, 20
+            ]
+        );
     }
 
     #[test]
