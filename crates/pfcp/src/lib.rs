@@ -14,6 +14,7 @@ pub mod error;
 pub mod header;
 pub mod ie;
 pub mod message;
+pub mod msg;
 
 pub use error::{Error, ErrorKind, Result};
 pub use header::{Header, HeaderRepr};

@@ -426,8 +426,8 @@ ie_table! {
     131 TrafficEndpointId TRAFFIC_ENDPOINT_ID "Traffic Endpoint ID" u8;
     132 EthernetPacketFilter ETHERNET_PACKET_FILTER "Ethernet Packet Filter" group;
     133 MacAddress MAC_ADDRESS "MAC address" MacAddress;
-    134 CTag CTAG "C-TAG" VlanTag;
-    135 STag STAG "S-TAG" VlanTag;
+    134 CTag C_TAG "C-TAG" VlanTag;
+    135 STag S_TAG "S-TAG" VlanTag;
     136 Ethertype ETHERTYPE "Ethertype" u16;
     137 Proxying PROXYING "Proxying" Flags;
     138 EthernetFilterId ETHERNET_FILTER_ID "Ethernet Filter ID" u32;
@@ -529,7 +529,7 @@ ie_table! {
     234 AveragePacketDelay AVERAGE_PACKET_DELAY "Average Packet Delay" u32;
     235 MinimumPacketDelay MINIMUM_PACKET_DELAY "Minimum Packet Delay" u32;
     236 MaximumPacketDelay MAXIMUM_PACKET_DELAY "Maximum Packet Delay" u32;
-    237 QoSReportTrigger QO_SREPORT_TRIGGER "QoS Report Trigger" Flags;
+    237 QosReportTrigger QOS_REPORT_TRIGGER "QoS Report Trigger" Flags;
     238 GtpuPathQosControlInformation GTPU_PATH_QOS_CONTROL_INFORMATION "GTP-U Path QoS Control Information" group;
     239 GtpuPathQosReport GTPU_PATH_QOS_REPORT "GTP-U Path QoS Report (PFCP Node Report Request)" group;
     240 QosInformationInGtpuPathQosReport QOS_INFORMATION_IN_GTPU_PATH_QOS_REPORT "QoS Information in GTP-U Path QoS Report" group;
@@ -549,7 +549,7 @@ ie_table! {
     254 EthernetContextInformation ETHERNET_CONTEXT_INFORMATION "Ethernet Context Information" group;
     255 RedundantTransmissionParameters REDUNDANT_TRANSMISSION_PARAMETERS "Redundant Transmission Parameters" group;
     256 UpdatedPdr UPDATED_PDR "Updated PDR" group;
-    257 SNssai SNSSAI "S-NSSAI" SNssai;
+    257 SNssai S_NSSAI "S-NSSAI" SNssai;
     258 IpVersion IP_VERSION "IP version" Flags;
     259 PfcpasReqFlags PFCPAS_REQ_FLAGS "PFCPASReq-Flags" Flags;
     260 DataStatus DATA_STATUS "Data Status" Flags;
