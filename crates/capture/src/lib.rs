@@ -212,9 +212,8 @@ pub struct Datagram {
     pub payload: Vec<u8>,
 }
 
-/// The UDP datagram carried by a frame, if it is an unfragmented IPv4/IPv6 UDP packet.
-/// ICMP errors quoting UDP, fragments and everything else give `None`.
-pub fn udp_datagram(linktype: u32, data: &[u8]) -> Option<Datagram> {
+/// The network-layer packet a frame carries (IPv4 or IPv6), if any.
+pub fn l3_packet(linktype: u32, data: &[u8]) -> Option<&[u8]> {
     let ip = match linktype {
         linktype::ETHERNET => {
             let mut o = 12;
@@ -247,7 +246,195 @@ pub fn udp_datagram(linktype: u32, data: &[u8]) -> Option<Datagram> {
         linktype::RAW | linktype::RAW_OLD | linktype::IPV4 | linktype::IPV6 => data,
         _ => return None,
     };
-    ip_udp(ip)
+    Some(ip)
+}
+
+/// The UDP datagram carried by a frame, if it is an unfragmented IPv4/IPv6 UDP packet.
+/// ICMP errors quoting UDP, fragments and everything else give `None`; use
+/// [`datagrams`] to have fragments reassembled.
+pub fn udp_datagram(linktype: u32, data: &[u8]) -> Option<Datagram> {
+    ip_udp(l3_packet(linktype, data)?)
+}
+
+/// Every UDP datagram of a capture, IPv4 and IPv6 fragments reassembled, with the number
+/// of the frame that completed it.
+pub fn datagrams(frames: &[Frame]) -> Vec<(usize, Datagram)> {
+    let mut r = Reassembler::default();
+    let mut out = Vec::new();
+    for f in frames {
+        let Some(ip) = l3_packet(f.linktype, &f.data) else {
+            continue;
+        };
+        let whole;
+        let ip = match fragment_of(ip) {
+            None => ip,
+            Some(frag) => match r.push(frag) {
+                Some(p) => {
+                    whole = p;
+                    &whole[..]
+                }
+                None => continue,
+            },
+        };
+        if let Some(d) = ip_udp(ip) {
+            out.push((f.number, d));
+        }
+    }
+    out
+}
+
+/// One IP fragment: the identity of its datagram, where its data goes, and the header
+/// to put in front of the reassembled payload.
+struct Fragment<'a> {
+    key: (IpAddr, IpAddr, u32),
+    offset: usize,
+    more: bool,
+    data: &'a [u8],
+    /// The unfragmentable header, rewritten as an unfragmented header for `proto`.
+    header: Vec<u8>,
+}
+
+fn fragment_of(ip: &[u8]) -> Option<Fragment<'_>> {
+    match ip.first()? >> 4 {
+        4 => {
+            let ihl = ((ip[0] & 0x0f) as usize) * 4;
+            let total = (u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]) as usize).min(ip.len());
+            let frag = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
+            if frag & 0x3fff == 0 || ihl < 20 || total < ihl {
+                return None;
+            }
+            let src = IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]));
+            let dst = IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+            let id = u16::from_be_bytes([ip[4], ip[5]]) as u32 | ((ip[9] as u32) << 16);
+            let mut header = ip[..ihl].to_vec();
+            header[6] = 0;
+            header[7] = 0;
+            Some(Fragment {
+                key: (src, dst, id),
+                offset: ((frag & 0x1fff) as usize) * 8,
+                more: frag & 0x2000 != 0,
+                data: &ip[ihl..total],
+                header,
+            })
+        }
+        6 => {
+            let plen = u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]) as usize;
+            let end = (40 + plen).min(ip.len());
+            let mut next = *ip.get(6)?;
+            let mut prev_next_at = 6;
+            let mut o = 40;
+            for _ in 0..8 {
+                match next {
+                    0 | 43 | 60 => {
+                        prev_next_at = o;
+                        next = *ip.get(o)?;
+                        o += (*ip.get(o + 1)? as usize + 1) * 8;
+                    }
+                    44 => {
+                        let nh = *ip.get(o)?;
+                        let off = u16::from_be_bytes([*ip.get(o + 2)?, *ip.get(o + 3)?]);
+                        let id = u32::from_be_bytes([
+                            *ip.get(o + 4)?,
+                            *ip.get(o + 5)?,
+                            *ip.get(o + 6)?,
+                            *ip.get(o + 7)?,
+                        ]);
+                        let mut a = [0u8; 16];
+                        a.copy_from_slice(ip.get(8..24)?);
+                        let src = IpAddr::V6(Ipv6Addr::from(a));
+                        a.copy_from_slice(ip.get(24..40)?);
+                        let dst = IpAddr::V6(Ipv6Addr::from(a));
+                        let mut header = ip[..o].to_vec();
+                        header[prev_next_at] = nh;
+                        return Some(Fragment {
+                            key: (src, dst, id),
+                            offset: ((off >> 3) as usize) * 8,
+                            more: off & 1 != 0,
+                            data: ip.get(o + 8..end)?,
+                            header,
+                        });
+                    }
+                    _ => return None,
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Reassembles IP fragments with bounded memory: at most 256 datagrams in progress and
+/// 65,535 octets each; the oldest datagram in progress is dropped when full.
+#[derive(Default)]
+struct Reassembler {
+    pending: Vec<Pending>,
+}
+
+struct Pending {
+    key: (IpAddr, IpAddr, u32),
+    header: Option<Vec<u8>>,
+    pieces: Vec<(usize, Vec<u8>)>,
+    total: Option<usize>,
+}
+
+impl Reassembler {
+    fn push(&mut self, f: Fragment) -> Option<Vec<u8>> {
+        if f.offset + f.data.len() > 65_535 {
+            return None;
+        }
+        let i = match self.pending.iter().position(|p| p.key == f.key) {
+            Some(i) => i,
+            None => {
+                if self.pending.len() >= 256 {
+                    self.pending.remove(0);
+                }
+                self.pending.push(Pending {
+                    key: f.key,
+                    header: None,
+                    pieces: Vec::new(),
+                    total: None,
+                });
+                self.pending.len() - 1
+            }
+        };
+        let p = &mut self.pending[i];
+        if f.offset == 0 {
+            p.header = Some(f.header);
+        }
+        if !f.more {
+            p.total = Some(f.offset + f.data.len());
+        }
+        p.pieces.push((f.offset, f.data.to_vec()));
+        let total = p.total?;
+        p.header.as_ref()?;
+        p.pieces.sort_by_key(|x| x.0);
+        let mut covered = 0;
+        for (o, d) in &p.pieces {
+            if *o > covered {
+                return None;
+            }
+            covered = covered.max(o + d.len());
+        }
+        if covered < total {
+            return None;
+        }
+        let p = self.pending.remove(i);
+        let mut payload = vec![0u8; total];
+        for (o, d) in &p.pieces {
+            let end = (o + d.len()).min(total);
+            payload[*o..end].copy_from_slice(&d[..end - o]);
+        }
+        let mut ip = p.header?;
+        if ip[0] >> 4 == 4 {
+            let len = (ip.len() + total) as u16;
+            ip[2..4].copy_from_slice(&len.to_be_bytes());
+        } else {
+            let len = (ip.len() - 40 + total) as u16;
+            ip[4..6].copy_from_slice(&len.to_be_bytes());
+        }
+        ip.extend_from_slice(&payload);
+        Some(ip)
+    }
 }
 
 fn ip_udp(ip: &[u8]) -> Option<Datagram> {
@@ -448,12 +635,53 @@ mod tests {
     }
 
     #[test]
+    fn ipv4_fragments_reassemble() {
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let whole = ip_udp_packet(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            2152,
+            2152,
+            &payload,
+        );
+        // Split the UDP datagram into 1480-octet fragments, sent last first.
+        let body = &whole[20..];
+        let mut frames = Vec::new();
+        for (k, chunk) in body.chunks(1480).enumerate().rev() {
+            let mut ip = whole[..20].to_vec();
+            let more = (k + 1) * 1480 < body.len();
+            let frag = ((k * 1480 / 8) as u16) | if more { 0x2000 } else { 0 };
+            ip[6..8].copy_from_slice(&frag.to_be_bytes());
+            ip[2..4].copy_from_slice(&((20 + chunk.len()) as u16).to_be_bytes());
+            ip.extend_from_slice(chunk);
+            frames.push(Frame {
+                number: frames.len() + 1,
+                linktype: linktype::RAW,
+                ts_nanos: 0,
+                data: ip,
+            });
+        }
+        assert!(udp_datagram(linktype::RAW, &frames[0].data).is_none());
+        let d = datagrams(&frames);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].0, 3);
+        assert_eq!(d[0].1.payload, payload);
+    }
+
+    #[test]
     fn garbage_does_not_panic() {
         for n in 0..64 {
             let junk: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
             let _ = read_bytes(&junk);
             for lt in [0, 1, 101, 113, 276, 228] {
                 let _ = udp_datagram(lt, &junk);
+                let f = Frame {
+                    number: 1,
+                    linktype: lt,
+                    ts_nanos: 0,
+                    data: junk.clone(),
+                };
+                let _ = datagrams(&[f.clone(), f]);
             }
         }
     }
