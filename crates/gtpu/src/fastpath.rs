@@ -7,6 +7,15 @@
 //! [`crate::MAX_EXTENSION_HEADERS`]) and the comprehension bits of unknown types. It
 //! reads the QFI from the fixed octets of the first PDU Session Container but does not
 //! validate the rest of the extension header contents; [`crate::Message::parse`] does.
+//!
+//! Like [`crate::Message::parse`], it accepts a G-PDU whose Length field (TS 29.281
+//! clause 5.1: the octets after the first 8) announces more octets than the buffer
+//! holds, provided the optional fields and the whole extension header chain are in the
+//! buffer: the T-PDU is then the rest of the buffer. This follows the receiving UPF
+//! (Open5GS forwards such G-PDUs) and tshark, which uses the UDP length; the inner IP
+//! packet carries its own length. See [`crate::Ignored::declared_length`]. A Length
+//! shorter than the optional fields it must cover is still an error, and so is a
+//! header cut short by the end of the buffer.
 
 use crate::error::{Error, Result};
 use crate::ext::{ext_type, is_supported, Comprehension, MAX_EXTENSION_HEADERS};
@@ -26,7 +35,9 @@ pub struct GpduInfo {
     pub pdu_type: Option<u8>,
     /// Offset of the T-PDU (the inner packet) in the buffer.
     pub payload_offset: usize,
-    /// Length of the T-PDU, per the Length field.
+    /// Length of the T-PDU: per the Length field, or up to the end of the buffer
+    /// when the Length announces more octets than the buffer holds (TS 29.281
+    /// clause 5.1 defines the Length; see the module documentation).
     pub payload_len: usize,
 }
 
@@ -41,6 +52,10 @@ impl GpduInfo {
 /// Reads TEID, QFI and T-PDU position of the G-PDU at the start of `buf` without
 /// allocating. Errors are those of [`crate::Message::parse`] for the same defects,
 /// plus [`Error::NotGpdu`] for other message types.
+///
+/// A Length field (TS 29.281 clause 5.1) larger than the buffer is accepted when the
+/// header fits, as the receiving UPF and tshark accept it; `payload_len` is then the
+/// octets actually present after the header.
 #[inline]
 pub fn parse_gpdu(buf: &[u8]) -> Result<GpduInfo> {
     let Some(fixed) = buf.get(..field::MANDATORY_LEN) else {
@@ -67,27 +82,32 @@ pub fn parse_gpdu(buf: &[u8]) -> Result<GpduInfo> {
     }
     let length = u16::from_be_bytes([fixed[2], fixed[3]]);
     let teid = u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
-    let end = field::MANDATORY_LEN + usize::from(length);
-    if buf.len() < end {
-        return Err(Error::Truncated {
-            what: "GTP-U message (per the Length field)",
-            offset: 0,
-            needed: end,
-            available: buf.len(),
-        });
-    }
+    let declared_end = field::MANDATORY_LEN + usize::from(length);
+    // A Length past the buffer is tolerated when the whole header is in the buffer;
+    // the T-PDU is then the rest of the buffer (see the module documentation).
+    let overlong = buf.len() < declared_end;
+    let truncated = || Error::Truncated {
+        what: "GTP-U message (per the Length field)",
+        offset: 0,
+        needed: declared_end,
+        available: buf.len(),
+    };
+    let end = declared_end.min(buf.len());
     let mut info = GpduInfo {
         teid,
         qfi: None,
         pdu_type: None,
         payload_offset: field::MANDATORY_LEN,
-        payload_len: usize::from(length),
+        payload_len: end - field::MANDATORY_LEN,
     };
     if octet1 & flags::OPTIONAL == 0 {
         return Ok(info);
     }
-    if end < field::OPTIONAL_END {
+    if declared_end < field::OPTIONAL_END {
         return Err(Error::LengthTooSmall { length, needed: 4 });
+    }
+    if end < field::OPTIONAL_END {
+        return Err(truncated());
     }
     let mut offset = field::OPTIONAL_END;
     if octet1 & flags::E != 0 {
@@ -103,6 +123,7 @@ pub fn parse_gpdu(buf: &[u8]) -> Result<GpduInfo> {
             count += 1;
             let units = match buf.get(offset) {
                 Some(&u) if offset < end => u,
+                _ if overlong => return Err(truncated()),
                 _ => {
                     return Err(Error::ExtensionHeaderOverrun {
                         ext_type: next,
@@ -120,6 +141,9 @@ pub fn parse_gpdu(buf: &[u8]) -> Result<GpduInfo> {
             }
             let len = usize::from(units) * 4;
             if offset + len > end {
+                if overlong {
+                    return Err(truncated());
+                }
                 return Err(Error::ExtensionHeaderOverrun {
                     ext_type: next,
                     offset,
@@ -351,6 +375,33 @@ mod tests {
     }
 
     #[test]
+    fn parse_length_past_the_buffer_from_capture() {
+        let bytes = &crate::testdata::OPEN5GS_FRAME_139;
+        let info = parse_gpdu(bytes).unwrap();
+        assert_eq!(
+            info,
+            GpduInfo {
+                teid: 1,
+                qfi: Some(1),
+                pdu_type: Some(1),
+                payload_offset: 16,
+                payload_len: 184
+            }
+        );
+        // The T-PDU is what is present; the inner IPv6 header gives the packet's end.
+        let t_pdu = info.payload(bytes);
+        assert_eq!(t_pdu, &bytes[16..]);
+        assert_eq!(t_pdu[0] >> 4, 6);
+        assert_eq!(
+            40 + usize::from(u16::from_be_bytes([t_pdu[4], t_pdu[5]])),
+            48
+        );
+        // Without optional fields too: Length 100, 9 octets.
+        let info = parse_gpdu(&[0x30, 0xff, 0x00, 0x64, 0, 0, 0, 5, 0x45]).unwrap();
+        assert_eq!((info.payload_offset, info.payload_len), (8, 1));
+    }
+
+    #[test]
     fn parse_plain() {
         let bytes = [0x30, 0xff, 0x00, 0x01, 0, 0, 0, 5, 0x45];
         let info = parse_gpdu(&bytes).unwrap();
@@ -384,6 +435,23 @@ mod tests {
                 0x34, 0xff, 0x00, 0x08, 0, 0, 0, 1, 0, 0, 0, 0xc1, 1, 0, 1, 0,
             ],
             &[0x34, 0xff, 0x00, 0x10, 0, 0, 0, 1, 0, 0, 0, 0x85],
+            // Length past the buffer and the header cut short: truncated.
+            &[0x34, 0xff, 0x08, 0x30, 0, 0, 0, 1, 0, 0],
+            &[
+                0x34, 0xff, 0x08, 0x30, 0, 0, 0, 1, 0, 0, 0, 0x85, 0x01, 0x10, 0x01,
+            ],
+            &[
+                0x34, 0xff, 0x08, 0x30, 0, 0, 0, 1, 0, 0, 0, 0x85, 0x02, 0x10, 0x01, 0x00,
+            ],
+            // Length past the buffer, but the chain is malformed within it.
+            &[
+                0x34, 0xff, 0x08, 0x30, 0, 0, 0, 1, 0, 0, 0, 0x85, 0x00, 0x10, 0x01, 0x00,
+            ],
+            &[
+                0x34, 0xff, 0x08, 0x30, 0, 0, 0, 1, 0, 0, 0, 0xc1, 0x01, 0x10, 0x01, 0x00,
+            ],
+            // Length past the buffer but shorter than the optional fields.
+            &[0x32, 0xff, 0x00, 0x03, 0, 0, 0, 1],
         ];
         for bytes in cases {
             assert_eq!(

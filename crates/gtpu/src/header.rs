@@ -16,6 +16,7 @@ use serde::{Serialize, Serializer};
 
 use crate::error::{Error, Result};
 use crate::ext::{ExtensionHeader, ExtensionHeaderIter};
+use crate::message::message_type;
 
 /// Byte ranges of the header fields (TS 29.281 clause 5.1, figure 5.1-1).
 pub mod field {
@@ -92,7 +93,22 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// flag announces them, and all `8 + length` octets of the message. Octets after
     /// the message are allowed (they are seen in captures as UDP payload padding) and
     /// are not part of the message.
+    ///
+    /// This is the strict check of TS 29.281 clause 5.1. [`crate::Message::parse`] and
+    /// [`crate::parse_gpdu`] relax it for G-PDUs only: see
+    /// [`Ignored::declared_length`].
     pub fn check_len(&self) -> Result<()> {
+        self.check_length_field()?;
+        if self.buffer.as_ref().len() < self.message_len() {
+            return Err(self.truncated());
+        }
+        Ok(())
+    }
+
+    /// Checks that the buffer holds the mandatory header and that the Length field
+    /// covers the optional fields when a flag announces them, without comparing the
+    /// Length with the buffer.
+    fn check_length_field(&self) -> Result<()> {
         let data = self.buffer.as_ref();
         if data.len() < field::MANDATORY_LEN {
             return Err(Error::Truncated {
@@ -103,23 +119,26 @@ impl<T: AsRef<[u8]>> Packet<T> {
             });
         }
         let length = self.length();
-        let optional = self.optional_fields_present();
-        if optional && usize::from(length) < field::OPTIONAL_END - field::MANDATORY_LEN {
+        if self.optional_fields_present()
+            && usize::from(length) < field::OPTIONAL_END - field::MANDATORY_LEN
+        {
             return Err(Error::LengthTooSmall {
                 length,
                 needed: field::OPTIONAL_END - field::MANDATORY_LEN,
             });
         }
-        let message_len = self.message_len();
-        if data.len() < message_len {
-            return Err(Error::Truncated {
-                what: "GTP-U message (per the Length field)",
-                offset: 0,
-                needed: message_len,
-                available: data.len(),
-            });
-        }
         Ok(())
+    }
+
+    /// The error for a buffer shorter than `8 + length` (the mandatory header must
+    /// be in the buffer).
+    pub(crate) fn truncated(&self) -> Error {
+        Error::Truncated {
+            what: "GTP-U message (per the Length field)",
+            offset: 0,
+            needed: self.message_len(),
+            available: self.buffer.as_ref().len(),
+        }
     }
 
     /// Returns the underlying buffer.
@@ -368,6 +387,29 @@ pub struct Ignored {
     /// Next extension header type octet when the E flag is clear but the optional
     /// fields are present.
     pub next_extension_type: u8,
+    /// The Length field of a received G-PDU that announced more octets than the
+    /// datagram held; `None` otherwise, and in every message built from scratch.
+    ///
+    /// TS 29.281 clause 5.1 defines the Length as the number of octets after the
+    /// first 8 (optional fields, extension headers and T-PDU), so a receiver could
+    /// discard such a G-PDU as truncated. Real peers send them: the Open5GS test gNB
+    /// sent a G-PDU with Length 2096 in a 200-octet UDP payload holding the whole
+    /// header and a complete IPv6 packet (open5gs-testregistration capture, frame
+    /// 139), and the Open5GS UPF forwarded it while tshark decodes it using the UDP
+    /// length. Parsing follows those receivers for G-PDUs (message type 255) only,
+    /// since the inner IP packet carries its own length: when the fixed header, the
+    /// optional fields and the whole extension header chain are in the buffer, the
+    /// G-PDU is accepted, its T-PDU is the rest of the buffer and the Length received
+    /// is kept here. Other message types stay strict (the Length is what delimits
+    /// their IEs), and so does a Length shorter than the optional fields it must
+    /// cover, or a buffer that ends inside the header.
+    ///
+    /// [`Header::emit`] writes this value as the Length of a G-PDU when it exceeds
+    /// the actual length, so that re-emitting the parsed G-PDU gives back the octets
+    /// received, Length field included. Set it to `None` before forwarding a G-PDU
+    /// built from a parsed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_length: Option<u16>,
 }
 
 impl Ignored {
@@ -415,8 +457,10 @@ impl<'a> Header<'a> {
         self
     }
 
-    /// Parses the header: checks the length (as [`Packet::check_len`]), version and
-    /// protocol type, then walks and interprets the extension header chain.
+    /// Parses the header: checks the length (as [`Packet::check_len`], except for a
+    /// G-PDU whose Length exceeds the buffer, see [`Ignored::declared_length`]),
+    /// version and protocol type, then walks and interprets the extension header
+    /// chain.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&'a T>) -> Result<Header<'a>> {
         Ok(Self::parse_with_offset(packet)?.0)
     }
@@ -444,12 +488,27 @@ impl<'a> Header<'a> {
         if !packet.protocol_type() {
             return Err(Error::NotGtp);
         }
-        packet.check_len()?;
+        // A G-PDU may announce more octets than the buffer holds as long as its whole
+        // header is there (see `Ignored::declared_length`); other messages may not.
+        let overlong_gpdu =
+            packet.message_type() == message_type::G_PDU && data.len() < packet.message_len();
+        if overlong_gpdu {
+            packet.check_length_field()?;
+            if data.len() < packet.fixed_header_len() {
+                return Err(packet.truncated());
+            }
+        } else {
+            packet.check_len()?;
+        }
+        let end = packet.message_len().min(data.len());
         let mut header = Header {
             teid: packet.teid(),
             ..Header::default()
         };
         header.ignored.spare_bit = packet.spare_bit();
+        if overlong_gpdu {
+            header.ignored.declared_length = Some(packet.length());
+        }
         let mut payload_offset = field::MANDATORY_LEN;
         if packet.optional_fields_present() {
             payload_offset = field::OPTIONAL_END;
@@ -470,12 +529,17 @@ impl<'a> Header<'a> {
                 if next == 0 {
                     header.ignored.empty_extension_chain = true;
                 }
-                let mut iter =
-                    ExtensionHeaderIter::new(data, field::OPTIONAL_END, packet.message_len(), next);
+                let mut iter = ExtensionHeaderIter::new(data, field::OPTIONAL_END, end, next);
                 for raw in iter.by_ref() {
-                    header
-                        .extension_headers
-                        .push(ExtensionHeader::parse(&raw?)?);
+                    let raw = match raw {
+                        // The chain runs past the buffer, which holds less than the
+                        // Length announces: the G-PDU is truncated, not overlong.
+                        Err(Error::ExtensionHeaderOverrun { .. }) if overlong_gpdu => {
+                            return Err(packet.truncated())
+                        }
+                        raw => raw?,
+                    };
+                    header.extension_headers.push(ExtensionHeader::parse(&raw)?);
                 }
                 payload_offset = iter.offset();
             } else {
@@ -524,7 +588,9 @@ impl<'a> Header<'a> {
 
     /// Writes the header for a message of type `message_type` whose payload (after
     /// the header) is `payload_len` octets, into the start of `buf`. Returns the header
-    /// length. The payload itself is not written.
+    /// length. The payload itself is not written. The Length field counts the
+    /// optional fields, extension headers and payload, unless `message_type` is a
+    /// G-PDU and [`Ignored::declared_length`] is larger.
     pub fn emit(&self, message_type: u8, payload_len: usize, buf: &mut [u8]) -> Result<usize> {
         let header_len = self.buffer_len();
         if buf.len() < header_len {
@@ -538,6 +604,10 @@ impl<'a> Header<'a> {
             field: "GTP-U Length",
             value: length as u64,
         })?;
+        let length = match self.ignored.declared_length {
+            Some(declared) if message_type == message_type::G_PDU && declared > length => declared,
+            _ => length,
+        };
         let flags_octet = self.flags();
         let mut packet = Packet::new_unchecked(&mut buf[..header_len]);
         packet.set_flags(flags_octet);
@@ -715,6 +785,7 @@ mod tests {
                 sequence_number: 0x1234,
                 n_pdu_number: 0,
                 next_extension_type: 0x85,
+                declared_length: None,
             }
         );
         let mut out = [0u8; 12];

@@ -19,6 +19,13 @@
 //! message gives back the octets it was parsed from: values receivers must ignore
 //! (spare bits, fields whose flag is clear, container padding) are kept.
 //!
+//! The Length field (TS 29.281 clause 5.1) is checked against the buffer, with one
+//! tolerance for G-PDUs only: a G-PDU whose Length announces more octets than the
+//! buffer holds is accepted when its whole header is there, and its T-PDU is the rest
+//! of the buffer. The Open5GS UPF and tshark (which uses the UDP length) receive such
+//! G-PDUs, and the inner IP packet carries its own length. The Length received is kept
+//! in [`Ignored::declared_length`] so that re-emitting reproduces it.
+//!
 //! The extension header chain walk is bounded at [`MAX_EXTENSION_HEADERS`] headers.
 //! Parsing acts as a GTP-U endpoint receiver (clause 5.2.1): an unknown extension
 //! header whose type has comprehension bits `10` or `11` fails with
@@ -77,3 +84,31 @@ pub use psc::{DlPduSessionInfo, PduSessionContainer, UlPduSessionInfo, UlTimeSta
 
 /// The registered UDP port of GTP-U (TS 29.281 clause 4.4.2.0).
 pub const UDP_PORT: u16 = 2152;
+
+/// Octets taken from real captures, shared by the unit tests of several modules.
+#[cfg(test)]
+pub(crate) mod testdata {
+    /// The UDP payload of frame 139 of open5gs-testregistration.pcapng
+    /// (`tshark -r open5gs-testregistration.pcapng -Y frame.number==139 -T fields -e
+    /// udp.payload`): a G-PDU from the Open5GS test gNB to the UPF, E flag, TEID 1, UL
+    /// PDU Session Container QFI 1, then a whole 48-octet IPv6 ICMPv6 echo request
+    /// cafe::2 -> cafe::1, then 136 zero octets. The Length field says 2096 (0x0830)
+    /// although the UDP payload has 200 octets; the UPF answered the ping (frame 140).
+    pub(crate) const OPEN5GS_FRAME_139: [u8; 200] = {
+        const HEAD: [u8; 64] = [
+            0x34, 0xff, 0x08, 0x30, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x85, 0x01, 0x10,
+            0x01, 0x00, // GTP-U header, PDU Session Container
+            0x60, 0x00, 0x00, 0x01, 0x00, 0x08, 0x3a, 0xff, // IPv6, payload 8, ICMPv6
+            0xca, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, // cafe::2
+            0xca, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, // cafe::1
+            0x80, 0x00, 0xd4, 0x44, 0x29, 0x1f, 0xec, 0x58, // echo request
+        ];
+        let mut bytes = [0u8; 200];
+        let mut i = 0;
+        while i < HEAD.len() {
+            bytes[i] = HEAD[i];
+            i += 1;
+        }
+        bytes
+    };
+}

@@ -133,6 +133,14 @@ pub struct EndMarker<'a> {
 /// after them (real captures have UDP payloads padded past the GTP-U message).
 /// Re-emitting a parsed message gives back those `8 + Length` octets, provided its IEs
 /// were in ascending type order as clause 8.1 requires (the emitter writes them so).
+///
+/// One exception to TS 29.281 clause 5.1, which makes the Length the size of the
+/// message: a G-PDU whose Length announces more octets than the buffer holds is
+/// accepted when its whole header (optional fields and extension header chain) is in
+/// the buffer, as the Open5GS UPF and tshark accept it; the T-PDU is the rest of the
+/// buffer, since the inner IP packet carries its own length. The Length received is
+/// kept in [`crate::Ignored::declared_length`], and re-emitting gives back the whole
+/// buffer with that Length. Other message types stay strict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "message")]
 pub enum Message<'a> {
@@ -260,13 +268,11 @@ impl<'a> Message<'a> {
     pub fn parse(buf: &'a [u8]) -> Result<Message<'a>> {
         let packet = Packet::new_unchecked(buf);
         let (header, offset) = Header::parse_with_offset(&packet)?;
-        let end = packet.message_len();
-        let body = buf.get(offset..end).ok_or(Error::Truncated {
-            what: "GTP-U message (per the Length field)",
-            offset: 0,
-            needed: end,
-            available: buf.len(),
-        })?;
+        // `8 + Length`, or the end of the buffer for a G-PDU whose Length announces
+        // more than it holds (`Ignored::declared_length`): the header parse has
+        // rejected every other message that is shorter than its Length.
+        let end = packet.message_len().min(buf.len());
+        let body = buf.get(offset..end).ok_or_else(|| packet.truncated())?;
         let mt = packet.message_type();
         use message_type::*;
         Ok(match mt {
@@ -717,6 +723,104 @@ mod tests {
             }
         );
         assert_eq!(message.to_vec().unwrap(), bytes[..8]);
+    }
+
+    #[test]
+    fn gpdu_with_length_past_the_buffer_from_capture() {
+        let bytes = &crate::testdata::OPEN5GS_FRAME_139;
+        let message = Message::parse(bytes).unwrap();
+        let Message::GPdu { header, t_pdu } = &message else {
+            panic!("{message:?}")
+        };
+        let mut expected = Header::new(1).with_extension_header(
+            ExtensionHeader::PduSessionContainer(crate::PduSessionContainer::ul(1)),
+        );
+        expected.ignored.declared_length = Some(2096);
+        assert_eq!(*header, expected);
+        // The T-PDU is the rest of the UDP payload: the IPv6 packet and the zeros.
+        assert_eq!(t_pdu.0, &bytes[16..]);
+        assert_eq!(t_pdu.0.len(), 184);
+        let ip = t_pdu.ip().unwrap();
+        assert_eq!((ip.version, ip.protocol), (6, 58));
+        assert_eq!(ip.src, "cafe::2".parse::<IpAddr>().unwrap());
+        assert_eq!(ip.dst, "cafe::1".parse::<IpAddr>().unwrap());
+        // Re-emitting gives back the UDP payload, Length 2096 included.
+        assert_eq!(message.buffer_len(), 200);
+        assert_eq!(message.to_vec().unwrap(), bytes);
+        assert_eq!(
+            Message::parse(&message.to_vec().unwrap()),
+            Ok(message.clone())
+        );
+        let json = serde_json::to_value(&message).unwrap();
+        assert_eq!(json["header"]["ignored"]["declared_length"], 2096);
+        assert_eq!(json["t_pdu"]["length"], 184);
+
+        // Octets after the header are optional, the header is not: cut inside the
+        // PDU Session Container, or before it, the G-PDU is truncated.
+        assert_eq!(
+            Message::parse(&bytes[..16]).unwrap().to_vec().unwrap(),
+            bytes[..16]
+        );
+        for len in [8, 11, 12, 13, 15] {
+            assert_eq!(
+                Message::parse(&bytes[..len]),
+                Err(Error::Truncated {
+                    what: "GTP-U message (per the Length field)",
+                    offset: 0,
+                    needed: 8 + 2096,
+                    available: len,
+                }),
+                "{len}"
+            );
+        }
+        // A Length shorter than the optional fields stays an error.
+        let mut short = bytes.to_vec();
+        short[2..4].copy_from_slice(&[0, 3]);
+        assert_eq!(
+            Message::parse(&short),
+            Err(Error::LengthTooSmall {
+                length: 3,
+                needed: 4
+            })
+        );
+        // A header built by hand does not inherit the Length: a smaller declared
+        // length, or one on another message type, is not emitted.
+        let mut built = message.clone();
+        built.header_mut().ignored.declared_length = Some(10);
+        assert_eq!(built.to_vec().unwrap()[2..4], [0x00, 0xc0]);
+        let mut echo = Message::echo_request(7);
+        echo.header_mut().ignored.declared_length = Some(100);
+        assert_eq!(echo.to_vec().unwrap()[2..4], [0x00, 0x04]);
+    }
+
+    #[test]
+    fn other_messages_with_length_past_the_buffer_are_rejected() {
+        // Echo Request, S flag, Length 8 in 12 octets.
+        let bytes = [0x32, 0x01, 0x00, 0x08, 0, 0, 0, 0, 0x12, 0x34, 0x00, 0x00];
+        assert_eq!(
+            Message::parse(&bytes),
+            Err(Error::Truncated {
+                what: "GTP-U message (per the Length field)",
+                offset: 0,
+                needed: 16,
+                available: 12,
+            })
+        );
+        // End Marker and Error Indication likewise, and an unknown message type.
+        for mt in [2, 26, 31, 254, 0x63] {
+            let bytes = [0x30, mt, 0x00, 0x10, 0, 0, 0, 1, 14, 0];
+            assert!(
+                matches!(
+                    Message::parse(&bytes),
+                    Err(Error::Truncated {
+                        needed: 24,
+                        available: 10,
+                        ..
+                    })
+                ),
+                "{mt}"
+            );
+        }
     }
 
     #[test]
