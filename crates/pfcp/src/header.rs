@@ -128,9 +128,6 @@ pub struct HeaderRepr {
     pub version: u8,
     pub follow_on: bool,
     pub message_type: u8,
-    /// Message Length as received; recomputed on emit.
-    #[serde(skip)]
-    pub length: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seid: Option<u64>,
     pub sequence: u32,
@@ -149,7 +146,6 @@ impl HeaderRepr {
             version: VERSION,
             follow_on: false,
             message_type,
-            length: 0,
             seid: None,
             sequence: sequence & 0x00ff_ffff,
             priority: None,
@@ -193,7 +189,6 @@ impl HeaderRepr {
             version: h.version(),
             follow_on: h.follow_on(),
             message_type: h.message_type(),
-            length: h.length(),
             seid: h.seid(),
             sequence: h.sequence(),
             priority: h.priority(),
@@ -282,7 +277,7 @@ mod tests {
     fn parse_emit_session() {
         let h = Header::new_checked(&SESSION[..]).unwrap();
         let r = HeaderRepr::parse(&h).unwrap();
-        assert_eq!(r, HeaderRepr::session(54, 0x1be, 5).with_length(12));
+        assert_eq!(r, HeaderRepr::session(54, 0x1be, 5));
         let mut out = Vec::new();
         r.emit(&mut out, 0);
         assert_eq!(out, SESSION);
@@ -342,12 +337,5 @@ mod tests {
                 available: 8
             }
         );
-    }
-
-    impl HeaderRepr {
-        fn with_length(mut self, l: u16) -> Self {
-            self.length = l;
-            self
-        }
     }
 }
