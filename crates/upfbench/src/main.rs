@@ -1,1 +1,37 @@
-fn main() {}
+//! upfbench: the tools that prove a UPF. See `upfbench --help`.
+
+use clap::{Parser, Subcommand};
+
+mod decode;
+
+#[derive(Parser)]
+#[command(
+    name = "upfbench",
+    version,
+    about = "SMF/gNB/UE emulators, lab and capacity tests for 5G UPFs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Decode PFCP (UDP 8805) and GTP-U (UDP 2152) messages in pcap/pcapng files: one JSON
+    /// line per message, then a summary line.
+    Decode(decode::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Decode(a) => decode::run(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("upfbench: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
