@@ -225,6 +225,13 @@ macro_rules! ie_table {
             }
         }
 
+        /// Every IE type of the table with the name of its value type: `"group"` for
+        /// grouped IEs, `"Bytes"` for IEs carried opaque, otherwise the typed value
+        /// (`"FTeid"`, `"u32"` ...).
+        pub fn known_ie_types() -> &'static [(u16, &'static str)] {
+            &[ $( ($code, stringify!($kind)), )* ]
+        }
+
         /// One IE with its typed value (or children), in the order it appeared.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Ie {
