@@ -1152,7 +1152,7 @@ fn session_establishment_request() -> Sample {
             pei: None,
         }),
         trace_information: None,
-        apn_dnn: Some(Name::labels("internet")),
+        apn_dnn: Some(Name::labels("internet.mnc001.mcc001.gprs")),
         pfcpse_req_flags: Some(flags(&[2])),
         recovery_time_stamp: Some(T0),
         s_nssai: Some(s_nssai()),
