@@ -67,9 +67,10 @@ pub mod message_type {
         })
     }
 
-    /// Requests are the odd types of each pair (clause 7.3), Version Not Supported aside.
+    /// Whether `t` is a request (Table 7.3-1). The parity of requests flips after Version
+    /// Not Supported Response (11), so the list is explicit.
     pub fn is_request(t: u8) -> bool {
-        t % 2 == 1 && t != VERSION_NOT_SUPPORTED_RESPONSE
+        matches!(t, 1 | 3 | 5 | 7 | 9 | 12 | 14 | 16 | 50 | 52 | 54 | 56)
     }
 
     /// Session messages carry a SEID in the header (clause 7.2.2.1).
@@ -124,5 +125,23 @@ impl Message {
         }
         v["ies"] = Json::Array(self.ies.iter().map(Ie::to_json).collect());
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message_type::*;
+
+    #[test]
+    fn requests_and_responses() {
+        for t in [1, 3, 5, 7, 9, 12, 14, 16, 50, 52, 54, 56] {
+            assert!(is_request(t), "{t}");
+        }
+        for t in [
+            2, 4, 6, 8, 10, 11, 13, 15, 17, 51, 53, 55, 57, 0, 18, 49, 58,
+        ] {
+            assert!(!is_request(t), "{t}");
+        }
+        assert!(is_session(50) && !is_session(17));
     }
 }

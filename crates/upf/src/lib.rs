@@ -1,1 +1,14 @@
+//! The UPF library: the session model and its procedures, the N4 node, the data path
+//! behind the [`fastpath::FastPath`] trait with its pure-Rust reference implementation.
+//!
+//! Boundaries (ARCHITECTURE.md): the wire codecs know nothing of sessions, the session
+//! model knows nothing of BPF, only `fastpath` implementations touch forwarding state, and
+//! only `n4` speaks to CP functions.
 
+pub mod alloc;
+pub mod fastpath;
+pub mod n4;
+pub mod procedures;
+pub mod rules;
+pub mod sdf;
+pub mod sessions;

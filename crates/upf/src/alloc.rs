@@ -1,0 +1,265 @@
+//! Allocation of what the UP function hands out: TEIDs for CHOOSE F-TEIDs (TS 29.244
+//! clause 5.5.3) and UE IP addresses for CHV4/CHV6 (clause 5.21).
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use rand::Rng;
+
+/// TEIDs are drawn at random from a configured range so that they are unique and not
+/// predictable (an off-path attacker cannot guess a live tunnel).
+#[derive(Debug)]
+pub struct TeidAllocator {
+    lo: u32,
+    hi: u32,
+    used: HashSet<u32>,
+}
+
+impl TeidAllocator {
+    /// TEIDs in `lo..=hi`; 0 is never handed out (it is reserved for Echo and Error
+    /// Indication, TS 29.281 clause 5.1).
+    pub fn new(lo: u32, hi: u32) -> Self {
+        TeidAllocator {
+            lo: lo.max(1),
+            hi: hi.max(lo.max(1)),
+            used: HashSet::new(),
+        }
+    }
+
+    pub fn capacity(&self) -> u64 {
+        (self.hi - self.lo) as u64 + 1
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.used.len()
+    }
+
+    /// A fresh TEID, or `None` when the range is (nearly) exhausted.
+    pub fn allocate(&mut self) -> Option<u32> {
+        if self.used.len() as u64 >= self.capacity() {
+            return None;
+        }
+        let mut rng = rand::rng();
+        // Random probing; the range is kept far from full in practice, and the bound makes
+        // a pathological fill fall back to a linear scan.
+        for _ in 0..64 {
+            let t = rng.random_range(self.lo..=self.hi);
+            if self.used.insert(t) {
+                return Some(t);
+            }
+        }
+        let start = rng.random_range(self.lo..=self.hi);
+        let span = self.capacity();
+        for i in 0..span {
+            let t = self.lo + ((start - self.lo) as u64 + i).rem_euclid(span) as u32;
+            if self.used.insert(t) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Claim a TEID the CP function chose; false if it is taken or out of range.
+    pub fn claim(&mut self, teid: u32) -> bool {
+        teid != 0 && self.used.insert(teid)
+    }
+
+    pub fn release(&mut self, teid: u32) {
+        self.used.remove(&teid);
+    }
+
+    pub fn is_used(&self, teid: u32) -> bool {
+        self.used.contains(&teid)
+    }
+}
+
+/// A UE address pool: the free addresses of a prefix, handed out lowest first.
+#[derive(Debug)]
+struct Pool {
+    net: IpNet,
+    next: u128,
+    free: Vec<IpAddr>,
+    used: HashSet<IpAddr>,
+}
+
+impl Pool {
+    fn new(net: IpNet) -> Self {
+        Pool {
+            net,
+            next: 0,
+            free: Vec::new(),
+            used: HashSet::new(),
+        }
+    }
+
+    fn nth(&self, i: u128) -> Option<IpAddr> {
+        match self.net {
+            IpNet::V4(n) => {
+                let base = u32::from(n.network()) as u128;
+                let size = 1u128 << (32 - n.prefix_len());
+                // Skip the network and broadcast addresses of IPv4 pools.
+                let i = i + 1;
+                (i < size.saturating_sub(1)).then(|| IpAddr::V4(Ipv4Addr::from((base + i) as u32)))
+            }
+            IpNet::V6(n) => {
+                // One /64 per UE would be right for SLAAC; here an address per UE (/128).
+                let base = u128::from(n.network());
+                let bits = 128 - n.prefix_len() as u32;
+                let size = if bits >= 128 {
+                    u128::MAX
+                } else {
+                    1u128 << bits
+                };
+                let i = i + 1;
+                (i < size).then(|| IpAddr::V6(Ipv6Addr::from(base + i)))
+            }
+        }
+    }
+
+    fn allocate(&mut self) -> Option<IpAddr> {
+        while let Some(a) = self.free.pop() {
+            if self.used.insert(a) {
+                return Some(a);
+            }
+        }
+        loop {
+            let a = self.nth(self.next)?;
+            self.next += 1;
+            if self.used.insert(a) {
+                return Some(a);
+            }
+        }
+    }
+
+    fn release(&mut self, a: IpAddr) -> bool {
+        if self.used.remove(&a) {
+            self.free.push(a);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// UE IP pools per network instance (or DNN), each with an IPv4 and/or IPv6 prefix.
+#[derive(Debug, Default)]
+pub struct UeIpPools {
+    pools: BTreeMap<String, (Option<Pool>, Option<Pool>)>,
+}
+
+impl UeIpPools {
+    /// Add a prefix to the pool of `network_instance` ("" is the default pool, used when a
+    /// PDI names no network instance or one without a pool).
+    pub fn add(&mut self, network_instance: &str, net: IpNet) {
+        let e = self.pools.entry(network_instance.to_string()).or_default();
+        match net {
+            IpNet::V4(_) => e.0 = Some(Pool::new(net)),
+            IpNet::V6(_) => e.1 = Some(Pool::new(net)),
+        }
+    }
+
+    pub fn add_v4(&mut self, ni: &str, net: Ipv4Net) {
+        self.add(ni, IpNet::V4(net))
+    }
+
+    pub fn add_v6(&mut self, ni: &str, net: Ipv6Net) {
+        self.add(ni, IpNet::V6(net))
+    }
+
+    fn pool(&mut self, ni: &str) -> Option<&mut (Option<Pool>, Option<Pool>)> {
+        if self.pools.contains_key(ni) {
+            self.pools.get_mut(ni)
+        } else {
+            self.pools.get_mut("")
+        }
+    }
+
+    pub fn allocate_v4(&mut self, ni: &str) -> Option<Ipv4Addr> {
+        match self.pool(ni)?.0.as_mut()?.allocate()? {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        }
+    }
+
+    pub fn allocate_v6(&mut self, ni: &str) -> Option<Ipv6Addr> {
+        match self.pool(ni)?.1.as_mut()?.allocate()? {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        }
+    }
+
+    /// Return an address to whichever pool holds it.
+    pub fn release(&mut self, a: IpAddr) {
+        for (v4, v6) in self.pools.values_mut() {
+            let p = if a.is_ipv4() { v4 } else { v6 };
+            if let Some(p) = p {
+                if p.net.contains(&a) && p.release(a) {
+                    return;
+                }
+            }
+        }
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.pools
+            .values()
+            .map(|(a, b)| {
+                a.as_ref().map_or(0, |p| p.used.len()) + b.as_ref().map_or(0, |p| p.used.len())
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn teids_are_unique_and_in_range() {
+        let mut a = TeidAllocator::new(100, 1100);
+        let mut seen = HashSet::new();
+        for _ in 0..1001 {
+            let t = a.allocate().unwrap();
+            assert!((100..=1100).contains(&t));
+            assert!(seen.insert(t));
+        }
+        assert_eq!(a.allocate(), None);
+        a.release(500);
+        assert_eq!(a.allocate(), Some(500));
+    }
+
+    #[test]
+    fn teids_are_not_sequential() {
+        let mut a = TeidAllocator::new(1, u32::MAX);
+        let v: Vec<u32> = (0..8).map(|_| a.allocate().unwrap()).collect();
+        let sequential = v.windows(2).all(|w| w[1] == w[0].wrapping_add(1));
+        assert!(!sequential, "{v:?}");
+        assert!(!a.claim(v[0]));
+        assert!(!a.claim(0));
+    }
+
+    #[test]
+    fn ue_pools() {
+        let mut p = UeIpPools::default();
+        p.add("internet", "10.45.0.0/30".parse().unwrap());
+        p.add("", "10.99.0.0/24".parse().unwrap());
+        p.add("internet", "2001:db8::/64".parse().unwrap());
+        assert_eq!(p.allocate_v4("internet"), Some(Ipv4Addr::new(10, 45, 0, 1)));
+        assert_eq!(p.allocate_v4("internet"), Some(Ipv4Addr::new(10, 45, 0, 2)));
+        assert_eq!(
+            p.allocate_v4("internet"),
+            None,
+            "a /30 has two host addresses"
+        );
+        p.release(IpAddr::V4(Ipv4Addr::new(10, 45, 0, 1)));
+        assert_eq!(p.allocate_v4("internet"), Some(Ipv4Addr::new(10, 45, 0, 1)));
+        assert_eq!(p.allocate_v4("ims"), Some(Ipv4Addr::new(10, 99, 0, 1)));
+        assert_eq!(
+            p.allocate_v6("internet"),
+            Some("2001:db8::1".parse().unwrap())
+        );
+        assert_eq!(p.allocate_v6("ims"), None);
+        assert_eq!(p.in_use(), 4);
+    }
+}

@@ -1,0 +1,165 @@
+//! The reference pipeline: the data path's semantics written for clarity, in Rust. It is
+//! the executable specification the XDP programs are tested against (ARCHITECTURE.md,
+//! "Differential testing of the fast path"). Lookups are the ones the XDP path makes:
+//! uplink by local TEID, downlink by UE address (then framed routes, longest prefix).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{FastPath, FastPathError, Usage};
+use crate::rules::{interface, Session};
+
+/// The keys a session occupies in the data path's lookup tables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keys {
+    /// Local TEIDs of PDRs that receive GTP-U (uplink on N3, N9), with the first PDR
+    /// that uses each.
+    pub teids: Vec<(u32, u16)>,
+    /// UE addresses of PDRs that receive plain IP from the data network (downlink on N6).
+    pub ue_ips: Vec<(IpAddr, u16)>,
+    /// Framed routes of such PDRs.
+    pub framed_routes: Vec<IpNet>,
+}
+
+/// The lookup keys of a session, as the data path needs them.
+pub fn keys(s: &Session) -> Keys {
+    let mut k = Keys::default();
+    for p in s.pdrs.values() {
+        let pdi = s.effective_pdi(p);
+        if let Some(f) = pdi.local_fteid {
+            if !k.teids.iter().any(|(t, _)| *t == f.teid) {
+                k.teids.push((f.teid, p.id));
+            }
+        } else if pdi.source_interface != interface::ACCESS {
+            for u in pdi.ue_ips.iter().filter(|u| u.is_destination) {
+                for a in u.addrs() {
+                    if !k.ue_ips.iter().any(|(x, _)| *x == a) {
+                        k.ue_ips.push((a, p.id));
+                    }
+                }
+            }
+            for r in &pdi.framed_routes {
+                if !k.framed_routes.contains(r) {
+                    k.framed_routes.push(*r);
+                }
+            }
+        }
+    }
+    k
+}
+
+/// The reference data path's state.
+#[derive(Debug, Default)]
+pub struct Model {
+    pub sessions: HashMap<u64, Session>,
+    pub by_teid: HashMap<u32, u64>,
+    pub by_ue_ip: HashMap<IpAddr, u64>,
+    pub framed_routes: Vec<(IpNet, u64)>,
+    pub usage: HashMap<(u64, u32), Usage>,
+    /// Capacity of the lookup tables (what the BPF maps are sized to).
+    pub max_keys: usize,
+}
+
+impl Model {
+    pub fn new(max_keys: usize) -> Self {
+        Model {
+            max_keys,
+            ..Model::default()
+        }
+    }
+
+    fn check(&self, seid: u64, k: &Keys) -> Result<(), FastPathError> {
+        for (t, pdr) in &k.teids {
+            if self.by_teid.get(t).is_some_and(|s| *s != seid) {
+                return Err(FastPathError::Conflict {
+                    pdr_id: *pdr,
+                    why: format!("TEID {t:#x} is already installed for another session"),
+                });
+            }
+        }
+        for (a, pdr) in &k.ue_ips {
+            if self.by_ue_ip.get(a).is_some_and(|s| *s != seid) {
+                return Err(FastPathError::Conflict {
+                    pdr_id: *pdr,
+                    why: format!("UE address {a} is already installed for another session"),
+                });
+            }
+        }
+        if self.by_teid.len() + k.teids.len() > self.max_keys {
+            return Err(FastPathError::Full("uplink"));
+        }
+        if self.by_ue_ip.len() + k.ue_ips.len() > self.max_keys {
+            return Err(FastPathError::Full("downlink"));
+        }
+        Ok(())
+    }
+
+    fn unindex(&mut self, seid: u64) {
+        self.by_teid.retain(|_, s| *s != seid);
+        self.by_ue_ip.retain(|_, s| *s != seid);
+        self.framed_routes.retain(|(_, s)| *s != seid);
+    }
+
+    /// The session a downlink packet to `dst` belongs to: exact UE address, else the
+    /// longest framed route that contains it.
+    pub fn downlink_session(&self, dst: IpAddr) -> Option<u64> {
+        if let Some(s) = self.by_ue_ip.get(&dst) {
+            return Some(*s);
+        }
+        self.framed_routes
+            .iter()
+            .filter(|(n, _)| n.contains(&dst))
+            .max_by_key(|(n, _)| n.prefix_len())
+            .map(|(_, s)| *s)
+    }
+}
+
+impl FastPath for Model {
+    fn install(&mut self, old: Option<&Session>, new: &Session) -> Result<(), FastPathError> {
+        let seid = new.up_seid;
+        let k = keys(new);
+        // Check against everything but this session's own current entries.
+        let mut probe = Model {
+            max_keys: self.max_keys,
+            ..Model::default()
+        };
+        probe.by_teid = self.by_teid.clone();
+        probe.by_ue_ip = self.by_ue_ip.clone();
+        if old.is_some() {
+            probe.unindex(seid);
+        }
+        probe.check(seid, &k)?;
+        self.unindex(seid);
+        for (t, _) in k.teids {
+            self.by_teid.insert(t, seid);
+        }
+        for (a, _) in k.ue_ips {
+            self.by_ue_ip.insert(a, seid);
+        }
+        for r in k.framed_routes {
+            self.framed_routes.push((r, seid));
+        }
+        // URRs that no longer exist lose their counters; new ones start at zero.
+        self.usage
+            .retain(|(s, u), _| *s != seid || new.urrs.contains_key(u));
+        self.sessions.insert(seid, new.clone());
+        Ok(())
+    }
+
+    fn remove(&mut self, session: &Session) {
+        let seid = session.up_seid;
+        self.unindex(seid);
+        self.sessions.remove(&seid);
+        self.usage.retain(|(s, _), _| *s != seid);
+    }
+
+    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
+        self.usage.get(&(seid, urr_id)).copied().unwrap_or_default()
+    }
+
+    fn reset_usage(&mut self, seid: u64, urr_id: u32) {
+        self.usage.remove(&(seid, urr_id));
+    }
+}

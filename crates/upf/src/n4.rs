@@ -1,0 +1,1137 @@
+//! N4 (Sx) node procedures, TS 29.244 clause 6, without I/O: datagrams in, datagrams out,
+//! timers driven by the caller. Associations (set up by either side), heartbeats with
+//! T1/N1 retransmission and peer-loss and peer-restart detection (TS 23.527), the
+//! duplicate-request response cache (clause 6.4), and dispatch of session requests to
+//! [`Sessions`]. Every request gets a response unless the specification says to discard.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use pfcp::header::{Header, HeaderRepr};
+use pfcp::ie::{
+    pfcp_association_release_request, types, usage_report_trigger, CauseValue, FSeid, Flags,
+    GprsTimer, NodeId, UeIpAddress, VolumeMeasurement,
+};
+use pfcp::message::message_type as mt;
+use pfcp::msg;
+
+use crate::procedures::{Created, Rejection};
+use crate::rules::UeIp;
+use crate::sessions::{Report, ReportReason, Sessions};
+
+/// Seconds between 1900 (NTP era 0) and 1970.
+pub const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
+
+pub fn to_ntp(unix: u64) -> u32 {
+    (unix + NTP_UNIX_OFFSET) as u32
+}
+
+/// The N4 node's configuration.
+#[derive(Debug, Clone)]
+pub struct N4Config {
+    pub node_id: NodeId,
+    /// The address in the UP F-SEID of session responses.
+    pub addr: IpAddr,
+    /// When this UP function started, in NTP seconds (clause 8.2.65).
+    pub recovery_time_stamp: u32,
+    /// UP Function Features advertised in association setup (clause 8.2.25).
+    pub features: Flags,
+    /// CP functions allowed to associate (source address prefixes); empty = any.
+    pub allowed_peers: Vec<IpNet>,
+    /// CP functions this UP function asks to associate with (clause 6.2.6.2).
+    pub smf_peers: Vec<SocketAddr>,
+    pub heartbeat_interval: Duration,
+    /// Retransmission timer and count of PFCP requests (clause 6.4).
+    pub t1: Duration,
+    pub n1: u32,
+    /// How long a response is kept for a retransmitted request, and at most how many.
+    pub cache_ttl: Duration,
+    pub cache_max: usize,
+    /// Period offered to CP functions for a graceful release (clause 6.2.8.2).
+    pub graceful_release_period: Duration,
+}
+
+/// A datagram to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Out {
+    pub to: SocketAddr,
+    pub data: Vec<u8>,
+}
+
+/// Things the rest of the UP function acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    AssociationUp(NodeId),
+    /// The association ended; `sessions` of it were deleted.
+    AssociationDown {
+        node: NodeId,
+        reason: &'static str,
+        sessions: usize,
+    },
+    /// The CP function restarted (new Recovery Time Stamp): its sessions were deleted.
+    PeerRestarted {
+        node: NodeId,
+        sessions: usize,
+    },
+    /// Send End Markers on the old path of FAR `far_id` (clause 5.9).
+    EndMarkers {
+        seid: u64,
+        far_id: u32,
+        old: pfcp::ie::OuterHeaderCreation,
+    },
+    /// Drop the packets buffered for a session (DROBU).
+    DropBuffered {
+        seid: u64,
+    },
+}
+
+/// Counters for metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub received: u64,
+    pub malformed: u64,
+    pub duplicates: u64,
+    pub discarded: u64,
+    pub requests: HashMap<u8, u64>,
+    pub rejected: HashMap<u8, u64>,
+    pub timeouts: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Association {
+    addr: SocketAddr,
+    recovery_time_stamp: u32,
+    cp_features: Option<Flags>,
+    next_heartbeat: Instant,
+    heartbeat_pending: bool,
+    /// Set when this UP function asked the CP function to release (SARR).
+    release_deadline: Option<Instant>,
+}
+
+#[derive(Debug, Clone)]
+enum Pending {
+    AssociationSetup(SocketAddr),
+    Heartbeat(NodeId),
+    AssociationUpdate(NodeId),
+}
+
+#[derive(Debug, Clone)]
+struct Outstanding {
+    to: SocketAddr,
+    data: Vec<u8>,
+    next_retry: Instant,
+    tries: u32,
+    what: Pending,
+}
+
+/// Responses kept for retransmitted requests (clause 6.4), bounded in time and count.
+#[derive(Debug, Default)]
+struct ResponseCache {
+    map: HashMap<(SocketAddr, u32), Vec<u8>>,
+    order: VecDeque<(Instant, (SocketAddr, u32))>,
+}
+
+impl ResponseCache {
+    fn expire(&mut self, now: Instant, ttl: Duration, max: usize) {
+        while let Some((t, k)) = self.order.front() {
+            if now.duration_since(*t) < ttl && self.map.len() <= max {
+                break;
+            }
+            self.map.remove(k);
+            self.order.pop_front();
+        }
+    }
+}
+
+/// The N4 side of the UP function.
+pub struct N4 {
+    pub cfg: N4Config,
+    pub sessions: Sessions,
+    assocs: HashMap<NodeId, Association>,
+    by_addr: HashMap<IpAddr, NodeId>,
+    cache: ResponseCache,
+    outstanding: HashMap<u32, Outstanding>,
+    setup_retry: HashMap<SocketAddr, Instant>,
+    next_seq: u32,
+    pub stats: Stats,
+    events: Vec<Event>,
+}
+
+fn node_header(t: u8, seq: u32) -> HeaderRepr {
+    HeaderRepr::node(t, seq)
+}
+
+impl N4 {
+    pub fn new(cfg: N4Config, sessions: Sessions) -> Self {
+        N4 {
+            cfg,
+            sessions,
+            assocs: HashMap::new(),
+            by_addr: HashMap::new(),
+            cache: ResponseCache::default(),
+            outstanding: HashMap::new(),
+            setup_retry: HashMap::new(),
+            next_seq: 1,
+            stats: Stats::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Events since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    pub fn associations(&self) -> Vec<(NodeId, SocketAddr)> {
+        self.assocs
+            .iter()
+            .map(|(n, a)| (n.clone(), a.addr))
+            .collect()
+    }
+
+    pub fn is_associated(&self, node: &NodeId) -> bool {
+        self.assocs.contains_key(node)
+    }
+
+    fn seq(&mut self) -> u32 {
+        let s = self.next_seq;
+        self.next_seq = (self.next_seq + 1) & 0x00ff_ffff;
+        if self.next_seq == 0 {
+            self.next_seq = 1;
+        }
+        s
+    }
+
+    /// Start: ask the configured CP functions to associate.
+    pub fn start(&mut self, now: Instant) -> Vec<Out> {
+        let mut out = Vec::new();
+        for a in self.cfg.smf_peers.clone() {
+            self.send_setup(a, now, &mut out);
+        }
+        out
+    }
+
+    fn send_setup(&mut self, to: SocketAddr, now: Instant, out: &mut Vec<Out>) {
+        let seq = self.seq();
+        let body = msg::AssociationSetupRequest {
+            node_id: self.cfg.node_id.clone(),
+            recovery_time_stamp: self.cfg.recovery_time_stamp,
+            up_function_features: Some(self.cfg.features.clone()),
+            cp_function_features: None,
+            user_plane_ip_resource_information: Vec::new(),
+            alternative_smf_ip_addresses: Vec::new(),
+            smf_set_id: None,
+            pfcp_session_retention_information: None,
+            ue_ip_address_pool_information: Vec::new(),
+            gtpu_path_qos_control_information: Vec::new(),
+            pfcpas_req_flags: None,
+            other: Vec::new(),
+        };
+        self.request(
+            to,
+            seq,
+            msg::emit(&node_header(0, seq), &body),
+            Pending::AssociationSetup(to),
+            now,
+            out,
+        );
+    }
+
+    fn request(
+        &mut self,
+        to: SocketAddr,
+        seq: u32,
+        data: Vec<u8>,
+        what: Pending,
+        now: Instant,
+        out: &mut Vec<Out>,
+    ) {
+        out.push(Out {
+            to,
+            data: data.clone(),
+        });
+        self.outstanding.insert(
+            seq,
+            Outstanding {
+                to,
+                data,
+                next_retry: now + self.cfg.t1,
+                tries: 1,
+                what,
+            },
+        );
+    }
+
+    /// Graceful release (clause 6.2.8.2): ask every CP function to release its sessions
+    /// and the association within the graceful release period.
+    pub fn release_all(&mut self, now: Instant) -> Vec<Out> {
+        let mut out = Vec::new();
+        let nodes: Vec<NodeId> = self.assocs.keys().cloned().collect();
+        for n in nodes {
+            let seq = self.seq();
+            let body = msg::AssociationUpdateRequest {
+                node_id: self.cfg.node_id.clone(),
+                up_function_features: None,
+                cp_function_features: None,
+                user_plane_ip_resource_information: Vec::new(),
+                pfcp_association_release_request: Some(Flags::from_bits(
+                    &[pfcp_association_release_request::SARR],
+                    1,
+                )),
+                graceful_release_period: Some(GprsTimer::from_seconds(
+                    self.cfg.graceful_release_period.as_secs(),
+                )),
+                pfcpau_req_flags: None,
+                alternative_smf_ip_addresses: Vec::new(),
+                smf_set_id: None,
+                ue_ip_address_pool_information: Vec::new(),
+                gtpu_path_qos_control_information: Vec::new(),
+                other: Vec::new(),
+            };
+            let data = msg::emit(&node_header(0, seq), &body);
+            if let Some(a) = self.assocs.get_mut(&n) {
+                a.release_deadline = Some(now + self.cfg.graceful_release_period);
+                let to = a.addr;
+                self.request(
+                    to,
+                    seq,
+                    data,
+                    Pending::AssociationUpdate(n.clone()),
+                    now,
+                    &mut out,
+                );
+            }
+        }
+        self.setup_retry.clear();
+        self.cfg.smf_peers.clear();
+        out
+    }
+
+    /// True once no association is left (after [`N4::release_all`]).
+    pub fn all_released(&self) -> bool {
+        self.assocs.is_empty()
+    }
+
+    /// The earliest time [`N4::on_timer`] has work to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let a = self.assocs.values().flat_map(|a| {
+            [
+                (!a.heartbeat_pending).then_some(a.next_heartbeat),
+                a.release_deadline,
+            ]
+        });
+        let o = self.outstanding.values().map(|o| Some(o.next_retry));
+        let s = self.setup_retry.values().map(|t| Some(*t));
+        a.chain(o).chain(s).flatten().min()
+    }
+
+    /// Heartbeats, retransmissions, timeouts, association retries, release deadlines.
+    pub fn on_timer(&mut self, now: Instant) -> Vec<Out> {
+        let mut out = Vec::new();
+        // Retransmit or give up.
+        let due: Vec<u32> = self
+            .outstanding
+            .iter()
+            .filter(|(_, o)| o.next_retry <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        for seq in due {
+            let Some(mut o) = self.outstanding.remove(&seq) else {
+                continue;
+            };
+            if o.tries <= self.cfg.n1 {
+                o.tries += 1;
+                o.next_retry = now + self.cfg.t1;
+                out.push(Out {
+                    to: o.to,
+                    data: o.data.clone(),
+                });
+                self.outstanding.insert(seq, o);
+                continue;
+            }
+            self.stats.timeouts += 1;
+            match o.what {
+                Pending::AssociationSetup(addr) => {
+                    self.setup_retry
+                        .insert(addr, now + self.cfg.heartbeat_interval);
+                }
+                Pending::Heartbeat(node) => {
+                    self.drop_association(&node, "peer lost: no heartbeat response");
+                }
+                Pending::AssociationUpdate(_) => {}
+            }
+        }
+        // Association setup retries towards configured CP functions.
+        let retry: Vec<SocketAddr> = self
+            .setup_retry
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(a, _)| *a)
+            .collect();
+        for a in retry {
+            self.setup_retry.remove(&a);
+            let associated = self.assocs.values().any(|x| x.addr == a);
+            if !associated {
+                self.send_setup(a, now, &mut out);
+            }
+        }
+        // Heartbeats and graceful-release deadlines.
+        let nodes: Vec<NodeId> = self.assocs.keys().cloned().collect();
+        for n in nodes {
+            let Some(a) = self.assocs.get(&n) else {
+                continue;
+            };
+            if a.release_deadline.is_some_and(|d| d <= now) {
+                self.drop_association(&n, "graceful release period over");
+                continue;
+            }
+            if !a.heartbeat_pending && a.next_heartbeat <= now {
+                let to = a.addr;
+                let seq = self.seq();
+                let body = msg::HeartbeatRequest {
+                    recovery_time_stamp: self.cfg.recovery_time_stamp,
+                    source_ip_address: None,
+                    other: Vec::new(),
+                };
+                let data = msg::emit(&node_header(0, seq), &body);
+                if let Some(a) = self.assocs.get_mut(&n) {
+                    a.heartbeat_pending = true;
+                }
+                self.request(to, seq, data, Pending::Heartbeat(n.clone()), now, &mut out);
+            }
+        }
+        out
+    }
+
+    fn drop_association(&mut self, node: &NodeId, reason: &'static str) {
+        if let Some(a) = self.assocs.remove(node) {
+            self.by_addr.retain(|_, n| n != node);
+            let sessions = self.sessions.delete_node(node);
+            self.events.push(Event::AssociationDown {
+                node: node.clone(),
+                reason,
+                sessions,
+            });
+            // Keep trying to associate with a configured CP function.
+            if self.cfg.smf_peers.contains(&a.addr) {
+                self.setup_retry
+                    .insert(a.addr, Instant::now() + self.cfg.heartbeat_interval);
+            }
+        }
+        self.outstanding.retain(|_, o| match &o.what {
+            Pending::Heartbeat(n) | Pending::AssociationUpdate(n) => n != node,
+            _ => true,
+        });
+    }
+
+    /// The CP function's Recovery Time Stamp changed: it restarted (TS 23.527 clause 4.3.2).
+    fn check_restart(&mut self, node: &NodeId, ts: u32) {
+        if let Some(a) = self.assocs.get_mut(node) {
+            if a.recovery_time_stamp != ts {
+                a.recovery_time_stamp = ts;
+                let sessions = self.sessions.delete_node(node);
+                self.events.push(Event::PeerRestarted {
+                    node: node.clone(),
+                    sessions,
+                });
+            }
+        }
+    }
+
+    /// Handle one UDP datagram from `from`. Several messages may be bundled with the
+    /// Follow On flag (clause 7.2.2.1).
+    pub fn on_datagram(&mut self, from: SocketAddr, data: &[u8], now: Instant) -> Vec<Out> {
+        let mut out = Vec::new();
+        let mut rest = data;
+        // A datagram holds at most a few bundled messages; bound the walk anyway.
+        for _ in 0..64 {
+            self.stats.received += 1;
+            let fo = rest.first().is_some_and(|b| b & 0x04 != 0);
+            let this = if fo && rest.len() >= 4 {
+                let len = 4 + u16::from_be_bytes([rest[2], rest[3]]) as usize;
+                &rest[..len.min(rest.len())]
+            } else {
+                rest
+            };
+            self.on_message(from, this, now, &mut out);
+            rest = &rest[this.len()..];
+            if !fo || rest.is_empty() {
+                break;
+            }
+        }
+        out
+    }
+
+    fn on_message(&mut self, from: SocketAddr, data: &[u8], now: Instant, out: &mut Vec<Out>) {
+        let h = match Header::new_checked(data) {
+            Ok(h) => h,
+            Err(_) => {
+                // Too short for a header: silently discarded (clause 7.6.3).
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let t = h.message_type();
+        let seq = h.sequence();
+        if h.version() != pfcp::header::VERSION {
+            // Clause 7.6.2.
+            let hdr = node_header(mt::VERSION_NOT_SUPPORTED_RESPONSE, seq);
+            out.push(Out {
+                to: from,
+                data: msg::emit(
+                    &hdr,
+                    &msg::VersionNotSupportedResponse { other: Vec::new() },
+                ),
+            });
+            return;
+        }
+        if !mt::is_request(t) {
+            self.on_response(from, t, data, now);
+            return;
+        }
+        // Clause 6.4: a retransmitted request is answered from the cache.
+        self.cache
+            .expire(now, self.cfg.cache_ttl, self.cfg.cache_max);
+        if let Some(r) = self.cache.map.get(&(from, seq)) {
+            self.stats.duplicates += 1;
+            out.push(Out {
+                to: from,
+                data: r.clone(),
+            });
+            return;
+        }
+        *self.stats.requests.entry(t).or_default() += 1;
+        let response = self.on_request(from, t, seq, data, now);
+        if let Some(r) = response {
+            if r.len() >= 8 && cause_of(&r).is_some_and(|c| !c.is_acceptance()) {
+                *self.stats.rejected.entry(t).or_default() += 1;
+            }
+            self.cache.map.insert((from, seq), r.clone());
+            self.cache.order.push_back((now, (from, seq)));
+            out.push(Out { to: from, data: r });
+        } else {
+            self.stats.discarded += 1;
+        }
+    }
+
+    fn on_response(&mut self, from: SocketAddr, t: u8, data: &[u8], now: Instant) {
+        let Ok((h, m)) = msg::Msg::parse(data) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let Some(o) = self.outstanding.remove(&h.sequence) else {
+            // A response to nothing we sent (or a late one): discarded (clause 7.6.5).
+            self.stats.discarded += 1;
+            return;
+        };
+        match (o.what, m) {
+            (Pending::Heartbeat(node), msg::Msg::HeartbeatResponse(r)) => {
+                if let Some(a) = self.assocs.get_mut(&node) {
+                    a.heartbeat_pending = false;
+                    a.next_heartbeat = now + self.cfg.heartbeat_interval;
+                }
+                self.check_restart(&node, r.recovery_time_stamp);
+            }
+            (Pending::AssociationSetup(addr), msg::Msg::AssociationSetupResponse(r)) => {
+                if r.cause.is_acceptance() {
+                    self.add_association(
+                        r.node_id,
+                        from,
+                        r.recovery_time_stamp,
+                        r.cp_function_features,
+                        now,
+                    );
+                } else {
+                    self.setup_retry
+                        .insert(addr, now + self.cfg.heartbeat_interval);
+                }
+            }
+            (Pending::AssociationUpdate(_), msg::Msg::AssociationUpdateResponse(_)) => {}
+            (what, _) => {
+                // Wrong response type for the sequence number: discard, keep waiting.
+                let _ = t;
+                self.outstanding.insert(
+                    h.sequence,
+                    Outstanding {
+                        to: o.to,
+                        data: o.data,
+                        next_retry: o.next_retry,
+                        tries: o.tries,
+                        what,
+                    },
+                );
+                self.stats.discarded += 1;
+            }
+        }
+    }
+
+    fn add_association(
+        &mut self,
+        node: NodeId,
+        addr: SocketAddr,
+        ts: u32,
+        cp_features: Option<Flags>,
+        now: Instant,
+    ) {
+        let is_new = !self.assocs.contains_key(&node);
+        self.by_addr.retain(|_, n| *n != node);
+        self.by_addr.insert(addr.ip(), node.clone());
+        self.assocs.insert(
+            node.clone(),
+            Association {
+                addr,
+                recovery_time_stamp: ts,
+                cp_features,
+                next_heartbeat: now + self.cfg.heartbeat_interval,
+                heartbeat_pending: false,
+                release_deadline: None,
+            },
+        );
+        self.setup_retry.remove(&addr);
+        self.outstanding
+            .retain(|_, o| !matches!(o.what, Pending::AssociationSetup(a) if a == addr));
+        if is_new {
+            self.events.push(Event::AssociationUp(node));
+        }
+    }
+
+    fn allowed(&self, ip: IpAddr) -> bool {
+        self.cfg.allowed_peers.is_empty() || self.cfg.allowed_peers.iter().any(|n| n.contains(&ip))
+    }
+
+    fn on_request(
+        &mut self,
+        from: SocketAddr,
+        t: u8,
+        seq: u32,
+        data: &[u8],
+        now: Instant,
+    ) -> Option<Vec<u8>> {
+        let node = node_header(0, seq);
+        match t {
+            mt::HEARTBEAT_REQUEST => {
+                // No Cause in a Heartbeat Response: a malformed request is discarded.
+                let (_, r) = msg::parse::<msg::HeartbeatRequest>(data).ok()?;
+                if let Some(n) = self.by_addr.get(&from.ip()).cloned() {
+                    self.check_restart(&n, r.recovery_time_stamp);
+                }
+                Some(msg::emit(
+                    &node,
+                    &msg::HeartbeatResponse {
+                        recovery_time_stamp: self.cfg.recovery_time_stamp,
+                        other: Vec::new(),
+                    },
+                ))
+            }
+            mt::ASSOCIATION_SETUP_REQUEST => Some(self.association_setup(from, &node, data, now)),
+            mt::ASSOCIATION_UPDATE_REQUEST => {
+                let cause = match msg::parse::<msg::AssociationUpdateRequest>(data) {
+                    Err(e) => e.cause(),
+                    Ok((_, r)) => match self.assocs.get_mut(&r.node_id) {
+                        None => CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION,
+                        Some(a) => {
+                            if r.cp_function_features.is_some() {
+                                a.cp_features = r.cp_function_features;
+                            }
+                            CauseValue::REQUEST_ACCEPTED
+                        }
+                    },
+                };
+                Some(msg::emit(
+                    &node,
+                    &msg::AssociationUpdateResponse {
+                        node_id: self.cfg.node_id.clone(),
+                        cause,
+                        up_function_features: None,
+                        cp_function_features: None,
+                        other: Vec::new(),
+                    },
+                ))
+            }
+            mt::ASSOCIATION_RELEASE_REQUEST => {
+                let cause = match msg::parse::<msg::AssociationReleaseRequest>(data) {
+                    Err(e) => e.cause(),
+                    Ok((_, r)) => {
+                        if self.assocs.contains_key(&r.node_id) {
+                            self.drop_association(&r.node_id, "released by the CP function");
+                            CauseValue::REQUEST_ACCEPTED
+                        } else {
+                            CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION
+                        }
+                    }
+                };
+                Some(msg::emit(
+                    &node,
+                    &msg::AssociationReleaseResponse {
+                        node_id: self.cfg.node_id.clone(),
+                        cause,
+                        other: Vec::new(),
+                    },
+                ))
+            }
+            mt::PFD_MANAGEMENT_REQUEST => {
+                // PFDM is not advertised: application detection is not supported.
+                let (cause, offending_ie) = match msg::parse::<msg::PfdManagementRequest>(data) {
+                    Err(e) => (e.cause(), e.offending_ie()),
+                    Ok(_) => (CauseValue::SERVICE_NOT_SUPPORTED, None),
+                };
+                Some(msg::emit(
+                    &node,
+                    &msg::PfdManagementResponse {
+                        cause,
+                        offending_ie,
+                        node_id: Some(self.cfg.node_id.clone()),
+                        other: Vec::new(),
+                    },
+                ))
+            }
+            mt::SESSION_SET_DELETION_REQUEST => {
+                let (cause, offending_ie) = match msg::parse::<msg::SessionSetDeletionRequest>(data)
+                {
+                    Err(e) => (e.cause(), e.offending_ie()),
+                    Ok((_, r)) => match self.by_addr.get(&from.ip()).cloned() {
+                        None => (CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION, None),
+                        Some(n) => {
+                            self.delete_session_set(&n, &r.fq_csids);
+                            (CauseValue::REQUEST_ACCEPTED, None)
+                        }
+                    },
+                };
+                Some(msg::emit(
+                    &node,
+                    &msg::SessionSetDeletionResponse {
+                        node_id: self.cfg.node_id.clone(),
+                        cause,
+                        offending_ie,
+                        other: Vec::new(),
+                    },
+                ))
+            }
+            mt::SESSION_SET_MODIFICATION_REQUEST => {
+                let (cause, offending_ie) =
+                    match msg::parse::<msg::SessionSetModificationRequest>(data) {
+                        Err(e) => (e.cause(), e.offending_ie()),
+                        Ok(_) => (CauseValue::SERVICE_NOT_SUPPORTED, None),
+                    };
+                Some(msg::emit(
+                    &node,
+                    &msg::SessionSetModificationResponse {
+                        node_id: self.cfg.node_id.clone(),
+                        cause,
+                        offending_ie,
+                        other: Vec::new(),
+                    },
+                ))
+            }
+            mt::SESSION_ESTABLISHMENT_REQUEST => Some(self.establishment(from, seq, data)),
+            mt::SESSION_MODIFICATION_REQUEST => Some(self.modification(from, seq, data)),
+            mt::SESSION_DELETION_REQUEST => Some(self.deletion(from, seq, data)),
+            // Requests a CP function does not send (Node Report, Session Report, unknown
+            // types): discarded (clauses 7.6.4 and 7.6.5).
+            _ => None,
+        }
+    }
+
+    fn association_setup(
+        &mut self,
+        from: SocketAddr,
+        node: &HeaderRepr,
+        data: &[u8],
+        now: Instant,
+    ) -> Vec<u8> {
+        let mut rsp = msg::AssociationSetupResponse {
+            node_id: self.cfg.node_id.clone(),
+            cause: CauseValue::REQUEST_ACCEPTED,
+            recovery_time_stamp: self.cfg.recovery_time_stamp,
+            up_function_features: Some(self.cfg.features.clone()),
+            cp_function_features: None,
+            user_plane_ip_resource_information: Vec::new(),
+            alternative_smf_ip_addresses: Vec::new(),
+            smf_set_id: None,
+            pfcpas_rsp_flags: None,
+            ue_ip_address_pool_information: Vec::new(),
+            gtpu_path_qos_control_information: Vec::new(),
+            other: Vec::new(),
+        };
+        match msg::parse::<msg::AssociationSetupRequest>(data) {
+            Err(e) => {
+                rsp.cause = e.cause();
+                rsp.up_function_features = None;
+            }
+            Ok(_) if !self.allowed(from.ip()) => {
+                rsp.cause = CauseValue::REQUEST_REJECTED;
+                rsp.up_function_features = None;
+            }
+            Ok((_, r)) => {
+                // Clause 6.2.6.2.2: a new association replaces an existing one; its sessions
+                // are kept only if the CP function asks to retain them.
+                if self.assocs.contains_key(&r.node_id) {
+                    if r.pfcp_session_retention_information.is_some() {
+                        rsp.pfcpas_rsp_flags =
+                            Some(Flags::from_bits(&[pfcp::ie::pfcpas_rsp_flags::PSREI], 1));
+                    } else {
+                        let sessions = self.sessions.delete_node(&r.node_id);
+                        if sessions > 0 {
+                            self.events.push(Event::PeerRestarted {
+                                node: r.node_id.clone(),
+                                sessions,
+                            });
+                        }
+                    }
+                }
+                self.add_association(
+                    r.node_id,
+                    from,
+                    r.recovery_time_stamp,
+                    r.cp_function_features,
+                    now,
+                );
+            }
+        }
+        msg::emit(node, &rsp)
+    }
+
+    fn delete_session_set(&mut self, node: &NodeId, csids: &[pfcp::ie::FqCsid]) {
+        let doomed: Vec<u64> = self
+            .sessions
+            .of_node(node)
+            .into_iter()
+            .filter(|s| {
+                self.sessions.get(*s).is_some_and(|s| {
+                    s.fq_csids.iter().any(|mine| {
+                        csids.iter().any(|req| {
+                            req.node_address == mine.node_address
+                                && req.csids.iter().any(|c| mine.csids.contains(c))
+                        })
+                    })
+                })
+            })
+            .collect();
+        for s in doomed {
+            self.sessions.delete(s);
+        }
+    }
+
+    fn session_header(t: u8, seid: u64, seq: u32) -> HeaderRepr {
+        HeaderRepr::session(t, seid, seq)
+    }
+
+    fn establishment(&mut self, from: SocketAddr, seq: u32, data: &[u8]) -> Vec<u8> {
+        let mut rsp = msg::SessionEstablishmentResponse {
+            node_id: self.cfg.node_id.clone(),
+            cause: CauseValue::REQUEST_ACCEPTED,
+            offending_ie: None,
+            up_fseid: None,
+            created_pdrs: Vec::new(),
+            load_control_information: None,
+            overload_control_information: None,
+            fq_csid: None,
+            failed_rule_id: None,
+            created_traffic_endpoints: Vec::new(),
+            partial_failure_information: Vec::new(),
+            other: Vec::new(),
+        };
+        let parsed = msg::parse::<msg::SessionEstablishmentRequest>(data);
+        // The response goes to the CP function's SEID, 0 if it could not be read.
+        let cp_seid = match &parsed {
+            Ok((_, r)) => r.cp_fseid.seid,
+            Err(_) => cp_seid_of(data).unwrap_or(0),
+        };
+        let result = match (&parsed, self.by_addr.get(&from.ip()).cloned()) {
+            (_, None) => Err(Rejection::cause(
+                CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION,
+                "no PFCP association with this peer",
+            )),
+            (Err(e), _) => Err(Rejection::decode(e)),
+            (Ok((_, r)), Some(node)) => self.sessions.establish(&node, r),
+        };
+        match result {
+            Ok((seid, created)) => {
+                rsp.up_fseid = Some(self.fseid(seid));
+                add_created(
+                    &created,
+                    &mut rsp.created_pdrs,
+                    &mut rsp.created_traffic_endpoints,
+                );
+            }
+            Err(rej) => reject(
+                &rej,
+                &mut rsp.cause,
+                &mut rsp.offending_ie,
+                &mut rsp.failed_rule_id,
+            ),
+        }
+        msg::emit(
+            &Self::session_header(mt::SESSION_ESTABLISHMENT_RESPONSE, cp_seid, seq),
+            &rsp,
+        )
+    }
+
+    fn fseid(&self, seid: u64) -> FSeid {
+        match self.cfg.addr {
+            IpAddr::V4(a) => FSeid {
+                seid,
+                ipv4: Some(a),
+                ipv6: None,
+            },
+            IpAddr::V6(a) => FSeid {
+                seid,
+                ipv4: None,
+                ipv6: Some(a),
+            },
+        }
+    }
+
+    /// The session a session request names, if it exists and belongs to the sender's
+    /// association (a CP function cannot touch another's sessions: clause 6.3).
+    fn own_session(&self, from: SocketAddr, data: &[u8]) -> Result<(u64, u64), Rejection> {
+        let seid = Header::new_unchecked(data).seid().unwrap_or(0);
+        let not_found =
+            || Rejection::cause(CauseValue::SESSION_CONTEXT_NOT_FOUND, "no such session");
+        let node = self.by_addr.get(&from.ip()).ok_or_else(|| {
+            Rejection::cause(
+                CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION,
+                "no PFCP association with this peer",
+            )
+        })?;
+        let s = self.sessions.get(seid).ok_or_else(not_found)?;
+        if &s.cp_node != node {
+            return Err(not_found());
+        }
+        Ok((seid, s.cp_fseid.seid))
+    }
+
+    fn modification(&mut self, from: SocketAddr, seq: u32, data: &[u8]) -> Vec<u8> {
+        let mut rsp = msg::SessionModificationResponse {
+            cause: CauseValue::REQUEST_ACCEPTED,
+            offending_ie: None,
+            created_pdrs: Vec::new(),
+            load_control_information: None,
+            overload_control_information: None,
+            usage_reports: Vec::new(),
+            failed_rule_id: None,
+            additional_usage_reports_information: None,
+            created_traffic_endpoints: Vec::new(),
+            partial_failure_information: Vec::new(),
+            other: Vec::new(),
+        };
+        let mut cp_seid = 0;
+        let result = self.own_session(from, data).and_then(|(seid, cp)| {
+            cp_seid = cp;
+            let (_, r) = msg::parse::<msg::SessionModificationRequest>(data)
+                .map_err(|e| Rejection::decode(&e))?;
+            let (fx, reports) = self.sessions.modify(seid, &r)?;
+            if let Some(s) = self.sessions.get(seid) {
+                cp_seid = s.cp_fseid.seid;
+            }
+            Ok((seid, fx, reports))
+        });
+        match result {
+            Ok((seid, fx, reports)) => {
+                add_created(
+                    &fx.created,
+                    &mut rsp.created_pdrs,
+                    &mut rsp.created_traffic_endpoints,
+                );
+                rsp.usage_reports = self.usage_reports(seid, &reports);
+                for (far_id, old) in fx.end_markers {
+                    self.events.push(Event::EndMarkers { seid, far_id, old });
+                }
+                if fx.drop_buffered {
+                    self.events.push(Event::DropBuffered { seid });
+                }
+            }
+            Err(rej) => reject(
+                &rej,
+                &mut rsp.cause,
+                &mut rsp.offending_ie,
+                &mut rsp.failed_rule_id,
+            ),
+        }
+        msg::emit(
+            &Self::session_header(mt::SESSION_MODIFICATION_RESPONSE, cp_seid, seq),
+            &rsp,
+        )
+    }
+
+    fn deletion(&mut self, from: SocketAddr, seq: u32, data: &[u8]) -> Vec<u8> {
+        let mut rsp = msg::SessionDeletionResponse {
+            cause: CauseValue::REQUEST_ACCEPTED,
+            offending_ie: None,
+            load_control_information: None,
+            overload_control_information: None,
+            usage_reports: Vec::new(),
+            additional_usage_reports_information: None,
+            other: Vec::new(),
+        };
+        let mut cp_seid = 0;
+        let result = self.own_session(from, data).and_then(|(seid, cp)| {
+            cp_seid = cp;
+            msg::parse::<msg::SessionDeletionRequest>(data).map_err(|e| Rejection::decode(&e))?;
+            Ok(seid)
+        });
+        match result {
+            Ok(seid) => {
+                if let Some((s, reports)) = self.sessions.delete(seid) {
+                    rsp.usage_reports = reports
+                        .iter()
+                        .filter_map(|r| s.urrs.get(&r.urr_id).map(|u| usage_report(u, r)))
+                        .collect();
+                }
+            }
+            Err(rej) => {
+                rsp.cause = rej.cause;
+                rsp.offending_ie = rej.offending_ie;
+            }
+        }
+        msg::emit(
+            &Self::session_header(mt::SESSION_DELETION_RESPONSE, cp_seid, seq),
+            &rsp,
+        )
+    }
+
+    fn usage_reports(&self, seid: u64, reports: &[Report]) -> Vec<msg::UsageReport> {
+        let Some(s) = self.sessions.get(seid) else {
+            return Vec::new();
+        };
+        reports
+            .iter()
+            .map(|r| match s.urrs.get(&r.urr_id) {
+                Some(u) => usage_report(u, r),
+                // A removed URR: report with the default method (volume).
+                None => usage_report_plain(r),
+            })
+            .collect()
+    }
+
+    /// How many responses are cached for retransmitted requests.
+    pub fn cached_responses(&self) -> usize {
+        self.cache.map.len()
+    }
+}
+
+/// Read the CP F-SEID's SEID from a request the typed decoder rejected, if it is there.
+fn cp_seid_of(data: &[u8]) -> Option<u64> {
+    let h = Header::new_checked(data).ok()?;
+    let start = h.header_len();
+    for r in pfcp::ie::tlvs(data.get(start..)?, start) {
+        let r = r.ok()?;
+        if r.ie_type == types::FSEID {
+            return <FSeid as pfcp::ie::Value>::decode(r.value)
+                .ok()
+                .map(|f| f.seid);
+        }
+    }
+    None
+}
+
+fn cause_of(rsp: &[u8]) -> Option<CauseValue> {
+    let h = Header::new_checked(rsp).ok()?;
+    let start = h.header_len();
+    for r in pfcp::ie::tlvs(rsp.get(start..)?, start) {
+        let r = r.ok()?;
+        if r.ie_type == types::CAUSE {
+            return r.value.first().map(|c| CauseValue(*c));
+        }
+    }
+    None
+}
+
+fn reject(
+    rej: &Rejection,
+    cause: &mut CauseValue,
+    offending: &mut Option<u16>,
+    failed: &mut Option<pfcp::ie::FailedRuleId>,
+) {
+    *cause = rej.cause;
+    *offending = rej.offending_ie;
+    *failed = rej.failed_rule;
+}
+
+fn ue_ip_ie(u: &UeIp) -> UeIpAddress {
+    UeIpAddress {
+        ipv4: u.ipv4,
+        ipv6: u.ipv6,
+        destination: u.is_destination,
+        choose_v4: false,
+        choose_v6: false,
+        ipv6_prefix_delegation_bits: None,
+        ipv6_prefix_length: u.ipv6_prefix_len,
+    }
+}
+
+fn add_created(
+    c: &Created,
+    pdrs: &mut Vec<msg::CreatedPdr>,
+    tes: &mut Vec<msg::CreatedTrafficEndpoint>,
+) {
+    for (id, f, ue) in &c.pdrs {
+        pdrs.push(msg::CreatedPdr {
+            pdr_id: *id,
+            local_fteid: f.map(|f| f.to_ie()),
+            ue_ip_address: ue.iter().map(ue_ip_ie).collect(),
+            other: Vec::new(),
+        });
+    }
+    for (id, f, ue) in &c.traffic_endpoints {
+        tes.push(msg::CreatedTrafficEndpoint {
+            traffic_endpoint_id: *id,
+            local_fteid: f.map(|f| f.to_ie()),
+            ue_ip_address: ue.iter().map(ue_ip_ie).collect(),
+            other: Vec::new(),
+        });
+    }
+}
+
+fn trigger(r: &Report) -> Flags {
+    let bit = match r.reason {
+        ReportReason::Termination => usage_report_trigger::TERMR,
+        ReportReason::Immediate => usage_report_trigger::IMMER,
+    };
+    Flags::from_bits(&[bit], 3)
+}
+
+fn usage_report_plain(r: &Report) -> msg::UsageReport {
+    let u = &r.usage;
+    msg::UsageReport {
+        urr_id: r.urr_id,
+        ur_seqn: r.seqn,
+        usage_report_trigger: trigger(r),
+        start_time: Some(to_ntp(r.start)),
+        end_time: Some(to_ntp(r.end)),
+        volume_measurement: Some(VolumeMeasurement {
+            total: Some(u.total_bytes()),
+            uplink: Some(u.ul_bytes),
+            downlink: Some(u.dl_bytes),
+            total_packets: Some(u.total_packets()),
+            uplink_packets: Some(u.ul_packets),
+            downlink_packets: Some(u.dl_packets),
+        }),
+        duration_measurement: None,
+        application_detection_information: None,
+        ue_ip_address: None,
+        network_instance: None,
+        time_of_first_packet: u.first_packet.map(to_ntp),
+        time_of_last_packet: u.last_packet.map(to_ntp),
+        usage_information: None,
+        query_urr_reference: None,
+        event_time_stamps: Vec::new(),
+        ethernet_traffic_information: None,
+        other: Vec::new(),
+    }
+}
+
+/// A Usage Report for a URR (clause 7.5.5.2): the measurements its Measurement Method asks.
+pub fn usage_report(urr: &crate::rules::Urr, r: &Report) -> msg::UsageReport {
+    let mut rep = usage_report_plain(r);
+    let m = &urr.rule.measurement_method;
+    if !m.get(pfcp::ie::measurement_method::VOLUM) {
+        rep.volume_measurement = None;
+    }
+    if m.get(pfcp::ie::measurement_method::DURAT) {
+        rep.duration_measurement = Some(r.end.saturating_sub(r.start) as u32);
+    }
+    rep
+}

@@ -1,0 +1,306 @@
+//! The session model: a PFCP session's rules as the UP function keeps them (TS 29.244
+//! clause 5.2), resolved (CHOOSE F-TEIDs and UE addresses allocated) and checked.
+//! Knows nothing of BPF: `compile` turns it into fast-path entries.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
+use pfcp::ie::{
+    apply_action, Bitrate, FSeid, Flags, GprsTimer, NodeId, OuterHeaderCreation,
+    OuterHeaderRemoval, SdfFilter,
+};
+use pfcp::msg::{CreateUrr, UpdateUrr};
+
+/// Interface values (Source / Destination Interface, clauses 8.2.2 and 8.2.24).
+pub mod interface {
+    pub const ACCESS: u8 = 0;
+    pub const CORE: u8 = 1;
+    pub const SGI_LAN: u8 = 2;
+    pub const CP_FUNCTION: u8 = 3;
+    pub const VN_INTERNAL: u8 = 4;
+}
+
+/// A local F-TEID as allocated or claimed: TEID and the UP function's address(es).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LocalFteid {
+    pub teid: u32,
+    pub ipv4: Option<Ipv4Addr>,
+    pub ipv6: Option<Ipv6Addr>,
+}
+
+impl LocalFteid {
+    pub fn to_ie(self) -> pfcp::ie::FTeid {
+        pfcp::ie::FTeid::new(self.teid, self.ipv4, self.ipv6)
+    }
+}
+
+/// A UE address in a PDI (clause 8.2.62), resolved if it was to be chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct UeIp {
+    pub ipv4: Option<Ipv4Addr>,
+    pub ipv6: Option<Ipv6Addr>,
+    /// IPv6 prefix length (IP6PL) when a prefix rather than an address is given.
+    pub ipv6_prefix_len: Option<u8>,
+    /// S/D = 1: the address is the destination (a downlink PDI).
+    pub is_destination: bool,
+}
+
+impl UeIp {
+    pub fn addrs(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.ipv4
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(self.ipv6.map(IpAddr::V6))
+    }
+}
+
+/// Packet Detection Information, Table 7.5.2.2-2.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Pdi {
+    pub source_interface: u8,
+    pub local_fteid: Option<LocalFteid>,
+    pub network_instance: Option<String>,
+    pub ue_ips: Vec<UeIp>,
+    pub traffic_endpoint_ids: Vec<u8>,
+    pub sdf_filters: Vec<SdfFilter>,
+    pub application_id: Option<String>,
+    pub qfis: Vec<u8>,
+    pub framed_routes: Vec<IpNet>,
+    pub framed_routing: Option<u32>,
+    pub source_interface_type: Option<u8>,
+}
+
+/// Packet Detection Rule (clause 5.2.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pdr {
+    pub id: u16,
+    /// Lower value = higher precedence; a PDR sent without one gets `u32::MAX`.
+    pub precedence: u32,
+    pub pdi: Pdi,
+    pub outer_header_removal: Option<OuterHeaderRemoval>,
+    pub far_id: Option<u32>,
+    pub urr_ids: Vec<u32>,
+    pub qer_ids: Vec<u32>,
+    pub activation_time: Option<u32>,
+    pub deactivation_time: Option<u32>,
+}
+
+/// The Apply Action of a FAR (clause 8.2.26) as flags the data path reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ApplyAction {
+    pub drop: bool,
+    pub forw: bool,
+    pub buff: bool,
+    pub nocp: bool,
+    pub dupl: bool,
+    pub bdpn: bool,
+    pub ddpn: bool,
+}
+
+impl ApplyAction {
+    pub fn from_flags(f: &Flags) -> Self {
+        ApplyAction {
+            drop: f.get(apply_action::DROP),
+            forw: f.get(apply_action::FORW),
+            buff: f.get(apply_action::BUFF),
+            nocp: f.get(apply_action::NOCP),
+            dupl: f.get(apply_action::DUPL),
+            bdpn: f.get(apply_action::BDPN),
+            ddpn: f.get(apply_action::DDPN),
+        }
+    }
+}
+
+/// Forwarding Parameters, Table 7.5.2.3-2.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Forwarding {
+    pub destination_interface: u8,
+    pub network_instance: Option<String>,
+    pub outer_header_creation: Option<OuterHeaderCreation>,
+    pub transport_level_marking: Option<u16>,
+    pub linked_traffic_endpoint: Option<u8>,
+    pub destination_interface_type: Option<u8>,
+}
+
+/// Forwarding Action Rule (clause 5.2.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Far {
+    pub id: u32,
+    pub action: ApplyAction,
+    pub forwarding: Option<Forwarding>,
+    pub bar_id: Option<u8>,
+}
+
+/// QoS Enforcement Rule (clause 5.2.1, Table 7.5.2.5-1).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Qer {
+    pub id: u32,
+    pub correlation_id: Option<u32>,
+    pub gate_ul_open: bool,
+    pub gate_dl_open: bool,
+    pub mbr: Option<Bitrate>,
+    pub gbr: Option<Bitrate>,
+    pub qfi: Option<u8>,
+    pub rqi: bool,
+    pub ppi: Option<u8>,
+    pub averaging_window: Option<u32>,
+}
+
+impl Qer {
+    /// Gate Status (clause 8.2.7): UL gate in bits 4-3, DL gate in bits 2-1; 0 = open.
+    pub fn set_gate(&mut self, gate_status: u8) {
+        self.gate_ul_open = (gate_status >> 2) & 0x03 == 0;
+        self.gate_dl_open = gate_status & 0x03 == 0;
+    }
+}
+
+/// Usage Reporting Rule: the configuration as the CP function sent it (Create URR, merged
+/// with later Update URRs). Measurement state lives in the reporting module.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Urr {
+    pub id: u32,
+    pub rule: CreateUrr,
+}
+
+impl Urr {
+    /// Apply an Update URR: every IE present replaces the stored one (clause 7.5.4.4).
+    pub fn update(&mut self, u: &UpdateUrr) {
+        let r = &mut self.rule;
+        macro_rules! take {
+            ($($f:ident),*) => {$( if u.$f.is_some() { r.$f = u.$f.clone(); } )*};
+        }
+        macro_rules! take_list {
+            ($($f:ident),*) => {$( if !u.$f.is_empty() { r.$f = u.$f.clone(); } )*};
+        }
+        if let Some(m) = &u.measurement_method {
+            r.measurement_method = m.clone();
+        }
+        if let Some(t) = &u.reporting_triggers {
+            r.reporting_triggers = t.clone();
+        }
+        take!(
+            measurement_period,
+            volume_threshold,
+            volume_quota,
+            time_threshold,
+            time_quota,
+            event_threshold,
+            event_quota,
+            quota_holding_time,
+            dropped_dl_traffic_threshold,
+            quota_validity_time,
+            monitoring_time,
+            subsequent_volume_threshold,
+            subsequent_time_threshold,
+            subsequent_volume_quota,
+            subsequent_time_quota,
+            subsequent_event_threshold,
+            subsequent_event_quota,
+            inactivity_detection_time,
+            measurement_information,
+            time_quota_mechanism,
+            far_id_for_quota_action,
+            ethernet_inactivity_timer,
+            number_of_reports,
+            user_plane_inactivity_timer
+        );
+        take_list!(
+            linked_urr_ids,
+            aggregated_urrs,
+            additional_monitoring_time,
+            exempted_application_ids,
+            exempted_sdf_filters
+        );
+    }
+}
+
+/// Buffering Action Rule (clause 5.2.1, Tables 7.5.2.6-1 and 7.5.9.2-1).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Bar {
+    pub id: u8,
+    pub downlink_data_notification_delay: Option<u8>,
+    pub suggested_buffering_packets_count: Option<u8>,
+    pub dl_buffering_duration: Option<GprsTimer>,
+    pub dl_buffering_suggested_packet_count: Option<u16>,
+}
+
+/// Traffic Endpoint (clause 5.2.1, Table 7.5.2.7-1): PDI parts shared by several PDRs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TrafficEndpoint {
+    pub id: u8,
+    pub local_fteid: Option<LocalFteid>,
+    pub network_instance: Option<String>,
+    pub ue_ips: Vec<UeIp>,
+    pub qfis: Vec<u8>,
+    pub framed_routes: Vec<IpNet>,
+    pub source_interface_type: Option<u8>,
+}
+
+/// One PFCP session as installed (clause 5.2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    /// The UP function's SEID (its F-SEID towards the CP function).
+    pub up_seid: u64,
+    pub cp_fseid: FSeid,
+    /// The CP function (association) that owns the session.
+    pub cp_node: NodeId,
+    pub pdrs: BTreeMap<u16, Pdr>,
+    pub fars: BTreeMap<u32, Far>,
+    pub qers: BTreeMap<u32, Qer>,
+    pub urrs: BTreeMap<u32, Urr>,
+    pub bars: BTreeMap<u8, Bar>,
+    pub traffic_endpoints: BTreeMap<u8, TrafficEndpoint>,
+    /// CHOOSE ID -> the F-TEID allocated for it (clause 5.5.3).
+    pub choose_ids: BTreeMap<u8, LocalFteid>,
+    /// TEIDs this session holds in the allocator.
+    pub teids: Vec<u32>,
+    /// UE addresses this session took from the pools (CHV4/CHV6).
+    pub allocated_ue_ips: Vec<IpAddr>,
+    pub pdn_type: Option<u8>,
+    pub apn_dnn: Option<String>,
+    /// FQ-CSIDs the CP function sent, for Session Set Deletion (clause 7.4.6).
+    pub fq_csids: Vec<pfcp::ie::FqCsid>,
+    pub user_plane_inactivity_timer: Option<u32>,
+}
+
+impl Session {
+    /// The PDRs in the order the data path evaluates them: precedence, then PDR ID.
+    pub fn pdrs_by_precedence(&self) -> Vec<&Pdr> {
+        let mut v: Vec<&Pdr> = self.pdrs.values().collect();
+        v.sort_by_key(|p| (p.precedence, p.id));
+        v
+    }
+
+    /// The effective PDI of a PDR: its own fields completed by its Traffic Endpoints.
+    pub fn effective_pdi(&self, pdr: &Pdr) -> Pdi {
+        let mut pdi = pdr.pdi.clone();
+        for te_id in &pdr.pdi.traffic_endpoint_ids {
+            if let Some(te) = self.traffic_endpoints.get(te_id) {
+                if pdi.local_fteid.is_none() {
+                    pdi.local_fteid = te.local_fteid;
+                }
+                if pdi.network_instance.is_none() {
+                    pdi.network_instance = te.network_instance.clone();
+                }
+                pdi.ue_ips.extend(te.ue_ips.iter().copied());
+                pdi.qfis.extend(te.qfis.iter().copied());
+                pdi.framed_routes.extend(te.framed_routes.iter().copied());
+                if pdi.source_interface_type.is_none() {
+                    pdi.source_interface_type = te.source_interface_type;
+                }
+            }
+        }
+        pdi
+    }
+}
+
+/// Parse a Framed-Route (RFC 2865 clause 5.22: "prefix[/len] [gateway [metric ...]]").
+pub fn parse_framed_route(s: &str) -> Option<IpNet> {
+    let first = s.split_whitespace().next()?;
+    if let Ok(n) = first.parse::<IpNet>() {
+        return Some(n.trunc());
+    }
+    // Classful form without a length: a bare address is a host route.
+    first.parse::<IpAddr>().ok().map(IpNet::from)
+}

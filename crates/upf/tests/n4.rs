@@ -1,0 +1,1048 @@
+//! N4 behaviour, driven in-process (datagrams in, datagrams out, time passed in):
+//! associations, duplicate requests, all-or-nothing modification, CHOOSE ID sharing, UE IP
+//! allocation and release, peer loss and restart, non-associated peers, malformed messages.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use pfcp::ie::{
+    apply_action, measurement_method, reporting_triggers, types, CauseValue, FSeid, FTeid,
+    FailedRuleId, Flags, Interface, Name, NodeId, OuterHeaderCreation, UeIpAddress,
+};
+use pfcp::msg::{self, Msg};
+use pfcp::HeaderRepr;
+use upf::alloc::{TeidAllocator, UeIpPools};
+use upf::fastpath::model::Model;
+use upf::n4::{Event, N4Config, N4};
+use upf::procedures::{GtpuAddresses, Limits, Resources};
+use upf::sessions::Sessions;
+
+const SMF: &str = "127.0.0.4:8805";
+const SMF2: &str = "127.0.0.5:8805";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn node() -> N4 {
+    let mut pools = UeIpPools::default();
+    pools.add("internet", "10.45.0.0/24".parse().unwrap());
+    let res = Resources::new(
+        TeidAllocator::new(1, 0xffff_ffff),
+        pools,
+        GtpuAddresses {
+            access_v4: Some(Ipv4Addr::new(10, 10, 0, 7)),
+            core_v4: Some(Ipv4Addr::new(10, 20, 0, 7)),
+            ..Default::default()
+        },
+        Limits::default(),
+    );
+    let sessions = Sessions::new(res, Box::new(Model::new(1 << 20)), 100_000);
+    N4::new(
+        N4Config {
+            node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
+            addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7)),
+            recovery_time_stamp: 3_900_000_000,
+            features: Flags::from_bits(&[pfcp::ie::up_function_features::FTUP], 2),
+            allowed_peers: vec!["127.0.0.0/8".parse().unwrap()],
+            smf_peers: Vec::new(),
+            heartbeat_interval: Duration::from_secs(5),
+            t1: Duration::from_secs(1),
+            n1: 2,
+            cache_ttl: Duration::from_secs(10),
+            cache_max: 1000,
+            graceful_release_period: Duration::from_secs(10),
+        },
+        sessions,
+    )
+}
+
+/// Send one request, expect exactly one response, parse it.
+fn ask(n: &mut N4, from: &str, data: Vec<u8>, now: Instant) -> Msg {
+    let out = n.on_datagram(addr(from), &data, now);
+    assert_eq!(out.len(), 1, "expected one response");
+    assert_eq!(out[0].to, addr(from));
+    Msg::parse(&out[0].data).unwrap().1
+}
+
+fn setup(n: &mut N4, from: &str, ts: u32, now: Instant) -> Msg {
+    let ip = match addr(from).ip() {
+        IpAddr::V4(a) => a,
+        _ => unreachable!(),
+    };
+    let r = msg::AssociationSetupRequest {
+        node_id: NodeId::Ipv4(ip),
+        recovery_time_stamp: ts,
+        up_function_features: None,
+        cp_function_features: Some(Flags(vec![0])),
+        user_plane_ip_resource_information: vec![],
+        alternative_smf_ip_addresses: vec![],
+        smf_set_id: None,
+        pfcp_session_retention_information: None,
+        ue_ip_address_pool_information: vec![],
+        gtpu_path_qos_control_information: vec![],
+        pfcpas_req_flags: None,
+        other: vec![],
+    };
+    ask(
+        n,
+        from,
+        msg::emit(&HeaderRepr::node(0, next_seq()), &r),
+        now,
+    )
+}
+
+/// A fresh sequence number: reusing one within the cache time is a retransmission.
+fn next_seq() -> u32 {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1 << 20);
+    SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn pdi(si: u8, fteid: Option<FTeid>, ue: Option<UeIpAddress>) -> msg::Pdi {
+    msg::Pdi {
+        source_interface: Interface(si),
+        local_fteid: fteid,
+        network_instance: Some(Name::plain("internet")),
+        ue_ip_address: ue.into_iter().collect(),
+        traffic_endpoint_ids: vec![],
+        sdf_filters: vec![],
+        application_id: None,
+        ethernet_pdu_session_information: None,
+        ethernet_packet_filters: vec![],
+        qfis: vec![],
+        framed_routes: vec![],
+        framed_routing: None,
+        framed_ipv6_routes: vec![],
+        source_interface_type: None,
+        other: vec![],
+    }
+}
+
+fn pdr(id: u16, far: u32, pdi: msg::Pdi) -> msg::CreatePdr {
+    msg::CreatePdr {
+        pdr_id: id,
+        precedence: Some(100),
+        pdi,
+        outer_header_removal: None,
+        far_id: Some(far),
+        urr_ids: vec![],
+        qer_ids: vec![],
+        activate_predefined_rules: vec![],
+        activation_time: None,
+        deactivation_time: None,
+        mar_id: None,
+        packet_replication_and_detection_carry_on_information: None,
+        ue_ip_address_pool_identity: vec![],
+        mptcp_applicable_indication: None,
+        other: vec![],
+    }
+}
+
+fn far(id: u32, dest: u8, ohc: Option<OuterHeaderCreation>) -> msg::CreateFar {
+    msg::CreateFar {
+        far_id: id,
+        apply_action: Flags::from_bits(&[apply_action::FORW], 2),
+        forwarding_parameters: Some(msg::ForwardingParameters {
+            destination_interface: Interface(dest),
+            network_instance: Some(Name::plain("internet")),
+            redirect_information: None,
+            outer_header_creation: ohc,
+            transport_level_marking: None,
+            forwarding_policy: None,
+            header_enrichment: None,
+            linked_traffic_endpoint_id: None,
+            proxying: None,
+            destination_interface_type: None,
+            data_network_access_identifier: None,
+            other: vec![],
+        }),
+        duplicating_parameters: vec![],
+        bar_id: None,
+        other: vec![],
+    }
+}
+
+fn urr(id: u32) -> msg::CreateUrr {
+    let b = msg::parse::<msg::SessionEstablishmentRequest>(
+        &pfcp::samples::corpus()
+            .iter()
+            .find(|s| s.bytes[1] == 50)
+            .unwrap()
+            .bytes,
+    )
+    .unwrap()
+    .1;
+    let mut u = b.create_urrs[0].clone();
+    u.urr_id = id;
+    u.measurement_method = Flags::from_bits(&[measurement_method::VOLUM], 1);
+    u.reporting_triggers = Flags::from_bits(&[reporting_triggers::VOLTH], 2);
+    u.linked_urr_ids.clear();
+    u.far_id_for_quota_action = None;
+    u.aggregated_urrs.clear();
+    u
+}
+
+/// A typical 5G session: uplink PDR with CHOOSE F-TEID, downlink PDR on a UE address the
+/// UPF allocates (CHV4), a FAR each.
+fn establishment(cp_seid: u64, choose_id: Option<u8>) -> msg::SessionEstablishmentRequest {
+    msg::SessionEstablishmentRequest {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
+        cp_fseid: FSeid {
+            seid: cp_seid,
+            ipv4: Some(Ipv4Addr::new(127, 0, 0, 4)),
+            ipv6: None,
+        },
+        create_pdrs: vec![
+            pdr(
+                1,
+                1,
+                pdi(0, Some(FTeid::choose(true, false, choose_id)), None),
+            ),
+            pdr(
+                2,
+                2,
+                pdi(
+                    1,
+                    None,
+                    Some(UeIpAddress {
+                        destination: true,
+                        choose_v4: true,
+                        ..Default::default()
+                    }),
+                ),
+            ),
+        ],
+        create_fars: vec![
+            far(1, 1, None),
+            far(
+                2,
+                0,
+                Some(OuterHeaderCreation::gtpu_ipv4(
+                    0x100,
+                    Ipv4Addr::new(10, 10, 0, 1),
+                )),
+            ),
+        ],
+        create_urrs: vec![],
+        create_qers: vec![],
+        create_bar: None,
+        create_traffic_endpoints: vec![],
+        pdn_type: Some(1),
+        fq_csids: vec![],
+        user_plane_inactivity_timer: None,
+        user_id: None,
+        trace_information: None,
+        apn_dnn: None,
+        pfcpse_req_flags: None,
+        recovery_time_stamp: None,
+        s_nssai: None,
+        rat_type: None,
+        other: vec![],
+    }
+}
+
+fn establish(
+    n: &mut N4,
+    from: &str,
+    seq: u32,
+    r: &msg::SessionEstablishmentRequest,
+    now: Instant,
+) -> msg::SessionEstablishmentResponse {
+    match ask(n, from, msg::emit(&HeaderRepr::session(0, 0, seq), r), now) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        m => panic!("unexpected {m:?}"),
+    }
+}
+
+fn empty_modification() -> msg::SessionModificationRequest {
+    msg::parse::<msg::SessionModificationRequest>(&msg::emit(
+        &HeaderRepr::session(0, 1, 1),
+        &msg::SessionModificationRequest {
+            cp_fseid: None,
+            remove_pdrs: vec![],
+            remove_fars: vec![],
+            remove_urrs: vec![],
+            remove_qers: vec![],
+            remove_bar: None,
+            remove_traffic_endpoints: vec![],
+            create_pdrs: vec![],
+            create_fars: vec![],
+            create_urrs: vec![],
+            create_qers: vec![],
+            create_bar: None,
+            create_traffic_endpoints: vec![],
+            update_pdrs: vec![],
+            update_fars: vec![],
+            update_urrs: vec![],
+            update_qers: vec![],
+            update_bar: None,
+            update_traffic_endpoints: vec![],
+            pfcpsm_req_flags: None,
+            query_urrs: vec![],
+            fq_csids: vec![],
+            user_plane_inactivity_timer: None,
+            query_urr_reference: None,
+            trace_information: None,
+            node_id: None,
+            s_nssai: None,
+            rat_type: None,
+            other: vec![],
+        },
+    ))
+    .unwrap()
+    .1
+}
+
+fn modify(
+    n: &mut N4,
+    from: &str,
+    seid: u64,
+    seq: u32,
+    r: &msg::SessionModificationRequest,
+    now: Instant,
+) -> msg::SessionModificationResponse {
+    match ask(
+        n,
+        from,
+        msg::emit(&HeaderRepr::session(0, seid, seq), r),
+        now,
+    ) {
+        Msg::SessionModificationResponse(r) => r,
+        m => panic!("unexpected {m:?}"),
+    }
+}
+
+fn delete(
+    n: &mut N4,
+    from: &str,
+    seid: u64,
+    seq: u32,
+    now: Instant,
+) -> msg::SessionDeletionResponse {
+    let r = msg::SessionDeletionRequest { other: vec![] };
+    match ask(
+        n,
+        from,
+        msg::emit(&HeaderRepr::session(0, seid, seq), &r),
+        now,
+    ) {
+        Msg::SessionDeletionResponse(r) => r,
+        m => panic!("unexpected {m:?}"),
+    }
+}
+
+#[test]
+fn association_then_session_lifecycle() {
+    let mut n = node();
+    let now = Instant::now();
+    match setup(&mut n, SMF, 1, now) {
+        Msg::AssociationSetupResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+            assert_eq!(r.recovery_time_stamp, 3_900_000_000);
+            assert!(r
+                .up_function_features
+                .unwrap()
+                .get(pfcp::ie::up_function_features::FTUP));
+        }
+        m => panic!("{m:?}"),
+    }
+    assert!(n
+        .take_events()
+        .contains(&Event::AssociationUp(NodeId::Ipv4(Ipv4Addr::new(
+            127, 0, 0, 4
+        )))));
+    let r = establish(&mut n, SMF, 2, &establishment(0x42, None), now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let up = r.up_fseid.unwrap();
+    assert_eq!(up.ipv4, Some(Ipv4Addr::new(127, 0, 0, 7)));
+    assert_eq!(r.created_pdrs.len(), 2);
+    let f = r.created_pdrs[0].local_fteid.unwrap();
+    assert_eq!(
+        f.ipv4,
+        Some(Ipv4Addr::new(10, 10, 0, 7)),
+        "N3 address for an Access PDR"
+    );
+    assert_ne!(f.teid, Some(0));
+    let ue = r.created_pdrs[1].ue_ip_address[0];
+    assert_eq!(ue.ipv4, Some(Ipv4Addr::new(10, 45, 0, 1)));
+    assert!(ue.destination);
+    // The data path holds the keys.
+    let s = n.sessions.get(up.seid).unwrap();
+    assert_eq!(s.cp_fseid.seid, 0x42);
+    // Deletion answers to the CP SEID and frees everything.
+    let d = delete(&mut n, SMF, up.seid, 3, now);
+    assert_eq!(d.cause, CauseValue::REQUEST_ACCEPTED);
+    assert!(n.sessions.is_empty());
+    assert_eq!(n.sessions.res.teids.in_use(), 0);
+    assert_eq!(n.sessions.res.ue_ips.in_use(), 0);
+}
+
+#[test]
+fn response_headers_carry_the_cp_seid() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let out = n.on_datagram(
+        addr(SMF),
+        &msg::emit(&HeaderRepr::session(0, 0, 9), &establishment(0x1234, None)),
+        now,
+    );
+    let (h, _) = Msg::parse(&out[0].data).unwrap();
+    assert_eq!(h.seid, Some(0x1234));
+    assert_eq!(h.sequence, 9);
+}
+
+#[test]
+fn duplicate_request_is_answered_from_the_cache() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let req = msg::emit(&HeaderRepr::session(0, 0, 77), &establishment(0x42, None));
+    let a = n.on_datagram(addr(SMF), &req, now);
+    let b = n.on_datagram(addr(SMF), &req, now + Duration::from_secs(2));
+    assert_eq!(
+        a, b,
+        "the retransmission gets the same response, byte for byte"
+    );
+    assert_eq!(n.sessions.len(), 1, "and is not executed twice");
+    assert_eq!(n.stats.duplicates, 1);
+    // The same sequence number from another peer is another request.
+    setup(&mut n, SMF2, 1, now);
+    let mut e = establishment(0x43, None);
+    e.node_id = NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 5));
+    n.on_datagram(
+        addr(SMF2),
+        &msg::emit(&HeaderRepr::session(0, 0, 77), &e),
+        now,
+    );
+    assert_eq!(n.sessions.len(), 2);
+    // After the cache time the sequence number may be reused.
+    let c = n.on_datagram(addr(SMF), &req, now + Duration::from_secs(60));
+    assert_ne!(a, c);
+    assert_eq!(n.sessions.len(), 3);
+}
+
+#[test]
+fn failing_modification_changes_nothing() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let r = establish(&mut n, SMF, 2, &establishment(0x42, None), now);
+    let seid = r.up_fseid.unwrap().seid;
+    let before = n.sessions.get(seid).unwrap().clone();
+    let teids = n.sessions.res.teids.in_use();
+    let ues = n.sessions.res.ue_ips.in_use();
+    // Valid parts (a new uplink PDR with CHOOSE, a new FAR, an update of FAR 2) followed by
+    // a PDR that points at a FAR that does not exist.
+    let mut m = empty_modification();
+    m.create_fars.push(far(3, 1, None));
+    m.create_pdrs.push(pdr(
+        3,
+        3,
+        pdi(0, Some(FTeid::choose(true, false, None)), None),
+    ));
+    m.create_pdrs.push(pdr(
+        4,
+        99,
+        pdi(0, Some(FTeid::choose(true, false, None)), None),
+    ));
+    m.update_fars.push(msg::UpdateFar {
+        far_id: 2,
+        apply_action: Some(Flags::from_bits(&[apply_action::DROP], 2)),
+        update_forwarding_parameters: None,
+        update_duplicating_parameters: vec![],
+        bar_id: None,
+        other: vec![],
+    });
+    let rsp = modify(&mut n, SMF, seid, 3, &m, now);
+    assert_eq!(rsp.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        rsp.failed_rule_id,
+        Some(FailedRuleId {
+            rule_type: FailedRuleId::PDR,
+            id: 4
+        })
+    );
+    assert!(rsp.created_pdrs.is_empty());
+    assert_eq!(
+        n.sessions.get(seid).unwrap(),
+        &before,
+        "the session is exactly as it was"
+    );
+    assert_eq!(
+        n.sessions.res.teids.in_use(),
+        teids,
+        "TEIDs allocated on the way were returned"
+    );
+    assert_eq!(n.sessions.res.ue_ips.in_use(), ues);
+    // The same change without the bad PDR is accepted.
+    m.create_pdrs.pop();
+    let rsp = modify(&mut n, SMF, seid, 4, &m, now);
+    assert_eq!(rsp.cause, CauseValue::REQUEST_ACCEPTED, "{rsp:?}");
+    assert_eq!(rsp.created_pdrs.len(), 1);
+    assert!(n.sessions.get(seid).unwrap().fars[&2].action.drop);
+}
+
+#[test]
+fn removing_a_far_still_in_use_is_refused() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let seid = establish(&mut n, SMF, 2, &establishment(0x42, None), now)
+        .up_fseid
+        .unwrap()
+        .seid;
+    let mut m = empty_modification();
+    m.remove_fars.push(msg::RemoveFar {
+        far_id: 1,
+        other: vec![],
+    });
+    let rsp = modify(&mut n, SMF, seid, 3, &m, now);
+    assert_eq!(rsp.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(rsp.failed_rule_id.unwrap().rule_type, FailedRuleId::PDR);
+    assert!(n.sessions.get(seid).unwrap().fars.contains_key(&1));
+}
+
+#[test]
+fn choose_id_shares_one_fteid() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let mut e = establishment(0x42, Some(7));
+    // A second uplink PDR (another QoS flow) with the same CHOOSE ID, and a third without.
+    let mut p3 = pdr(
+        3,
+        1,
+        pdi(0, Some(FTeid::choose(true, false, Some(7))), None),
+    );
+    p3.pdi.qfis = vec![2];
+    e.create_pdrs.push(p3);
+    e.create_pdrs.push(pdr(
+        4,
+        1,
+        pdi(0, Some(FTeid::choose(true, false, None)), None),
+    ));
+    let r = establish(&mut n, SMF, 2, &e, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let teid = |id: u16| {
+        r.created_pdrs
+            .iter()
+            .find(|c| c.pdr_id == id)
+            .unwrap()
+            .local_fteid
+            .unwrap()
+            .teid
+            .unwrap()
+    };
+    assert_eq!(teid(1), teid(3), "same CHOOSE ID, same F-TEID");
+    assert_ne!(teid(1), teid(4), "no CHOOSE ID, its own F-TEID");
+    assert_eq!(n.sessions.res.teids.in_use(), 2);
+    // Another session's CHOOSE ID 7 is its own.
+    let r2 = establish(&mut n, SMF, 3, &establishment(0x43, Some(7)), now);
+    assert_ne!(
+        r2.created_pdrs[0].local_fteid.unwrap().teid.unwrap(),
+        teid(1)
+    );
+}
+
+#[test]
+fn ue_ip_allocation_and_release() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let mut seids = Vec::new();
+    let mut ips = std::collections::HashSet::new();
+    for i in 0..10 {
+        let r = establish(
+            &mut n,
+            SMF,
+            10 + i,
+            &establishment(0x100 + i as u64, None),
+            now,
+        );
+        let ue = r.created_pdrs[1].ue_ip_address[0].ipv4.unwrap();
+        assert!(ips.insert(ue), "each session gets its own address");
+        seids.push(r.up_fseid.unwrap().seid);
+    }
+    assert_eq!(n.sessions.res.ue_ips.in_use(), 10);
+    for (i, s) in seids.iter().enumerate() {
+        delete(&mut n, SMF, *s, 100 + i as u32, now);
+    }
+    assert_eq!(n.sessions.res.ue_ips.in_use(), 0);
+    // Released addresses are handed out again.
+    let r = establish(&mut n, SMF, 200, &establishment(0x999, None), now);
+    assert!(ips.contains(&r.created_pdrs[1].ue_ip_address[0].ipv4.unwrap()));
+}
+
+#[test]
+fn pool_exhaustion_is_all_dynamic_addresses_occupied() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    // A /24 has 254 host addresses.
+    for i in 0..254 {
+        let r = establish(&mut n, SMF, 10 + i, &establishment(i as u64 + 1, None), now);
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "session {i}");
+    }
+    let teids = n.sessions.res.teids.in_use();
+    let r = establish(&mut n, SMF, 1000, &establishment(0xfff, None), now);
+    assert_eq!(r.cause, CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
+    assert_eq!(
+        n.sessions.res.teids.in_use(),
+        teids,
+        "the CHOOSE TEID of the refused session was returned"
+    );
+}
+
+#[test]
+fn request_from_a_peer_without_association() {
+    let mut n = node();
+    let now = Instant::now();
+    let r = establish(&mut n, SMF, 2, &establishment(0x42, None), now);
+    assert_eq!(r.cause, CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION);
+    assert!(r.up_fseid.is_none());
+    assert!(n.sessions.is_empty());
+    // Another peer's session cannot be touched by a peer that is associated but not its owner.
+    setup(&mut n, SMF, 1, now);
+    setup(&mut n, SMF2, 1, now);
+    let seid = establish(&mut n, SMF, 3, &establishment(0x42, None), now)
+        .up_fseid
+        .unwrap()
+        .seid;
+    let d = delete(&mut n, SMF2, seid, 4, now);
+    assert_eq!(d.cause, CauseValue::SESSION_CONTEXT_NOT_FOUND);
+    assert_eq!(n.sessions.len(), 1);
+    // Unknown SEID.
+    let d = delete(&mut n, SMF, 0xdead, 5, now);
+    assert_eq!(d.cause, CauseValue::SESSION_CONTEXT_NOT_FOUND);
+}
+
+#[test]
+fn association_from_a_peer_not_allowed() {
+    let mut n = node();
+    n.cfg.allowed_peers = vec!["192.0.2.0/24".parse().unwrap()];
+    match setup(&mut n, SMF, 1, Instant::now()) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_REJECTED),
+        m => panic!("{m:?}"),
+    }
+    assert!(n.associations().is_empty());
+}
+
+fn heartbeat_response(seq: u32, ts: u32) -> Vec<u8> {
+    msg::emit(
+        &HeaderRepr::node(0, seq),
+        &msg::HeartbeatResponse {
+            recovery_time_stamp: ts,
+            other: vec![],
+        },
+    )
+}
+
+#[test]
+fn heartbeats_and_peer_loss() {
+    let mut n = node();
+    let t0 = Instant::now();
+    setup(&mut n, SMF, 1, t0);
+    establish(&mut n, SMF, 2, &establishment(0x42, None), t0);
+    n.take_events();
+    // A heartbeat goes out after the interval; answered, the association lives on.
+    let t = t0 + Duration::from_secs(5);
+    let out = n.on_timer(t);
+    assert_eq!(out.len(), 1);
+    let (h, m) = Msg::parse(&out[0].data).unwrap();
+    assert!(matches!(m, Msg::HeartbeatRequest(ref r) if r.recovery_time_stamp == 3_900_000_000));
+    assert!(n
+        .on_datagram(addr(SMF), &heartbeat_response(h.sequence, 1), t)
+        .is_empty());
+    assert_eq!(n.sessions.len(), 1);
+    // The next one is not answered: T1 retransmissions, then the peer is declared lost.
+    let mut t = t + Duration::from_secs(5);
+    let first = n.on_timer(t);
+    assert_eq!(first.len(), 1);
+    for _ in 0..2 {
+        t += Duration::from_secs(1);
+        let again = n.on_timer(t);
+        assert_eq!(again, first, "retransmitted unchanged");
+    }
+    t += Duration::from_secs(1);
+    n.on_timer(t);
+    assert!(n.associations().is_empty());
+    assert!(n.sessions.is_empty(), "the lost peer's sessions are gone");
+    assert!(matches!(
+        n.take_events()[0],
+        Event::AssociationDown { sessions: 1, .. }
+    ));
+}
+
+#[test]
+fn peer_restart_clears_its_sessions_only() {
+    let mut n = node();
+    let t0 = Instant::now();
+    setup(&mut n, SMF, 1, t0);
+    setup(&mut n, SMF2, 1, t0);
+    establish(&mut n, SMF, 2, &establishment(0x42, None), t0);
+    let mut e = establishment(0x43, None);
+    e.node_id = NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 5));
+    establish(&mut n, SMF2, 2, &e, t0);
+    assert_eq!(n.sessions.len(), 2);
+    // SMF's heartbeat request carries a new Recovery Time Stamp: it restarted.
+    let hb = msg::emit(
+        &HeaderRepr::node(0, 50),
+        &msg::HeartbeatRequest {
+            recovery_time_stamp: 2,
+            source_ip_address: None,
+            other: vec![],
+        },
+    );
+    match ask(&mut n, SMF, hb, t0) {
+        Msg::HeartbeatResponse(r) => assert_eq!(r.recovery_time_stamp, 3_900_000_000),
+        m => panic!("{m:?}"),
+    }
+    assert_eq!(n.sessions.len(), 1);
+    assert!(n
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::PeerRestarted { sessions: 1, .. })));
+    // The same through a heartbeat response to our own request.
+    let out = n.on_timer(t0 + Duration::from_secs(5));
+    let to_smf2 = out.iter().find(|o| o.to == addr(SMF2)).unwrap();
+    let seq = Msg::parse(&to_smf2.data).unwrap().0.sequence;
+    n.on_datagram(
+        addr(SMF2),
+        &heartbeat_response(seq, 99),
+        t0 + Duration::from_secs(5),
+    );
+    assert!(n.sessions.is_empty());
+}
+
+#[test]
+fn association_release_and_re_setup() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    establish(&mut n, SMF, 2, &establishment(0x42, None), now);
+    // A new Association Setup from the same node replaces the association and, without
+    // PFCP Session Retention Information, deletes its sessions (clause 6.2.6.2.2).
+    setup(&mut n, SMF, 1, now);
+    assert!(n.sessions.is_empty());
+    establish(&mut n, SMF, 3, &establishment(0x42, None), now);
+    let rel = msg::AssociationReleaseRequest {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
+        other: vec![],
+    };
+    match ask(&mut n, SMF, msg::emit(&HeaderRepr::node(0, 4), &rel), now) {
+        Msg::AssociationReleaseResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    assert!(n.sessions.is_empty());
+    assert!(n.associations().is_empty());
+}
+
+#[test]
+fn graceful_release_asks_then_ends() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    establish(&mut n, SMF, 2, &establishment(0x42, None), now);
+    let out = n.release_all(now);
+    assert_eq!(out.len(), 1);
+    match Msg::parse(&out[0].data).unwrap().1 {
+        Msg::AssociationUpdateRequest(r) => {
+            assert!(r.pfcp_association_release_request.unwrap().get(1), "SARR");
+            assert_eq!(r.graceful_release_period.unwrap().seconds(), Some(10));
+        }
+        m => panic!("{m:?}"),
+    }
+    assert!(!n.all_released());
+    n.on_timer(now + Duration::from_secs(11));
+    assert!(n.all_released());
+    assert!(n.sessions.is_empty());
+}
+
+#[test]
+fn upf_initiated_association() {
+    let mut n = node();
+    n.cfg.smf_peers = vec![addr(SMF)];
+    let now = Instant::now();
+    let out = n.start(now);
+    assert_eq!(out.len(), 1);
+    let (h, m) = Msg::parse(&out[0].data).unwrap();
+    assert!(matches!(m, Msg::AssociationSetupRequest(_)));
+    let rsp = msg::AssociationSetupResponse {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
+        cause: CauseValue::REQUEST_ACCEPTED,
+        recovery_time_stamp: 5,
+        up_function_features: None,
+        cp_function_features: None,
+        user_plane_ip_resource_information: vec![],
+        alternative_smf_ip_addresses: vec![],
+        smf_set_id: None,
+        pfcpas_rsp_flags: None,
+        ue_ip_address_pool_information: vec![],
+        gtpu_path_qos_control_information: vec![],
+        other: vec![],
+    };
+    n.on_datagram(
+        addr(SMF),
+        &msg::emit(&HeaderRepr::node(0, h.sequence), &rsp),
+        now,
+    );
+    assert_eq!(n.associations().len(), 1);
+    assert_eq!(
+        establish(&mut n, SMF, 2, &establishment(1, None), now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+}
+
+/// Each malformed message of the codec's negative list gets its Cause and Offending IE,
+/// and the node keeps serving another peer in between.
+#[test]
+fn malformed_requests_get_cause_and_offending_ie() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    setup(&mut n, SMF2, 1, now);
+    let good = establishment(0x42, None);
+    let enc =
+        |r: &msg::SessionEstablishmentRequest| msg::emit(&HeaderRepr::session(0, 0, next_seq()), r);
+    let mut cases: Vec<(&str, Vec<u8>, CauseValue, Option<u16>)> = Vec::new();
+    // Outer Header Creation cut short: find it in the encoding and shorten its length.
+    let b = mutate(&enc(&good), types::OUTER_HEADER_CREATION, |p, i| {
+        raw(p, i, |v| v.truncate(v.len() - 2))
+    });
+    cases.push((
+        "OHC with a wrong length",
+        b,
+        CauseValue::INVALID_LENGTH,
+        Some(types::OUTER_HEADER_CREATION),
+    ));
+    // MBR of 9 octets.
+    let mut e = good.clone();
+    e.create_qers.push(msg::CreateQer {
+        qer_id: 1,
+        qer_correlation_id: None,
+        gate_status: 0,
+        mbr: Some(pfcp::ie::Bitrate {
+            ul_kbps: 1000,
+            dl_kbps: 1000,
+        }),
+        gbr: None,
+        packet_rate: None,
+        dl_flow_level_marking: None,
+        qfi: Some(1),
+        rqi: None,
+        paging_policy_indicator: None,
+        averaging_window: None,
+        qer_control_indications: None,
+        other: vec![],
+    });
+    let b = mutate(&enc(&e), types::MBR, |p, i| raw(p, i, |v| v.truncate(9)));
+    cases.push((
+        "MBR with a wrong length",
+        b,
+        CauseValue::INVALID_LENGTH,
+        Some(types::MBR),
+    ));
+    // PDI without Source Interface.
+    let b = mutate(&enc(&good), types::SOURCE_INTERFACE, |p, i| {
+        p.remove(i);
+    });
+    cases.push((
+        "PDI without Source Interface",
+        b,
+        CauseValue::MANDATORY_IE_MISSING,
+        Some(types::SOURCE_INTERFACE),
+    ));
+    // Without F-SEID, without Node ID.
+    let b = mutate(&enc(&good), types::FSEID, |p, i| {
+        p.remove(i);
+    });
+    cases.push((
+        "no F-SEID",
+        b,
+        CauseValue::MANDATORY_IE_MISSING,
+        Some(types::FSEID),
+    ));
+    let b = mutate(&enc(&good), types::NODE_ID, |p, i| {
+        p.remove(i);
+    });
+    cases.push((
+        "no Node ID",
+        b,
+        CauseValue::MANDATORY_IE_MISSING,
+        Some(types::NODE_ID),
+    ));
+    // An empty request.
+    let b = vec![0x21, 50, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0];
+    cases.push((
+        "empty",
+        b,
+        CauseValue::MANDATORY_IE_MISSING,
+        Some(types::NODE_ID),
+    ));
+    // A grouped IE whose child overruns it: the PDI's last child claims one octet more.
+    let b = mutate(&enc(&good), types::PDI, |p, i| {
+        raw(p, i, |v| {
+            let n = v.len();
+            // The last child is Network Instance "internet" (4 + 8 octets): bump the low
+            // octet of its length.
+            v[n - 9] += 1;
+        })
+    });
+    cases.push((
+        "child overruns its group",
+        b,
+        CauseValue::INVALID_LENGTH,
+        Some(types::NETWORK_INSTANCE),
+    ));
+    // A message whose length field disagrees with the datagram.
+    let mut b = enc(&good);
+    b.push(0);
+    cases.push(("message length", b, CauseValue::INVALID_LENGTH, None));
+
+    for (i, (what, bytes, cause, offending)) in cases.into_iter().enumerate() {
+        let out = n.on_datagram(addr(SMF), &bytes, now);
+        assert_eq!(out.len(), 1, "{what}: one response");
+        match Msg::parse(&out[0].data).unwrap().1 {
+            Msg::SessionEstablishmentResponse(r) => {
+                assert_eq!(r.cause, cause, "{what}");
+                assert_eq!(r.offending_ie, offending, "{what}");
+                assert!(r.up_fseid.is_none(), "{what}");
+            }
+            m => panic!("{what}: {m:?}"),
+        }
+        // The other peer is served in between.
+        let mut e = establishment(0x500 + i as u64, None);
+        e.node_id = NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 5));
+        let r = establish(&mut n, SMF2, 1000 + i as u32, &e, now);
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{what}: other peer");
+    }
+    // A heartbeat without Recovery Time Stamp has no Cause to carry: discarded.
+    let hb = vec![0x20, 1, 0, 4, 0, 0, 9, 0];
+    assert!(n.on_datagram(addr(SMF), &hb, now).is_empty());
+    // A zero-length Recovery Time Stamp in an Association Setup Request.
+    let mut b = vec![0x20, 5, 0, 17, 0, 0, 10, 0];
+    b.extend_from_slice(&[0, 60, 0, 5, 0, 127, 0, 0, 4, 0, 96, 0, 0]);
+    match ask(&mut n, SMF, b, now) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::INVALID_LENGTH),
+        m => panic!("{m:?}"),
+    }
+    // Not PFCP version 1: Version Not Supported.
+    let mut v2 = msg::emit(
+        &HeaderRepr::node(0, 11),
+        &msg::HeartbeatRequest {
+            recovery_time_stamp: 1,
+            source_ip_address: None,
+            other: vec![],
+        },
+    );
+    v2[0] = 0x40;
+    assert!(matches!(
+        ask(&mut n, SMF, v2, now),
+        Msg::VersionNotSupportedResponse(_)
+    ));
+    assert_eq!(n.sessions.len(), 8, "only the other peer's sessions exist");
+}
+
+#[test]
+fn unsupported_features_are_refused_cleanly() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let mut e = establishment(0x42, None);
+    e.create_pdrs[0].pdi.application_id = Some(pfcp::ie::Text::new("youtube"));
+    let r = establish(&mut n, SMF, 2, &e, now);
+    assert_eq!(r.cause, CauseValue::UNKNOWN_APPLICATION_ID);
+    assert_eq!(r.offending_ie, Some(types::APPLICATION_ID));
+    let mut e = establishment(0x42, None);
+    e.create_fars[0].apply_action = Flags::from_bits(&[apply_action::FORW, apply_action::DUPL], 2);
+    let r = establish(&mut n, SMF, 3, &e, now);
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        Some(FailedRuleId {
+            rule_type: FailedRuleId::FAR,
+            id: 1
+        })
+    );
+    let mut e = establishment(0x42, None);
+    e.create_fars[0].forwarding_parameters = None;
+    let r = establish(&mut n, SMF, 4, &e, now);
+    assert_eq!(r.cause, CauseValue::CONDITIONAL_IE_MISSING);
+    assert_eq!(r.offending_ie, Some(types::FORWARDING_PARAMETERS));
+    assert!(n.sessions.is_empty());
+    assert_eq!(n.sessions.res.teids.in_use(), 0);
+}
+
+#[test]
+fn query_urr_and_usage_on_deletion() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let mut e = establishment(0x42, None);
+    e.create_urrs.push(urr(1));
+    e.create_pdrs[0].urr_ids = vec![1];
+    let seid = establish(&mut n, SMF, 2, &e, now).up_fseid.unwrap().seid;
+    let mut m = empty_modification();
+    m.query_urrs.push(msg::QueryUrr {
+        urr_id: 1,
+        other: vec![],
+    });
+    let r = modify(&mut n, SMF, seid, 3, &m, now);
+    assert_eq!(r.usage_reports.len(), 1);
+    assert!(r.usage_reports[0]
+        .usage_report_trigger
+        .get(pfcp::ie::usage_report_trigger::IMMER));
+    let d = delete(&mut n, SMF, seid, 4, now);
+    assert_eq!(d.usage_reports.len(), 1);
+    let u = &d.usage_reports[0];
+    assert!(u
+        .usage_report_trigger
+        .get(pfcp::ie::usage_report_trigger::TERMR));
+    assert_eq!(u.ur_seqn, 1, "UR-SEQN counts reports of the URR");
+    assert!(u.volume_measurement.is_some());
+}
+
+/// Re-encode `b` after `f` changed the first IE of type `t` (at any depth) in place in
+/// the generic tree: a way to write malformed IEs the typed encoder never would.
+fn mutate(b: &[u8], t: u16, f: impl FnOnce(&mut Vec<pfcp::Ie>, usize)) -> Vec<u8> {
+    fn find(ies: &mut Vec<pfcp::Ie>, t: u16) -> Option<(&mut Vec<pfcp::Ie>, usize)> {
+        if let Some(i) = ies.iter().position(|x| x.ie_type() == t) {
+            return Some((ies, i));
+        }
+        for ie in ies.iter_mut() {
+            if let Some(children) = children_mut(ie) {
+                if let Some(x) = find(children, t) {
+                    return Some(x);
+                }
+            }
+        }
+        None
+    }
+    let mut m = pfcp::Message::parse(b).unwrap();
+    let (parent, i) = find(&mut m.ies, t).expect("IE to mutate");
+    f(parent, i);
+    m.emit()
+}
+
+fn children_mut(ie: &mut pfcp::Ie) -> Option<&mut Vec<pfcp::Ie>> {
+    use pfcp::Ie::*;
+    match ie {
+        CreatePdr(c) | Pdi(c) | CreateFar(c) | ForwardingParameters(c) | CreateQer(c) => Some(c),
+        _ => None,
+    }
+}
+
+/// The IE at `parent[i]` as raw octets, with `f` applied to its value.
+fn raw(parent: &mut [pfcp::Ie], i: usize, f: impl FnOnce(&mut Vec<u8>)) {
+    let t = parent[i].ie_type();
+    let mut enc = Vec::new();
+    parent[i].encode(&mut enc);
+    let mut value = enc[4..].to_vec();
+    f(&mut value);
+    parent[i] = pfcp::Ie::Unknown(pfcp::ie::UnknownIe {
+        ie_type: t,
+        enterprise_id: None,
+        value,
+    });
+}
