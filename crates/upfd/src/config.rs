@@ -1,0 +1,345 @@
+//! upfd's configuration file (YAML). Every key is documented here and in
+//! docs/configuration.md; every error names the key path and what is wrong.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This UP function's PFCP Node ID: an IPv4 or IPv6 address, or an FQDN.
+    pub node_id: String,
+    pub n4: N4,
+    pub gtpu: Gtpu,
+    /// UE address pools, per network instance (DNN/APN).
+    #[serde(default)]
+    pub ue_pools: Vec<UePool>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub datapath: Datapath,
+    #[serde(default)]
+    pub log: Log,
+}
+
+/// N4 / Sx: PFCP towards SMFs (SGW-C/PGW-C in 4G).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct N4 {
+    /// Address to listen on; also the address in UP F-SEIDs.
+    pub address: IpAddr,
+    #[serde(default = "default_pfcp_port")]
+    pub port: u16,
+    /// Source prefixes of the SMFs allowed to associate. Empty: any.
+    #[serde(default)]
+    pub allowed_peers: Vec<IpNet>,
+    /// SMFs this UPF itself asks to associate with ("10.0.0.2:8805").
+    #[serde(default)]
+    pub associate_with: Vec<SocketAddr>,
+    #[serde(default = "default_heartbeat", with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// PFCP request retransmission timer and count (TS 29.244 clause 6.4).
+    #[serde(default = "default_t1", with = "humantime_serde")]
+    pub t1: Duration,
+    #[serde(default = "default_n1")]
+    pub n1: u32,
+    /// How long responses are kept for retransmitted requests, and at most how many.
+    #[serde(default = "default_cache_ttl", with = "humantime_serde")]
+    pub response_cache_ttl: Duration,
+    #[serde(default = "default_cache_max")]
+    pub response_cache_max: usize,
+    /// Offered to SMFs on a graceful shutdown (TS 29.244 clause 6.2.8.2).
+    #[serde(default = "default_release", with = "humantime_serde")]
+    pub graceful_release_period: Duration,
+}
+
+/// GTP-U endpoints.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gtpu {
+    /// N3 (S1-U, S5/S8-U for an SGW-U): towards gNBs/eNBs.
+    pub n3: Endpoint,
+    /// N9 (S5/S8-U for a PGW-U): towards other UPFs. Defaults to the N3 endpoint.
+    #[serde(default)]
+    pub n9: Option<Endpoint>,
+    /// TEIDs handed out for CHOOSE F-TEIDs, inclusive.
+    #[serde(default = "default_teid_range")]
+    pub teid_range: [u32; 2],
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    #[serde(default)]
+    pub ipv4: Option<Ipv4Addr>,
+    #[serde(default)]
+    pub ipv6: Option<Ipv6Addr>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UePool {
+    /// Network instance (or DNN) whose CHV4/CHV6 requests this pool serves; "" or absent
+    /// for the default pool.
+    #[serde(default)]
+    pub network_instance: String,
+    pub prefix: IpNet,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub max_sessions: usize,
+    pub max_pdrs_per_session: usize,
+    pub max_fars_per_session: usize,
+    pub max_qers_per_session: usize,
+    pub max_urrs_per_session: usize,
+    pub max_sdf_filters_per_pdr: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let l = upf::procedures::Limits::default();
+        Limits {
+            max_sessions: 1_000_000,
+            max_pdrs_per_session: l.max_pdrs,
+            max_fars_per_session: l.max_fars,
+            max_qers_per_session: l.max_qers,
+            max_urrs_per_session: l.max_urrs,
+            max_sdf_filters_per_pdr: l.max_sdf_filters,
+        }
+    }
+}
+
+/// Which data path forwards the traffic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatapathMode {
+    /// No forwarding: N4 only, rules kept in the reference pipeline's tables (for testing
+    /// an SMF against upfd without network interfaces).
+    #[default]
+    None,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Datapath {
+    #[serde(default)]
+    pub mode: DatapathMode,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// "error", "warn", "info" or "debug".
+    pub level: String,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Log {
+            level: "info".into(),
+        }
+    }
+}
+
+fn default_pfcp_port() -> u16 {
+    8805
+}
+fn default_heartbeat() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_t1() -> Duration {
+    Duration::from_secs(3)
+}
+fn default_n1() -> u32 {
+    3
+}
+fn default_cache_ttl() -> Duration {
+    Duration::from_secs(15)
+}
+fn default_cache_max() -> usize {
+    500_000
+}
+fn default_release() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_teid_range() -> [u32; 2] {
+    [1, 0xffff_ffff]
+}
+
+/// A configuration error: the key path (e.g. `gtpu.n3.ipv4`) and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {path}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub path: String,
+    pub message: String,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            path: "(file)".into(),
+            message: e.to_string(),
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let de = serde_norway::Deserializer::from_str(text);
+        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            ConfigError {
+                file: file.into(),
+                path: if path == "." {
+                    "(top level)".into()
+                } else {
+                    path
+                },
+                message: e.into_inner().to_string(),
+            }
+        })?;
+        cfg.check().map_err(|(path, message)| ConfigError {
+            file: file.into(),
+            path: path.into(),
+            message,
+        })?;
+        Ok(cfg)
+    }
+
+    /// Checks that need more than one key's type.
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.node_id.trim().is_empty() {
+            return Err(("node_id", "must be an IP address or an FQDN".into()));
+        }
+        if self.gtpu.n3.ipv4.is_none() && self.gtpu.n3.ipv6.is_none() {
+            return Err(("gtpu.n3", "needs ipv4 or ipv6".into()));
+        }
+        if let Some(n9) = &self.gtpu.n9 {
+            if n9.ipv4.is_none() && n9.ipv6.is_none() {
+                return Err(("gtpu.n9", "needs ipv4 or ipv6".into()));
+            }
+        }
+        let [lo, hi] = self.gtpu.teid_range;
+        if lo == 0 || lo > hi {
+            return Err((
+                "gtpu.teid_range",
+                format!("[{lo}, {hi}] must be [min, max] with 1 <= min <= max"),
+            ));
+        }
+        if hi - lo < 1023 {
+            return Err((
+                "gtpu.teid_range",
+                "must hold at least 1024 TEIDs so that they stay unpredictable".into(),
+            ));
+        }
+        if self.n4.t1.is_zero() {
+            return Err(("n4.t1", "must be more than 0".into()));
+        }
+        if self.n4.heartbeat_interval.is_zero() {
+            return Err(("n4.heartbeat_interval", "must be more than 0".into()));
+        }
+        if self.n4.n1 > 10 {
+            return Err(("n4.n1", "at most 10 retransmissions".into()));
+        }
+        if self.limits.max_sessions == 0 {
+            return Err(("limits.max_sessions", "must be more than 0".into()));
+        }
+        for p in &self.ue_pools {
+            let too_small = match p.prefix {
+                IpNet::V4(n) => n.prefix_len() > 30,
+                IpNet::V6(n) => n.prefix_len() > 126,
+            };
+            if too_small {
+                return Err((
+                    "ue_pools[].prefix",
+                    format!("{} leaves no room for UE addresses", p.prefix),
+                ));
+            }
+        }
+        if !["error", "warn", "info", "debug"].contains(&self.log.level.as_str()) {
+            return Err((
+                "log.level",
+                format!(
+                    "{:?} is not one of error, warn, info, debug",
+                    self.log.level
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The Node ID as PFCP encodes it.
+    pub fn node_id(&self) -> pfcp::ie::NodeId {
+        match self.node_id.parse::<IpAddr>() {
+            Ok(IpAddr::V4(a)) => pfcp::ie::NodeId::Ipv4(a),
+            Ok(IpAddr::V6(a)) => pfcp::ie::NodeId::Ipv6(a),
+            Err(_) => pfcp::ie::NodeId::Fqdn(pfcp::ie::Name::labels(&self.node_id)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "
+node_id: upf.example.org
+n4:
+  address: 127.0.0.7
+  allowed_peers: [127.0.0.0/8]
+  heartbeat_interval: 5s
+gtpu:
+  n3: { ipv4: 10.10.0.7 }
+ue_pools:
+  - { network_instance: internet, prefix: 10.45.0.0/16 }
+";
+
+    #[test]
+    fn good_file() {
+        let c = Config::parse(GOOD, "t.yaml").unwrap();
+        assert_eq!(c.n4.port, 8805);
+        assert_eq!(c.n4.heartbeat_interval, Duration::from_secs(5));
+        assert!(matches!(c.node_id(), pfcp::ie::NodeId::Fqdn(_)));
+        assert_eq!(c.node_id().to_string(), "upf.example.org");
+    }
+
+    fn err(text: &str) -> String {
+        Config::parse(text, "t.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = err(&GOOD.replace("10.10.0.7", "10.10.0.300"));
+        assert!(e.starts_with("t.yaml: gtpu.n3.ipv4: "), "{e}");
+        let e = err(&GOOD.replace("heartbeat_interval: 5s", "heartbeat_intervall: 5s"));
+        assert!(
+            e.contains("n4.heartbeat_intervall") && e.contains("unknown field"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("5s", "five"));
+        assert!(e.starts_with("t.yaml: n4.heartbeat_interval: "), "{e}");
+        let e = err(&GOOD.replace("10.45.0.0/16", "10.45.0.0/33"));
+        assert!(e.starts_with("t.yaml: ue_pools[0].prefix: "), "{e}");
+        let e = err(&GOOD.replace("n3: { ipv4: 10.10.0.7 }", "n3: {}"));
+        assert_eq!(e, "t.yaml: gtpu.n3: needs ipv4 or ipv6");
+        let e = err(&GOOD.replace(
+            "n3: { ipv4: 10.10.0.7 }",
+            "n3: { ipv4: 10.10.0.7 }\n  teid_range: [5, 1]",
+        ));
+        assert_eq!(
+            e,
+            "t.yaml: gtpu.teid_range: [5, 1] must be [min, max] with 1 <= min <= max"
+        );
+        let e = err(&GOOD.replace("node_id: upf.example.org\n", ""));
+        assert!(e.contains("missing field `node_id`"), "{e}");
+    }
+}
