@@ -20,12 +20,19 @@ enum Cmd {
     /// Decode PFCP (UDP 8805) and GTP-U (UDP 2152) messages in pcap/pcapng files: one JSON
     /// line per message, then a summary line.
     Decode(decode::Args),
+    /// SMF emulator: associate with a UPF, establish N PFCP sessions at a rate with W in
+    /// flight, optionally modify, delete and release; report rate and latency per phase.
+    Smf(upfbench::smf::cli::Args),
+    /// A fake UPF (test double) answering N4 on loopback, to try `smf` and `replay`.
+    FakeUpf(upfbench::smf::cli::FakeArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Decode(a) => decode::run(a),
+        Cmd::Smf(a) => upfbench::smf::cli::run(a),
+        Cmd::FakeUpf(a) => upfbench::smf::cli::run_fake(a),
     };
     match r {
         Ok(code) => code,

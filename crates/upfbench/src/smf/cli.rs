@@ -1,0 +1,275 @@
+//! `upfbench smf` and `upfbench fake-upf`.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde_json::json;
+
+use super::fake_upf::{FakeUpf, FakeUpfConfig};
+use super::{report, Ipv4Pool, Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The UPF's PFCP address.
+    #[arg(long, default_value = "127.0.0.1:8805")]
+    pub upf: SocketAddr,
+    /// Local PFCP address (default: any address, any port).
+    #[arg(long)]
+    pub bind: Option<SocketAddr>,
+    /// Our Node ID and F-SEID address (default: the --bind address, else the address
+    /// the kernel uses towards the UPF).
+    #[arg(long)]
+    pub node_id: Option<IpAddr>,
+    /// Sessions to establish.
+    #[arg(long, default_value_t = 1)]
+    pub sessions: usize,
+    /// Requests per second in each session phase; 0: as fast as responses come back.
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// Requests without a response at most.
+    #[arg(long, default_value_t = 32)]
+    pub in_flight: usize,
+    /// Always ask the UPF to CHOOSE the uplink F-TEID (default: when it announces FTUP).
+    #[arg(long, conflicts_with = "explicit_teid")]
+    pub choose: bool,
+    /// Always pick the uplink TEID ourselves (session index + 1).
+    #[arg(long)]
+    pub explicit_teid: bool,
+    /// The UPF's N3 address for explicit F-TEIDs (default: from its User Plane IP
+    /// Resource Information, else its PFCP address).
+    #[arg(long)]
+    pub upf_n3: Option<Ipv4Addr>,
+    /// UE addresses, one per session.
+    #[arg(long, default_value = "10.45.0.0/16")]
+    pub ue_pool: Ipv4Pool,
+    /// The gNB's N3 address, for downlink Outer Header Creation.
+    #[arg(long, default_value = "10.10.0.1")]
+    pub gnb: Ipv4Addr,
+    /// Network Instance.
+    #[arg(long, default_value = "internet")]
+    pub dnn: String,
+    /// 4G style: no QFI in the uplink PDI and the QER.
+    #[arg(long)]
+    pub no_psc: bool,
+    /// QER MBR, uplink and downlink, kbit/s.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub mbr_kbps: u64,
+    /// Establish the downlink FAR as BUFF|NOCP, then switch each session to FORW towards
+    /// the gNB with a Session Modification Request.
+    #[arg(long)]
+    pub modify: bool,
+    /// Delete every session at the end.
+    #[arg(long)]
+    pub delete: bool,
+    /// Release the association at the end.
+    #[arg(long)]
+    pub release: bool,
+    /// T1: milliseconds to wait for a response before sending the request again.
+    #[arg(long, default_value_t = 3000)]
+    pub t1_ms: u64,
+    /// N1: retransmissions before giving up.
+    #[arg(long, default_value_t = 3)]
+    pub n1: u32,
+    /// Write one JSON line per session (SEIDs, UE IP, uplink F-TEID, gNB TEID) here.
+    #[arg(long)]
+    pub sessions_out: Option<PathBuf>,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Args {
+    pub fn config(&self) -> SmfConfig {
+        let mut c = SmfConfig::new(self.upf);
+        if let Some(b) = self.bind {
+            c.bind = b;
+        }
+        c.node_id = self.node_id;
+        c.teid = if self.choose {
+            TeidMode::Choose
+        } else if self.explicit_teid {
+            TeidMode::Explicit
+        } else {
+            TeidMode::Auto
+        };
+        c.upf_n3 = self.upf_n3;
+        c.ue_pool = self.ue_pool;
+        c.gnb = self.gnb;
+        c.dnn = self.dnn.clone();
+        c.psc = !self.no_psc;
+        c.dl_buffer = self.modify;
+        c.mbr_kbps = self.mbr_kbps;
+        c.timers = Timers {
+            t1: Duration::from_millis(self.t1_ms.max(1)),
+            n1: self.n1,
+        };
+        c
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.sessions as u64 > args.ue_pool.capacity() {
+        bail!(
+            "--ue-pool {}/{} holds {} addresses, fewer than --sessions {}",
+            args.ue_pool.base,
+            args.ue_pool.prefix_len,
+            args.ue_pool.capacity(),
+            args.sessions
+        );
+    }
+    if !(args.rate >= 0.0 && args.rate.is_finite()) {
+        bail!("--rate must be 0 or a positive number");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(run_async(args))
+}
+
+async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = args.config();
+    let pace = Pace {
+        rate: args.rate,
+        in_flight: args.in_flight.max(1),
+    };
+    let mut smf = Smf::connect(cfg)
+        .await
+        .context("binding the local PFCP socket")?;
+    let mut phases: Vec<PhaseReport> = Vec::new();
+    let assoc = smf.associate().await;
+    let associated = assoc.accepted == 1;
+    phases.push(assoc);
+    if associated {
+        phases.push(smf.establish(args.sessions, pace).await);
+        if args.modify {
+            phases.push(smf.modify(pace).await);
+        }
+        if args.delete {
+            phases.push(smf.delete(pace).await);
+        }
+        if args.release {
+            phases.push(smf.release().await);
+        }
+    }
+    if let Some(path) = &args.sessions_out {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for s in smf.sessions() {
+            writeln!(f, "{}", serde_json::to_string(s)?)?;
+        }
+        f.flush()?;
+    }
+    let ok = associated && phases.iter().all(PhaseReport::all_accepted);
+    let established = smf
+        .sessions()
+        .iter()
+        .filter(|s| s.up_fseid.is_some())
+        .count();
+    let with_fteid = smf
+        .sessions()
+        .iter()
+        .filter(|s| s.n3_fteid.is_some())
+        .count();
+    let upf_requests = smf.upf_requests();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        let v = json!({
+            "upf": smf.config().upf.to_string(),
+            "local": smf.n4().local_addr()?.to_string(),
+            "node_id": smf.n4().node_id().to_string(),
+            "upf_node_id": smf.upf_node_id().map(|n| n.to_string()),
+            "up_function_features": smf.up_function_features().map(|f| f.0.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+            "choose": smf.uses_choose(),
+            "upf_n3": smf.upf_n3().to_string(),
+            "sessions": args.sessions,
+            "rate": args.rate,
+            "in_flight": pace.in_flight,
+            "phases": phases,
+            "sessions_established": established,
+            "uplink_fteids": with_fteid,
+            "upf_requests": upf_requests,
+        });
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(
+            out,
+            "smf {} -> upf {} ({}), node id {}; uplink F-TEID {}; {} sessions, rate {}, {} in flight",
+            smf.n4().local_addr()?,
+            smf.config().upf,
+            smf.upf_node_id()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "not associated".into()),
+            smf.n4().node_id(),
+            if smf.uses_choose() {
+                "CHOOSE (allocated by the UPF)".to_string()
+            } else {
+                format!("explicit, at {}", smf.upf_n3())
+            },
+            args.sessions,
+            if args.rate > 0.0 {
+                format!("{}/s", args.rate)
+            } else {
+                "unpaced".into()
+            },
+            pace.in_flight
+        )?;
+        write!(out, "{}", report::table(&phases))?;
+        writeln!(
+            out,
+            "sessions: {established} established, {with_fteid} with an uplink F-TEID; UPF requests answered: {} heartbeats, {} session reports, {} node requests",
+            upf_requests.heartbeats, upf_requests.session_reports, upf_requests.node_requests
+        )?;
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `upfbench fake-upf`: the test double of [`super::fake_upf`], standalone, to try the
+/// SMF emulator and the replayer by hand.
+#[derive(clap::Args, Debug)]
+pub struct FakeArgs {
+    #[arg(long, default_value = "127.0.0.1:8805")]
+    pub listen: SocketAddr,
+    /// N3 address in allocated F-TEIDs.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub n3: Ipv4Addr,
+    /// Do not announce FTUP.
+    #[arg(long)]
+    pub no_ftup: bool,
+    /// Stop after this many seconds (0: run until killed).
+    #[arg(long, default_value_t = 0)]
+    pub seconds: u64,
+}
+
+pub fn run_fake(args: FakeArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let upf = FakeUpf::start(FakeUpfConfig {
+            listen: args.listen,
+            n3: args.n3,
+            ftup: !args.no_ftup,
+            ..FakeUpfConfig::default()
+        })
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+        eprintln!("fake-upf listening on {}", upf.addr());
+        if args.seconds > 0 {
+            tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+        println!("{}", serde_json::to_string(&upf.stats())?);
+        Ok(ExitCode::SUCCESS)
+    })
+}

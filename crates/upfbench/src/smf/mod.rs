@@ -1,0 +1,918 @@
+//! SMF emulator: associates with a UPF over N4 and establishes, modifies and deletes PFCP
+//! sessions at a chosen rate with a bounded number of requests in flight, recording what
+//! the UPF allocated (UP F-SEID, uplink F-TEID) for the gNB emulator and the capacity
+//! tests, and measuring setup rate and latency per phase.
+//!
+//! ```no_run
+//! # async fn f() -> std::io::Result<()> {
+//! use upfbench::smf::{Pace, Smf, SmfConfig};
+//! let mut smf = Smf::connect(SmfConfig::new("127.0.0.1:8805".parse().unwrap())).await?;
+//! let assoc = smf.associate().await;
+//! let est = smf.establish(1000, Pace { rate: 0.0, in_flight: 32 }).await;
+//! for s in smf.sessions() {
+//!     // s.ue_ip, s.n3_fteid (TEID + UPF address the gNB sends uplink to), s.gnb_teid
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Each session is what BENCHMARKS.md describes, in the form Open5GS 2.8 and eUPF accept:
+//! - PDR 1, uplink: Source Interface Access, F-TEID (CHOOSE, or a TEID we pick), Network
+//!   Instance, QFI 1 (unless `psc` is off), 3GPP Interface Type N3 as Source Interface
+//!   Type; Outer Header Removal GTP-U/UDP/IPv4 (description 0); FAR 1, URR 1, QER 1.
+//! - PDR 2, downlink: Source Interface Core, UE IP address (S/D = destination), Network
+//!   Instance; FAR 2, URR 1, QER 1.
+//! - FAR 1: FORW, Destination Interface Core, Network Instance, 3GPP Interface Type N6.
+//! - FAR 2: FORW with Outer Header Creation GTP-U/UDP/IPv4 to the gNB and the session's
+//!   gNB TEID; or, when `dl_buffer` is set (the CLI sets it with `--modify`), BUFF|NOCP
+//!   without Forwarding Parameters, as a real SMF does before the gNB has answered, and
+//!   [`Smf::modify`] switches it to FORW + Outer Header Creation.
+//! - QER 1: gate open, MBR, QFI 1 (unless `psc` is off). URR 1: VOLUM, VOLTH with a
+//!   total volume threshold. Apply Action is 2 octets; PDN Type IPv4 is sent.
+
+pub mod cli;
+pub mod fake_upf;
+pub mod n4;
+pub mod report;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pfcp::ie::{
+    apply_action, measurement_method, reporting_triggers, up_function_features, Bitrate, FSeid,
+    FTeid, Flags, Interface, Name, NodeId, OuterHeaderCreation, OuterHeaderRemoval, UeIpAddress,
+    Volume,
+};
+use pfcp::msg::{
+    self, AssociationReleaseRequest, AssociationSetupRequest, CreateFar, CreatePdr, CreateQer,
+    CreateUrr, ForwardingParameters, Msg, Pdi, SessionDeletionRequest, SessionEstablishmentRequest,
+    SessionModificationRequest, UpdateFar, UpdateForwardingParameters,
+};
+use pfcp::{CauseValue, HeaderRepr};
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+pub use n4::{Timers, TxError, UpfRequests, N4};
+pub use report::{Latency, PhaseReport, Rejection};
+
+use report::PhaseStats;
+
+/// 3GPP Interface Type values, TS 29.244 clause 8.2.118.
+pub mod interface_type {
+    pub const N3_3GPP_ACCESS: u8 = 11;
+    pub const N6: u8 = 17;
+}
+
+/// Who picks the uplink F-TEID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TeidMode {
+    /// CHOOSE when the UPF announced FTUP in its UP Function Features, else explicit.
+    Auto,
+    /// Always CHOOSE (to see how a UPF without FTUP answers).
+    Choose,
+    /// Always a TEID the emulator picks: session index + 1, at the UPF's N3 address.
+    Explicit,
+}
+
+/// An IPv4 prefix that UE addresses are taken from, one per session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Ipv4Pool {
+    pub base: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
+impl Ipv4Pool {
+    /// Host addresses available (network and broadcast addresses excluded).
+    pub fn capacity(&self) -> u64 {
+        let hosts = 1u64 << (32 - u32::from(self.prefix_len.min(32)));
+        hosts.saturating_sub(2)
+    }
+
+    /// The `i`-th host address (0-based), if the pool has it.
+    pub fn nth(&self, i: u64) -> Option<Ipv4Addr> {
+        if i >= self.capacity() {
+            return None;
+        }
+        let mask = if self.prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix_len.min(32)))
+        };
+        let net = u32::from(self.base) & mask;
+        Some(Ipv4Addr::from(net + 1 + i as u32))
+    }
+}
+
+impl std::str::FromStr for Ipv4Pool {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s}: expected ADDRESS/PREFIX-LENGTH"))?;
+        let base: Ipv4Addr = a.parse().map_err(|e| format!("{a}: {e}"))?;
+        let prefix_len: u8 = l.parse().map_err(|e| format!("{l}: {e}"))?;
+        if prefix_len > 30 {
+            return Err(format!("{s}: prefix length must be 30 or less"));
+        }
+        Ok(Ipv4Pool { base, prefix_len })
+    }
+}
+
+/// Everything the emulator sends, with the defaults of the CLI.
+#[derive(Debug, Clone, Serialize)]
+pub struct SmfConfig {
+    /// The UPF's PFCP address.
+    pub upf: SocketAddr,
+    /// Our local PFCP address (port 0: any).
+    pub bind: SocketAddr,
+    /// Our Node ID; None: the address the kernel uses towards the UPF.
+    pub node_id: Option<IpAddr>,
+    pub teid: TeidMode,
+    /// The UPF's N3 address for explicit F-TEIDs; None: what the UPF announced in User
+    /// Plane IP Resource Information, else its PFCP address.
+    pub upf_n3: Option<Ipv4Addr>,
+    pub ue_pool: Ipv4Pool,
+    /// The gNB's N3 address, for downlink Outer Header Creation.
+    pub gnb: Ipv4Addr,
+    /// Network Instance (sent as a plain string, as Open5GS and free5GC do).
+    pub dnn: String,
+    /// 5G: QFI 1 in the uplink PDI and in the QER. Off: 4G style, no QFI.
+    pub psc: bool,
+    /// Establish the downlink FAR as BUFF|NOCP (switched to FORW by [`Smf::modify`]).
+    pub dl_buffer: bool,
+    /// MBR of the session QER, uplink and downlink, kbit/s.
+    pub mbr_kbps: u64,
+    /// Total volume threshold of the URR, octets.
+    pub volume_threshold: u64,
+    pub timers: Timers,
+}
+
+impl SmfConfig {
+    /// The CLI's defaults towards `upf`.
+    pub fn new(upf: SocketAddr) -> Self {
+        SmfConfig {
+            upf,
+            bind: if upf.is_ipv4() {
+                "0.0.0.0:0".parse().expect("literal")
+            } else {
+                "[::]:0".parse().expect("literal")
+            },
+            node_id: None,
+            teid: TeidMode::Auto,
+            upf_n3: None,
+            ue_pool: "10.45.0.0/16".parse().expect("literal"),
+            gnb: Ipv4Addr::new(10, 10, 0, 1),
+            dnn: "internet".into(),
+            psc: true,
+            dl_buffer: false,
+            mbr_kbps: 10_000_000,
+            volume_threshold: 100 * 1024 * 1024,
+            timers: Timers::default(),
+        }
+    }
+}
+
+/// How fast a phase sends: `rate` requests per second (0: as fast as responses allow),
+/// at most `in_flight` requests without a response.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Pace {
+    pub rate: f64,
+    pub in_flight: usize,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Pace {
+            rate: 0.0,
+            in_flight: 32,
+        }
+    }
+}
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "cause")]
+pub enum SessionState {
+    /// Establishment not answered (timed out or a bad response).
+    Failed,
+    /// Establishment rejected with this Cause.
+    Rejected(u8),
+    Established,
+    /// Downlink FAR switched to forwarding towards the gNB.
+    Modified,
+    Deleted,
+}
+
+/// One PFCP session and what the UPF allocated for it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Session {
+    pub index: usize,
+    /// Our SEID (in our F-SEID).
+    pub cp_seid: u64,
+    pub ue_ip: Ipv4Addr,
+    /// The TEID the gNB expects downlink G-PDUs on (we assign it: index + 1).
+    pub gnb_teid: u32,
+    /// The UPF's F-SEID from the Session Establishment Response.
+    pub up_fseid: Option<FSeid>,
+    /// Where the gNB sends uplink G-PDUs: allocated by the UPF (Created PDR of PDR 1) or
+    /// picked by us.
+    pub n3_fteid: Option<FTeid>,
+    pub state: SessionState,
+}
+
+impl Session {
+    /// Established and not yet deleted.
+    pub fn is_active(&self) -> bool {
+        matches!(
+            self.state,
+            SessionState::Established | SessionState::Modified
+        )
+    }
+}
+
+/// An SMF towards one UPF.
+pub struct Smf {
+    cfg: SmfConfig,
+    n4: Arc<N4>,
+    local_ip: IpAddr,
+    up_features: Option<Flags>,
+    upf_node_id: Option<NodeId>,
+    upf_n3: Ipv4Addr,
+    sessions: Vec<Session>,
+}
+
+/// Rule IDs of the session template.
+const PDR_UL: u16 = 1;
+const PDR_DL: u16 = 2;
+const FAR_UL: u32 = 1;
+const FAR_DL: u32 = 2;
+const URR: u32 = 1;
+const QER: u32 = 1;
+
+fn apply(bits: &[u16]) -> Flags {
+    // Two octets: Open5GS 2.8 rejects the one-octet form.
+    Flags::from_bits(bits, 2)
+}
+
+impl Smf {
+    /// Bind the local endpoint and start answering the UPF (no message is sent yet).
+    pub async fn connect(cfg: SmfConfig) -> std::io::Result<Smf> {
+        let local_ip = match (cfg.node_id, cfg.bind.ip()) {
+            (Some(ip), _) => ip,
+            (None, ip) if !ip.is_unspecified() => ip,
+            _ => n4::local_ip_towards(cfg.upf)?,
+        };
+        let node_id = match local_ip {
+            IpAddr::V4(a) => NodeId::Ipv4(a),
+            IpAddr::V6(a) => NodeId::Ipv6(a),
+        };
+        let n4 = N4::bind(
+            cfg.bind,
+            cfg.upf,
+            node_id,
+            n4::recovery_time_stamp_now(),
+            cfg.timers,
+        )
+        .await?;
+        let upf_n3 = match (cfg.upf_n3, cfg.upf.ip()) {
+            (Some(a), _) => a,
+            (None, IpAddr::V4(a)) => a,
+            (None, IpAddr::V6(_)) => Ipv4Addr::LOCALHOST,
+        };
+        Ok(Smf {
+            cfg,
+            n4: Arc::new(n4),
+            local_ip,
+            up_features: None,
+            upf_node_id: None,
+            upf_n3,
+            sessions: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &SmfConfig {
+        &self.cfg
+    }
+
+    /// The N4 endpoint (local address, counters of UPF-initiated requests).
+    pub fn n4(&self) -> &N4 {
+        &self.n4
+    }
+
+    /// Every session requested so far, in order (index = position).
+    pub fn sessions(&self) -> &[Session] {
+        &self.sessions
+    }
+
+    /// UP Function Features from the Association Setup Response.
+    pub fn up_function_features(&self) -> Option<&Flags> {
+        self.up_features.as_ref()
+    }
+
+    pub fn upf_node_id(&self) -> Option<&NodeId> {
+        self.upf_node_id.as_ref()
+    }
+
+    /// The N3 address used in explicit F-TEIDs.
+    pub fn upf_n3(&self) -> Ipv4Addr {
+        self.upf_n3
+    }
+
+    /// Whether establishments ask the UPF to CHOOSE the uplink F-TEID.
+    pub fn uses_choose(&self) -> bool {
+        match self.cfg.teid {
+            TeidMode::Choose => true,
+            TeidMode::Explicit => false,
+            TeidMode::Auto => self
+                .up_features
+                .as_ref()
+                .is_some_and(|f| f.get(up_function_features::FTUP)),
+        }
+    }
+
+    pub fn upf_requests(&self) -> UpfRequests {
+        self.n4.upf_requests()
+    }
+
+    fn node_id(&self) -> NodeId {
+        self.n4.node_id().clone()
+    }
+
+    /// PFCP Association Setup (clause 6.2.6): Node ID, Recovery Time Stamp, CP Function
+    /// Features; learns the UPF's Node ID, UP Function Features and N3 address.
+    pub async fn associate(&mut self) -> PhaseReport {
+        let req = AssociationSetupRequest {
+            node_id: self.node_id(),
+            recovery_time_stamp: self.n4.recovery_time_stamp(),
+            up_function_features: None,
+            cp_function_features: Some(Flags(vec![0])),
+            user_plane_ip_resource_information: vec![],
+            alternative_smf_ip_addresses: vec![],
+            smf_set_id: None,
+            pfcp_session_retention_information: None,
+            ue_ip_address_pool_information: vec![],
+            gtpu_path_qos_control_information: vec![],
+            pfcpas_req_flags: None,
+            other: vec![],
+        };
+        let bytes = msg::emit(&HeaderRepr::node(0, self.n4.next_sequence()), &req);
+        let mut stats = PhaseStats::new("associate");
+        let t0 = Instant::now();
+        stats.sent();
+        match self.n4.transact(&bytes).await {
+            Ok(r) => match Msg::parse(&r.bytes) {
+                Ok((_, Msg::AssociationSetupResponse(a))) => {
+                    stats.answered(a.cause, r.latency, r.retransmissions);
+                    if a.cause.is_acceptance() {
+                        self.up_features = a.up_function_features.clone();
+                        self.upf_node_id = Some(a.node_id.clone());
+                        if self.cfg.upf_n3.is_none() {
+                            if let Some(v4) = a
+                                .user_plane_ip_resource_information
+                                .iter()
+                                .find_map(|u| u.ipv4)
+                            {
+                                self.upf_n3 = v4;
+                            }
+                        }
+                    }
+                }
+                _ => stats.bad_response(r.latency, r.retransmissions),
+            },
+            Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
+            Err(_) => stats.error(),
+        }
+        stats.finish(t0.elapsed())
+    }
+
+    /// PFCP Association Release (clause 6.2.8).
+    pub async fn release(&mut self) -> PhaseReport {
+        let req = AssociationReleaseRequest {
+            node_id: self.node_id(),
+            other: vec![],
+        };
+        let bytes = msg::emit(&HeaderRepr::node(0, self.n4.next_sequence()), &req);
+        let mut stats = PhaseStats::new("release");
+        let t0 = Instant::now();
+        stats.sent();
+        match self.n4.transact(&bytes).await {
+            Ok(r) => match Msg::parse(&r.bytes) {
+                Ok((_, Msg::AssociationReleaseResponse(a))) => {
+                    stats.answered(a.cause, r.latency, r.retransmissions)
+                }
+                _ => stats.bad_response(r.latency, r.retransmissions),
+            },
+            Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
+            Err(_) => stats.error(),
+        }
+        stats.finish(t0.elapsed())
+    }
+
+    /// The Session Establishment Request for `s`, as sent.
+    pub fn establishment_request(&self, s: &Session) -> SessionEstablishmentRequest {
+        let c = &self.cfg;
+        let ni = Name::plain(&c.dnn);
+        let qfis = if c.psc { vec![1] } else { vec![] };
+        let local_fteid = if self.uses_choose() {
+            FTeid::choose(true, false, None)
+        } else {
+            FTeid::new(s.index as u32 + 1, Some(self.upf_n3), None)
+        };
+        let ul_pdr = CreatePdr {
+            pdr_id: PDR_UL,
+            precedence: Some(200),
+            pdi: Pdi {
+                source_interface: Interface::ACCESS,
+                local_fteid: Some(local_fteid),
+                network_instance: Some(ni.clone()),
+                ue_ip_address: vec![],
+                traffic_endpoint_ids: vec![],
+                sdf_filters: vec![],
+                application_id: None,
+                ethernet_pdu_session_information: None,
+                ethernet_packet_filters: vec![],
+                qfis: qfis.clone(),
+                framed_routes: vec![],
+                framed_routing: None,
+                framed_ipv6_routes: vec![],
+                source_interface_type: Some(interface_type::N3_3GPP_ACCESS),
+                other: vec![],
+            },
+            outer_header_removal: Some(OuterHeaderRemoval {
+                description: OuterHeaderRemoval::GTPU_UDP_IPV4,
+                ext_header_deletion: None,
+            }),
+            far_id: Some(FAR_UL),
+            urr_ids: vec![URR],
+            qer_ids: vec![QER],
+            activate_predefined_rules: vec![],
+            activation_time: None,
+            deactivation_time: None,
+            mar_id: None,
+            packet_replication_and_detection_carry_on_information: None,
+            ue_ip_address_pool_identity: vec![],
+            mptcp_applicable_indication: None,
+            other: vec![],
+        };
+        let dl_pdr = CreatePdr {
+            pdr_id: PDR_DL,
+            pdi: Pdi {
+                source_interface: Interface::CORE,
+                local_fteid: None,
+                ue_ip_address: vec![UeIpAddress {
+                    ipv4: Some(s.ue_ip),
+                    destination: true,
+                    ..UeIpAddress::default()
+                }],
+                qfis: vec![],
+                source_interface_type: None,
+                ..ul_pdr.pdi.clone()
+            },
+            outer_header_removal: None,
+            far_id: Some(FAR_DL),
+            ..ul_pdr.clone()
+        };
+        let ul_far = CreateFar {
+            far_id: FAR_UL,
+            apply_action: apply(&[apply_action::FORW]),
+            forwarding_parameters: Some(ForwardingParameters {
+                destination_interface: Interface::CORE,
+                network_instance: Some(ni.clone()),
+                redirect_information: None,
+                outer_header_creation: None,
+                transport_level_marking: None,
+                forwarding_policy: None,
+                header_enrichment: None,
+                linked_traffic_endpoint_id: None,
+                proxying: None,
+                destination_interface_type: Some(interface_type::N6),
+                data_network_access_identifier: None,
+                other: vec![],
+            }),
+            duplicating_parameters: vec![],
+            bar_id: None,
+            other: vec![],
+        };
+        let dl_far = if c.dl_buffer {
+            CreateFar {
+                far_id: FAR_DL,
+                apply_action: apply(&[apply_action::BUFF, apply_action::NOCP]),
+                forwarding_parameters: None,
+                ..ul_far.clone()
+            }
+        } else {
+            CreateFar {
+                far_id: FAR_DL,
+                apply_action: apply(&[apply_action::FORW]),
+                forwarding_parameters: Some(ForwardingParameters {
+                    destination_interface: Interface::ACCESS,
+                    network_instance: Some(ni),
+                    outer_header_creation: Some(OuterHeaderCreation::gtpu_ipv4(s.gnb_teid, c.gnb)),
+                    destination_interface_type: None,
+                    ..ul_far
+                        .forwarding_parameters
+                        .clone()
+                        .expect("set just above")
+                }),
+                ..ul_far.clone()
+            }
+        };
+        SessionEstablishmentRequest {
+            node_id: self.node_id(),
+            cp_fseid: self.cp_fseid(s.cp_seid),
+            create_pdrs: vec![ul_pdr, dl_pdr],
+            create_fars: vec![ul_far, dl_far],
+            create_urrs: vec![CreateUrr {
+                urr_id: URR,
+                measurement_method: Flags::from_bits(&[measurement_method::VOLUM], 1),
+                reporting_triggers: Flags::from_bits(&[reporting_triggers::VOLTH], 3),
+                measurement_period: None,
+                volume_threshold: Some(Volume {
+                    total: Some(c.volume_threshold),
+                    uplink: None,
+                    downlink: None,
+                }),
+                volume_quota: None,
+                event_threshold: None,
+                event_quota: None,
+                time_threshold: None,
+                time_quota: None,
+                quota_holding_time: None,
+                dropped_dl_traffic_threshold: None,
+                quota_validity_time: None,
+                monitoring_time: None,
+                subsequent_volume_threshold: None,
+                subsequent_time_threshold: None,
+                subsequent_volume_quota: None,
+                subsequent_time_quota: None,
+                subsequent_event_threshold: None,
+                subsequent_event_quota: None,
+                inactivity_detection_time: None,
+                linked_urr_ids: vec![],
+                measurement_information: None,
+                time_quota_mechanism: None,
+                aggregated_urrs: vec![],
+                far_id_for_quota_action: None,
+                ethernet_inactivity_timer: None,
+                additional_monitoring_time: vec![],
+                number_of_reports: None,
+                exempted_application_ids: vec![],
+                exempted_sdf_filters: vec![],
+                user_plane_inactivity_timer: None,
+                other: vec![],
+            }],
+            create_qers: vec![CreateQer {
+                qer_id: QER,
+                qer_correlation_id: None,
+                gate_status: 0, // UL and DL gates open
+                mbr: Some(Bitrate {
+                    ul_kbps: c.mbr_kbps,
+                    dl_kbps: c.mbr_kbps,
+                }),
+                gbr: None,
+                packet_rate: None,
+                dl_flow_level_marking: None,
+                qfi: c.psc.then_some(1),
+                rqi: None,
+                paging_policy_indicator: None,
+                averaging_window: None,
+                qer_control_indications: None,
+                other: vec![],
+            }],
+            create_bar: None,
+            create_traffic_endpoints: vec![],
+            pdn_type: Some(1), // IPv4
+            fq_csids: vec![],
+            user_plane_inactivity_timer: None,
+            user_id: None,
+            trace_information: None,
+            apn_dnn: None,
+            pfcpse_req_flags: None,
+            recovery_time_stamp: None,
+            s_nssai: None,
+            rat_type: None,
+            other: vec![],
+        }
+    }
+
+    fn cp_fseid(&self, seid: u64) -> FSeid {
+        match self.local_ip {
+            IpAddr::V4(a) => FSeid {
+                seid,
+                ipv4: Some(a),
+                ipv6: None,
+            },
+            IpAddr::V6(a) => FSeid {
+                seid,
+                ipv4: None,
+                ipv6: Some(a),
+            },
+        }
+    }
+
+    /// The Session Modification Request that points the downlink FAR at the gNB.
+    pub fn modification_request(&self, s: &Session) -> SessionModificationRequest {
+        let c = &self.cfg;
+        SessionModificationRequest {
+            cp_fseid: None,
+            remove_pdrs: vec![],
+            remove_fars: vec![],
+            remove_urrs: vec![],
+            remove_qers: vec![],
+            remove_bar: None,
+            remove_traffic_endpoints: vec![],
+            create_pdrs: vec![],
+            create_fars: vec![],
+            create_urrs: vec![],
+            create_qers: vec![],
+            create_bar: None,
+            create_traffic_endpoints: vec![],
+            update_pdrs: vec![],
+            update_fars: vec![UpdateFar {
+                far_id: FAR_DL,
+                apply_action: Some(apply(&[apply_action::FORW])),
+                update_forwarding_parameters: Some(UpdateForwardingParameters {
+                    destination_interface: Some(Interface::ACCESS),
+                    network_instance: Some(Name::plain(&c.dnn)),
+                    redirect_information: None,
+                    outer_header_creation: Some(OuterHeaderCreation::gtpu_ipv4(s.gnb_teid, c.gnb)),
+                    transport_level_marking: None,
+                    forwarding_policy: None,
+                    header_enrichment: None,
+                    pfcpsm_req_flags: None,
+                    linked_traffic_endpoint_id: None,
+                    destination_interface_type: None,
+                    data_network_access_identifier: None,
+                    other: vec![],
+                }),
+                update_duplicating_parameters: vec![],
+                bar_id: None,
+                other: vec![],
+            }],
+            update_urrs: vec![],
+            update_qers: vec![],
+            update_bar: None,
+            update_traffic_endpoints: vec![],
+            pfcpsm_req_flags: None,
+            query_urrs: vec![],
+            fq_csids: vec![],
+            user_plane_inactivity_timer: None,
+            query_urr_reference: None,
+            trace_information: None,
+            node_id: None,
+            s_nssai: None,
+            rat_type: None,
+            other: vec![],
+        }
+    }
+
+    /// Establish `n` more sessions (UE addresses and SEIDs continue from the last one).
+    /// Ends when every request has a response or has timed out.
+    pub async fn establish(&mut self, n: usize, pace: Pace) -> PhaseReport {
+        let first = self.sessions.len();
+        for index in first..first + n {
+            let Some(ue_ip) = self.cfg.ue_pool.nth(index as u64) else {
+                break;
+            };
+            self.sessions.push(Session {
+                index,
+                cp_seid: index as u64 + 1,
+                ue_ip,
+                gnb_teid: index as u32 + 1,
+                up_fseid: None,
+                n3_fteid: None,
+                state: SessionState::Failed,
+            });
+        }
+        let last = self.sessions.len();
+        let choose = self.uses_choose();
+        let reqs: Vec<(usize, Vec<u8>)> = (first..last)
+            .map(|i| {
+                let r = self.establishment_request(&self.sessions[i]);
+                let h = HeaderRepr::session(0, 0, self.n4.next_sequence());
+                (i, msg::emit(&h, &r))
+            })
+            .collect();
+        let explicit: Vec<Option<FTeid>> = reqs
+            .iter()
+            .map(|(i, _)| (!choose).then(|| FTeid::new(*i as u32 + 1, Some(self.upf_n3), None)))
+            .collect();
+        let mut stats = PhaseStats::new("establish");
+        let t0 = Instant::now();
+        let results = run_paced(&self.n4, reqs, pace, &mut stats).await;
+        for ((i, res), fteid) in results.into_iter().zip(explicit) {
+            let s = &mut self.sessions[i];
+            match res {
+                Ok(r) => match Msg::parse(&r.bytes) {
+                    Ok((_, Msg::SessionEstablishmentResponse(e))) => {
+                        stats.answered(e.cause, r.latency, r.retransmissions);
+                        if e.cause.is_acceptance() {
+                            s.state = SessionState::Established;
+                            s.up_fseid = e.up_fseid;
+                            s.n3_fteid = fteid.or_else(|| {
+                                e.created_pdrs
+                                    .iter()
+                                    .find(|c| c.pdr_id == PDR_UL)
+                                    .and_then(|c| c.local_fteid)
+                            });
+                            if let Some(f) = e.up_fseid {
+                                self.n4.bind_session(s.cp_seid, f.seid);
+                            }
+                        } else {
+                            s.state = SessionState::Rejected(e.cause.0);
+                        }
+                    }
+                    _ => stats.bad_response(r.latency, r.retransmissions),
+                },
+                Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
+                Err(_) => stats.error(),
+            }
+        }
+        stats.finish(t0.elapsed())
+    }
+
+    /// Switch every active session's downlink FAR to FORW with Outer Header Creation
+    /// towards the gNB (Session Modification, clause 6.3.3).
+    pub async fn modify(&mut self, pace: Pace) -> PhaseReport {
+        let reqs: Vec<(usize, Vec<u8>)> = self
+            .sessions
+            .iter()
+            .filter(|s| s.is_active())
+            .filter_map(|s| {
+                let up = s.up_fseid?.seid;
+                let h = HeaderRepr::session(0, up, self.n4.next_sequence());
+                Some((s.index, msg::emit(&h, &self.modification_request(s))))
+            })
+            .collect();
+        let mut stats = PhaseStats::new("modify");
+        let t0 = Instant::now();
+        let results = run_paced(&self.n4, reqs, pace, &mut stats).await;
+        for (i, res) in results {
+            match res {
+                Ok(r) => match Msg::parse(&r.bytes) {
+                    Ok((_, Msg::SessionModificationResponse(m))) => {
+                        stats.answered(m.cause, r.latency, r.retransmissions);
+                        if m.cause.is_acceptance() {
+                            self.sessions[i].state = SessionState::Modified;
+                        }
+                    }
+                    _ => stats.bad_response(r.latency, r.retransmissions),
+                },
+                Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
+                Err(_) => stats.error(),
+            }
+        }
+        stats.finish(t0.elapsed())
+    }
+
+    /// Delete every active session (clause 6.3.4).
+    pub async fn delete(&mut self, pace: Pace) -> PhaseReport {
+        let reqs: Vec<(usize, Vec<u8>)> = self
+            .sessions
+            .iter()
+            .filter(|s| s.is_active())
+            .filter_map(|s| {
+                let up = s.up_fseid?.seid;
+                let h = HeaderRepr::session(0, up, self.n4.next_sequence());
+                Some((
+                    s.index,
+                    msg::emit(&h, &SessionDeletionRequest { other: vec![] }),
+                ))
+            })
+            .collect();
+        let mut stats = PhaseStats::new("delete");
+        let t0 = Instant::now();
+        let results = run_paced(&self.n4, reqs, pace, &mut stats).await;
+        for (i, res) in results {
+            match res {
+                Ok(r) => match Msg::parse(&r.bytes) {
+                    Ok((_, Msg::SessionDeletionResponse(d))) => {
+                        stats.answered(d.cause, r.latency, r.retransmissions);
+                        // Accepted, or the UPF no longer knows it: either way it is gone.
+                        if d.cause.is_acceptance()
+                            || d.cause == CauseValue::SESSION_CONTEXT_NOT_FOUND
+                        {
+                            let s = &mut self.sessions[i];
+                            s.state = SessionState::Deleted;
+                            self.n4.unbind_session(s.cp_seid);
+                        }
+                    }
+                    _ => stats.bad_response(r.latency, r.retransmissions),
+                },
+                Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
+                Err(_) => stats.error(),
+            }
+        }
+        stats.finish(t0.elapsed())
+    }
+}
+
+/// Send `reqs` (index, encoded request with its message type in the header) at `pace`;
+/// return each outcome with its index, in completion order. Counts each request as sent.
+async fn run_paced(
+    n4: &Arc<N4>,
+    reqs: Vec<(usize, Vec<u8>)>,
+    pace: Pace,
+    stats: &mut PhaseStats,
+) -> Vec<(usize, Result<n4::Response, TxError>)> {
+    let sem = Arc::new(Semaphore::new(pace.in_flight.max(1)));
+    let mut set = JoinSet::new();
+    let mut out = Vec::with_capacity(reqs.len());
+    let start = tokio::time::Instant::now();
+    let interval = (pace.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / pace.rate));
+    for (k, (i, bytes)) in reqs.into_iter().enumerate() {
+        if let Some(iv) = interval {
+            tokio::time::sleep_until(start + iv.mul_f64(k as f64)).await;
+        }
+        let Ok(permit) = sem.clone().acquire_owned().await else {
+            break;
+        };
+        while let Some(r) = set.try_join_next() {
+            if let Ok(x) = r {
+                out.push(x);
+            }
+        }
+        stats.sent();
+        let n4 = n4.clone();
+        set.spawn(async move {
+            let r = n4.transact(&bytes).await;
+            drop(permit);
+            (i, r)
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        if let Ok(x) = r {
+            out.push(x);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfcp::message::message_type as mt;
+
+    #[test]
+    fn pool_hosts() {
+        let p: Ipv4Pool = "10.45.0.0/16".parse().unwrap();
+        assert_eq!(p.capacity(), 65534);
+        assert_eq!(p.nth(0), Some(Ipv4Addr::new(10, 45, 0, 1)));
+        assert_eq!(p.nth(65533), Some(Ipv4Addr::new(10, 45, 255, 254)));
+        assert_eq!(p.nth(65534), None);
+        assert!("10.0.0.0/31".parse::<Ipv4Pool>().is_err());
+        assert!("10.0.0.0".parse::<Ipv4Pool>().is_err());
+    }
+
+    #[tokio::test]
+    async fn establishment_request_round_trips_and_has_the_interop_ies() {
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.teid = TeidMode::Choose;
+        let smf = Smf::connect(cfg).await.unwrap();
+        let s = Session {
+            index: 0,
+            cp_seid: 1,
+            ue_ip: Ipv4Addr::new(10, 45, 0, 1),
+            gnb_teid: 1,
+            up_fseid: None,
+            n3_fteid: None,
+            state: SessionState::Failed,
+        };
+        let req = smf.establishment_request(&s);
+        let bytes = msg::emit(&HeaderRepr::session(0, 0, 7), &req);
+        let (h, back) = msg::parse::<SessionEstablishmentRequest>(&bytes).unwrap();
+        assert_eq!(h.message_type, mt::SESSION_ESTABLISHMENT_REQUEST);
+        assert_eq!(back, req);
+        let ul = &req.create_pdrs[0];
+        assert!(ul.pdi.local_fteid.unwrap().choose.unwrap().v4);
+        assert_eq!(ul.pdi.qfis, vec![1]);
+        assert_eq!(ul.pdi.source_interface_type, Some(11));
+        assert_eq!(req.create_fars[0].apply_action.0.len(), 2);
+        assert_eq!(
+            req.create_fars[0]
+                .forwarding_parameters
+                .as_ref()
+                .unwrap()
+                .destination_interface_type,
+            Some(17)
+        );
+        assert_eq!(req.pdn_type, Some(1));
+        let dl = &req.create_pdrs[1];
+        assert!(dl.pdi.ue_ip_address[0].destination);
+        assert_eq!(dl.qer_ids, vec![1]);
+        assert_eq!(dl.urr_ids, vec![1]);
+        let ohc = req.create_fars[1]
+            .forwarding_parameters
+            .as_ref()
+            .unwrap()
+            .outer_header_creation
+            .unwrap();
+        assert_eq!(
+            (ohc.teid, ohc.ipv4),
+            (Some(1), Some(Ipv4Addr::new(10, 10, 0, 1)))
+        );
+    }
+}
