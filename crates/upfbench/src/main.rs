@@ -23,6 +23,9 @@ enum Cmd {
     /// SMF emulator: associate with a UPF, establish N PFCP sessions at a rate with W in
     /// flight, optionally modify, delete and release; report rate and latency per phase.
     Smf(upfbench::smf::cli::Args),
+    /// Replay the SMF side of a PFCP capture against a UPF and compare each response
+    /// with the original UPF's.
+    Replay(upfbench::replay::Args),
     /// A fake UPF (test double) answering N4 on loopback, to try `smf` and `replay`.
     FakeUpf(upfbench::smf::cli::FakeArgs),
 }
@@ -32,6 +35,7 @@ fn main() -> std::process::ExitCode {
     let r = match cli.cmd {
         Cmd::Decode(a) => decode::run(a),
         Cmd::Smf(a) => upfbench::smf::cli::run(a),
+        Cmd::Replay(a) => upfbench::replay::run(a),
         Cmd::FakeUpf(a) => upfbench::smf::cli::run_fake(a),
     };
     match r {

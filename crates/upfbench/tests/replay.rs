@@ -1,0 +1,454 @@
+//! The capture replayer's mechanics against the in-process fake UPF: pairing requests with
+//! the original responses, dropping repeated copies, per-SMF local addresses, and mapping
+//! UP SEIDs, allocated F-TEIDs and UE addresses from the original UPF's to the fake's. The
+//! fake is a test double: where it answers unlike the original UPF, mismatches are
+//! expected and checked to be exactly those. Loopback only; every wait is bounded.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use pfcp::ie::{
+    apply_action, up_function_features, FSeid, FTeid, Flags, Interface, NodeId,
+    OuterHeaderCreation, UeIpAddress,
+};
+use pfcp::message::message_type as mt;
+use pfcp::{CauseValue, HeaderRepr, Ie, Message};
+use upfbench::replay::{replay, Plan, ReplayConfig, Role, Verdict};
+use upfbench::smf::fake_upf::{FakeUpf, FakeUpfConfig};
+
+fn pcaps() -> Option<PathBuf> {
+    let dir = std::env::var_os("UPF_INTEROP_PCAPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/interop/pcaps")
+        });
+    if !dir.is_dir() {
+        eprintln!("interop pcaps absent at {}: skipping", dir.display());
+        return None;
+    }
+    Some(dir)
+}
+
+const SMF: &str = "10.0.0.4:8805";
+const UPF: &str = "10.0.0.7:8805";
+
+fn dgram(frame: usize, from: &str, to: &str, m: &Message) -> (usize, capture::Datagram) {
+    let (s, d): (SocketAddr, SocketAddr) = (from.parse().unwrap(), to.parse().unwrap());
+    (
+        frame,
+        capture::Datagram {
+            src: s.ip(),
+            dst: d.ip(),
+            sport: s.port(),
+            dport: d.port(),
+            payload: m.emit(),
+        },
+    )
+}
+
+fn msg(header: HeaderRepr, ies: Vec<Ie>) -> Message {
+    Message { header, ies }
+}
+
+/// A small call flow as an Open5GS SMF and UPF would have it, with the quirks a capture
+/// holds: a retransmitted request, the UPF's own heartbeat, a request without response.
+fn call_flow() -> Vec<(usize, capture::Datagram)> {
+    let smf_ip = Ipv4Addr::new(10, 0, 0, 4);
+    let upf_ip = Ipv4Addr::new(10, 0, 0, 7);
+    let assoc = msg(
+        HeaderRepr::node(mt::ASSOCIATION_SETUP_REQUEST, 1),
+        vec![
+            Ie::NodeId(NodeId::Ipv4(smf_ip)),
+            Ie::RecoveryTimeStamp(1),
+            Ie::CpFunctionFeatures(Flags(vec![0])),
+        ],
+    );
+    let assoc_rsp = msg(
+        HeaderRepr::node(mt::ASSOCIATION_SETUP_RESPONSE, 1),
+        vec![
+            Ie::NodeId(NodeId::Ipv4(upf_ip)),
+            Ie::Cause(CauseValue::REQUEST_ACCEPTED),
+            Ie::RecoveryTimeStamp(2),
+            Ie::UpFunctionFeatures(Flags::from_bits(&[up_function_features::FTUP], 2)),
+        ],
+    );
+    let pdr = |id: u16, pdi: Vec<Ie>| {
+        Ie::CreatePdr(vec![
+            Ie::PdrId(id),
+            Ie::Precedence(255),
+            Ie::Pdi(pdi),
+            Ie::FarId(1),
+        ])
+    };
+    let est = msg(
+        HeaderRepr::session(mt::SESSION_ESTABLISHMENT_REQUEST, 0, 2),
+        vec![
+            Ie::NodeId(NodeId::Ipv4(smf_ip)),
+            Ie::FSeid(FSeid {
+                seid: 0x11,
+                ipv4: Some(smf_ip),
+                ipv6: None,
+            }),
+            pdr(
+                1,
+                vec![
+                    Ie::SourceInterface(Interface::ACCESS),
+                    Ie::FTeid(FTeid::choose(true, false, Some(7))),
+                ],
+            ),
+            pdr(
+                2,
+                vec![
+                    Ie::SourceInterface(Interface::ACCESS),
+                    Ie::FTeid(FTeid::choose(true, false, Some(7))),
+                ],
+            ),
+            pdr(
+                3,
+                vec![
+                    Ie::SourceInterface(Interface::CORE),
+                    Ie::UeIpAddress(UeIpAddress {
+                        choose_v4: true,
+                        destination: true,
+                        ..UeIpAddress::default()
+                    }),
+                ],
+            ),
+            Ie::CreateFar(vec![
+                Ie::FarId(1),
+                Ie::ApplyAction(Flags::from_bits(&[apply_action::FORW], 2)),
+            ]),
+        ],
+    );
+    let orig_fteid = FTeid::new(0x5555, Some(upf_ip), None);
+    let orig_ue = Ipv4Addr::new(10, 99, 0, 5);
+    let est_rsp = msg(
+        HeaderRepr::session(mt::SESSION_ESTABLISHMENT_RESPONSE, 0x11, 2),
+        vec![
+            Ie::NodeId(NodeId::Ipv4(upf_ip)),
+            Ie::Cause(CauseValue::REQUEST_ACCEPTED),
+            Ie::FSeid(FSeid {
+                seid: 0xabc,
+                ipv4: Some(upf_ip),
+                ipv6: None,
+            }),
+            Ie::CreatedPdr(vec![Ie::PdrId(1), Ie::FTeid(orig_fteid)]),
+            Ie::CreatedPdr(vec![Ie::PdrId(2), Ie::FTeid(orig_fteid)]),
+            Ie::CreatedPdr(vec![
+                Ie::PdrId(3),
+                Ie::UeIpAddress(UeIpAddress {
+                    ipv4: Some(orig_ue),
+                    destination: true,
+                    ..UeIpAddress::default()
+                }),
+            ]),
+        ],
+    );
+    let modify = msg(
+        HeaderRepr::session(mt::SESSION_MODIFICATION_REQUEST, 0xabc, 3),
+        vec![
+            Ie::UpdatePdr(vec![
+                Ie::PdrId(1),
+                Ie::Pdi(vec![
+                    Ie::SourceInterface(Interface::ACCESS),
+                    Ie::FTeid(orig_fteid),
+                ]),
+            ]),
+            Ie::UpdatePdr(vec![
+                Ie::PdrId(3),
+                Ie::Pdi(vec![
+                    Ie::SourceInterface(Interface::CORE),
+                    Ie::UeIpAddress(UeIpAddress {
+                        ipv4: Some(orig_ue),
+                        destination: true,
+                        ..UeIpAddress::default()
+                    }),
+                ]),
+            ]),
+            Ie::UpdateFar(vec![
+                Ie::FarId(1),
+                Ie::UpdateForwardingParameters(vec![Ie::OuterHeaderCreation(
+                    OuterHeaderCreation::gtpu_ipv4(0x5555, upf_ip),
+                )]),
+            ]),
+        ],
+    );
+    let mod_rsp = msg(
+        HeaderRepr::session(mt::SESSION_MODIFICATION_RESPONSE, 0x11, 3),
+        vec![Ie::Cause(CauseValue::REQUEST_ACCEPTED)],
+    );
+    let hb = msg(
+        HeaderRepr::node(mt::HEARTBEAT_REQUEST, 9),
+        vec![Ie::RecoveryTimeStamp(2)],
+    );
+    let hb_rsp = msg(
+        HeaderRepr::node(mt::HEARTBEAT_RESPONSE, 9),
+        vec![Ie::RecoveryTimeStamp(1)],
+    );
+    let del = msg(
+        HeaderRepr::session(mt::SESSION_DELETION_REQUEST, 0xabc, 4),
+        vec![],
+    );
+    vec![
+        dgram(1, SMF, UPF, &assoc),
+        dgram(2, SMF, UPF, &assoc),
+        dgram(3, UPF, SMF, &assoc_rsp),
+        dgram(4, SMF, UPF, &est),
+        dgram(5, UPF, SMF, &est_rsp),
+        dgram(6, SMF, UPF, &modify),
+        dgram(7, UPF, SMF, &mod_rsp),
+        dgram(8, UPF, SMF, &hb),
+        dgram(9, SMF, UPF, &hb_rsp),
+        dgram(10, SMF, UPF, &del),
+    ]
+}
+
+fn cfg(upf: SocketAddr, base: [u8; 4]) -> ReplayConfig {
+    let mut c = ReplayConfig::new(upf);
+    c.local_base = Ipv4Addr::from(base);
+    c.timeout = Duration::from_millis(500);
+    c
+}
+
+#[test]
+fn replay_plan_pairs_requests_with_original_responses() {
+    let plan = Plan::from_datagrams(&call_flow());
+    let (smf, upf): (SocketAddr, SocketAddr) = (SMF.parse().unwrap(), UPF.parse().unwrap());
+    assert_eq!(plan.roles, vec![(smf, Role::Cp), (upf, Role::Up)]);
+    assert_eq!(plan.duplicates, 1);
+    let t: Vec<(usize, u8, Option<usize>)> = plan
+        .transactions
+        .iter()
+        .map(|t| {
+            (
+                t.frame,
+                t.header.message_type,
+                t.response.as_ref().map(|r| r.0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        t,
+        vec![
+            (1, mt::ASSOCIATION_SETUP_REQUEST, Some(3)),
+            (4, mt::SESSION_ESTABLISHMENT_REQUEST, Some(5)),
+            (6, mt::SESSION_MODIFICATION_REQUEST, Some(7)),
+            (10, mt::SESSION_DELETION_REQUEST, None),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn replay_maps_seids_fteids_and_ue_addresses() {
+    let upf = FakeUpf::start(FakeUpfConfig::default()).await.unwrap();
+    let plan = Plan::from_datagrams(&call_flow());
+    let c = cfg(upf.addr(), [127, 0, 40, 101]);
+    let report = replay(&plan, &c, |_| {}).await.unwrap();
+    let s = report.summary;
+    assert_eq!(
+        (s.requests, s.matched, s.mismatched, s.timed_out),
+        (4, 4, 0, 0),
+        "{:#?}",
+        report.outcomes
+    );
+    assert_eq!(
+        report.locals,
+        vec![(SMF.parse().unwrap(), report.outcomes[0].local)]
+    );
+    assert_eq!(report.outcomes[0].local.ip(), IpAddr::V4(c.local_base));
+    // The fake allocated UP SEID 1: modification and deletion were sent with it.
+    assert_eq!(report.seids, vec![(UPF.parse().unwrap(), 0xabc, 1)]);
+    assert_eq!(report.outcomes[2].seid, Some((0xabc, 1)));
+    assert_eq!(report.outcomes[3].seid, Some((0xabc, 1)));
+    let st = upf.stats();
+    assert_eq!(
+        (st.established, st.modified, st.deleted, st.rejected),
+        (1, 1, 1, 0)
+    );
+    // The echoed F-TEID, the Outer Header Creation towards it and the UE address were
+    // rewritten to what the fake allocated (TEID 1 at 127.0.0.1, UE 10.60.0.1).
+    let notes = report.outcomes[2].notes.join("\n");
+    assert!(
+        notes.contains("F-TEID 0x00005555 10.0.0.7 -> 0x00000001 127.0.0.1"),
+        "{notes}"
+    );
+    assert!(notes.contains("Outer Header Creation 0x00005555 10.0.0.7 -> 0x00000001 127.0.0.1"));
+    assert!(notes.contains("UE IP 10.99.0.5 -> 10.60.0.1"));
+    assert!(report.outcomes[3]
+        .notes
+        .iter()
+        .any(|n| n.contains("no original response")));
+}
+
+#[tokio::test]
+async fn replay_times_out_against_a_silent_upf_within_bounds() {
+    let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let plan = Plan::from_datagrams(&call_flow());
+    let mut c = cfg(silent.local_addr().unwrap(), [127, 0, 41, 101]);
+    c.timeout = Duration::from_millis(50);
+    c.retransmissions = 1;
+    let t0 = Instant::now();
+    let report = replay(&plan, &c, |_| {}).await.unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    let s = report.summary;
+    assert_eq!((s.requests, s.matched, s.timed_out), (4, 0, 4));
+    assert!(report
+        .outcomes
+        .iter()
+        .all(|o| o.verdict == Verdict::TimedOut));
+    assert_eq!(
+        s.to_string(),
+        "replay: 4 requests, 0 responses matched, 0 mismatched, 4 timed out"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_interop_captures_against_the_fake() {
+    let Some(dir) = pcaps() else { return };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for (k, path) in files.iter().enumerate() {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let plan = Plan::from_file(path).unwrap();
+        let upf = FakeUpf::start(FakeUpfConfig::default()).await.unwrap();
+        let c = cfg(upf.addr(), [127, 0, 60 + k as u8, 101]);
+        let report = replay(&plan, &c, |_| {}).await.unwrap();
+        let s = report.summary;
+        eprintln!("{name}: {s}");
+        assert_eq!(s.requests, plan.transactions.len(), "{name}");
+        assert_eq!(s.requests, s.matched + s.mismatched + s.timed_out, "{name}");
+        assert_eq!(s.timed_out, 0, "{name}");
+        // Every session request found its session: the SEID mapping works.
+        assert!(
+            report
+                .outcomes
+                .iter()
+                .flat_map(|o| &o.notes)
+                .all(|n| !n.contains("unknown")),
+            "{name}"
+        );
+        assert_eq!(upf.stats().rejected, 0, "{name}: {:?}", upf.stats());
+        // The only differences the fake may show: older Open5GS UPFs answer a Created
+        // PDR (PDR ID only) for every PDR with an F-TEID the SMF picked; the fake, as the
+        // specification asks, only for what it allocated.
+        for o in &report.outcomes {
+            if let Verdict::Mismatched(d) = &o.verdict {
+                assert!(
+                    d.iter()
+                        .all(|x| x.contains("Created PDRs") && x.contains("carry only a PDR ID")),
+                    "{name}: {}",
+                    o.line()
+                );
+            }
+        }
+        match name.as_str() {
+            "open5gs-5g-roaming-hr.pcapng" => {
+                assert_eq!((s.requests, s.matched), (13, 13));
+                assert_eq!(plan.duplicates, 2, "frame 225 again as 387, seq 1");
+                // V-SMF/V-UPF and H-SMF/H-UPF: two local SMFs, two SEIDs mapped.
+                assert_eq!(report.locals.len(), 2);
+                assert_ne!(report.locals[0].1.ip(), report.locals[1].1.ip());
+                let orig: Vec<(String, u64)> = report
+                    .seids
+                    .iter()
+                    .map(|(u, s, _)| (u.to_string(), *s))
+                    .collect();
+                assert_eq!(
+                    orig,
+                    vec![
+                        ("127.0.0.7:8805".to_string(), 0x90),
+                        ("127.0.1.7:8805".to_string(), 0x22d)
+                    ]
+                );
+                // The H-SMF's N9 Outer Header Creation points at the V-UPF's F-TEID.
+                assert!(
+                    report
+                        .fteids
+                        .iter()
+                        .any(|(a, t, _)| *a == IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7))
+                            && *t == 0x3edb)
+                );
+                let h_est = report.outcomes.iter().find(|o| o.frame == 1673).unwrap();
+                assert!(h_est
+                    .notes
+                    .iter()
+                    .any(|n| n.starts_with("Outer Header Creation 0x00003edb 127.0.0.7 ->")));
+            }
+            "open5gs-5g-roaming-lbo.pcapng" => assert_eq!((s.requests, s.matched), (8, 8)),
+            "open5gs-srsenb-4g-cups.pcapng" => assert_eq!((s.requests, s.matched), (12, 12)),
+            "open5gs-testattach-4g-cups.pcapng" => {
+                assert_eq!(s.requests, 65);
+                // SGW-U and PGW-U both used TEID 1..: now one UPF, so renumbered.
+                assert!(report
+                    .outcomes
+                    .iter()
+                    .flat_map(|o| &o.notes)
+                    .any(|n| n.contains("used by two original UPFs")));
+            }
+            "gopfcp-association.pcap" => {
+                // The UPF set the association up: nothing for an SMF to replay.
+                assert_eq!(s.requests, 0);
+                let roles: Vec<(u16, Role)> =
+                    plan.roles.iter().map(|(a, r)| (a.port(), *r)).collect();
+                assert_eq!(roles, vec![(57966, Role::Up), (8805, Role::Cp)]);
+            }
+            "synthetic-pfcplib-all-types.pcap" => {
+                assert_eq!(s.requests, 0);
+                assert!(report.notes.iter().any(|n| n.contains("both CP and UP")));
+            }
+            "free5gc-usage-reports.pcapng" | "open5gs-volte-gtpu.pcapng" => {
+                assert_eq!(s.requests, 0)
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn replay_cli_summary_line_and_exit_status() {
+    let Some(dir) = pcaps() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let upf = rt
+        .block_on(FakeUpf::start(FakeUpfConfig::default()))
+        .unwrap();
+    let run = |file: &str, base: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"))
+            .arg("replay")
+            .arg(dir.join(file))
+            .args([
+                "--upf",
+                &upf.addr().to_string(),
+                "--local-base",
+                base,
+                "--local-port",
+                "0",
+                "--timeout-ms",
+                "500",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("open5gs-5g-roaming-hr.pcapng", "127.0.70.101");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout.lines().last(),
+        Some("replay: 13 requests, 13 responses matched, 0 mismatched, 0 timed out"),
+        "{stdout}"
+    );
+    assert!(out.status.success());
+    // Mismatches (Created PDR counts of the old Open5GS UPF): one line each, exit 1.
+    let out = run("open5gs-testregistration.pcapng", "127.0.71.101");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let last = stdout.lines().last().unwrap();
+    assert!(last.starts_with("replay: 73 requests, "), "{last}");
+    assert!(stdout
+        .lines()
+        .any(|l| l.starts_with("frame ") && l.contains("Created PDRs, original 2")));
+}
