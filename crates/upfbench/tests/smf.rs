@@ -260,3 +260,10 @@ fn smf_cli_json_report() {
     let st = upf.stats();
     assert_eq!((st.established, st.deleted, st.releases), (50, 50, 1));
 }
+
+/// The benchmarks run phases on spawned tasks: the futures must be Send.
+#[allow(dead_code)]
+fn phases_are_send(smf: &mut Smf) {
+    fn send<T: Send>(_: T) {}
+    send(smf.establish(1, Pace::default()));
+}

@@ -669,7 +669,9 @@ impl Smf {
     }
 
     /// Establish `n` more sessions (UE addresses and SEIDs continue from the last one).
-    /// Ends when every request has a response or has timed out.
+    /// Ends when every request has a response or has timed out. Requests are encoded as
+    /// they are sent and responses reduced to what is recorded, so memory stays at the
+    /// session records even for a million sessions.
     pub async fn establish(&mut self, n: usize, pace: Pace) -> PhaseReport {
         let first = self.sessions.len();
         for index in first..first + n {
@@ -688,46 +690,37 @@ impl Smf {
         }
         let last = self.sessions.len();
         let choose = self.uses_choose();
-        let reqs: Vec<(usize, Vec<u8>)> = (first..last)
-            .map(|i| {
-                let r = self.establishment_request(&self.sessions[i]);
-                let h = HeaderRepr::session(0, 0, self.n4.next_sequence());
-                (i, msg::emit(&h, &r))
-            })
-            .collect();
-        let explicit: Vec<Option<FTeid>> = reqs
-            .iter()
-            .map(|(i, _)| (!choose).then(|| FTeid::new(*i as u32 + 1, Some(self.upf_n3), None)))
-            .collect();
         let mut stats = PhaseStats::new("establish");
         let t0 = Instant::now();
-        let results = run_paced(&self.n4, reqs, pace, &mut stats).await;
-        for ((i, res), fteid) in results.into_iter().zip(explicit) {
+        let n4 = self.n4.clone();
+        let reqs = (first..last).map(|i| {
+            let r = self.establishment_request(&self.sessions[i]);
+            let h = HeaderRepr::session(0, 0, n4.next_sequence());
+            (i, msg::emit(&h, &r))
+        });
+        let results = run_paced(&n4, reqs, pace, &mut stats).await;
+        for (i, d) in results {
+            stats.record(&d);
             let s = &mut self.sessions[i];
-            match res {
-                Ok(r) => match Msg::parse(&r.bytes) {
-                    Ok((_, Msg::SessionEstablishmentResponse(e))) => {
-                        stats.answered(e.cause, r.latency, r.retransmissions);
-                        if e.cause.is_acceptance() {
-                            s.state = SessionState::Established;
-                            s.up_fseid = e.up_fseid;
-                            s.n3_fteid = fteid.or_else(|| {
-                                e.created_pdrs
-                                    .iter()
-                                    .find(|c| c.pdr_id == PDR_UL)
-                                    .and_then(|c| c.local_fteid)
-                            });
-                            if let Some(f) = e.up_fseid {
-                                self.n4.bind_session(s.cp_seid, f.seid);
-                            }
-                        } else {
-                            s.state = SessionState::Rejected(e.cause.0);
-                        }
+            match d.reply {
+                Reply::Established { cause, .. } if !cause.is_acceptance() => {
+                    s.state = SessionState::Rejected(cause.0)
+                }
+                Reply::Established {
+                    up_fseid, ul_fteid, ..
+                } => {
+                    s.state = SessionState::Established;
+                    s.up_fseid = up_fseid;
+                    s.n3_fteid = if choose {
+                        ul_fteid
+                    } else {
+                        Some(FTeid::new(i as u32 + 1, Some(self.upf_n3), None))
+                    };
+                    if let Some(f) = up_fseid {
+                        self.n4.bind_session(s.cp_seid, f.seid);
                     }
-                    _ => stats.bad_response(r.latency, r.retransmissions),
-                },
-                Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
-                Err(_) => stats.error(),
+                }
+                _ => {}
             }
         }
         stats.finish(t0.elapsed())
@@ -736,32 +729,23 @@ impl Smf {
     /// Switch every active session's downlink FAR to FORW with Outer Header Creation
     /// towards the gNB (Session Modification, clause 6.3.3).
     pub async fn modify(&mut self, pace: Pace) -> PhaseReport {
-        let reqs: Vec<(usize, Vec<u8>)> = self
+        let mut stats = PhaseStats::new("modify");
+        let t0 = Instant::now();
+        let n4 = self.n4.clone();
+        let reqs = self
             .sessions
             .iter()
             .filter(|s| s.is_active())
             .filter_map(|s| {
                 let up = s.up_fseid?.seid;
-                let h = HeaderRepr::session(0, up, self.n4.next_sequence());
+                let h = HeaderRepr::session(0, up, n4.next_sequence());
                 Some((s.index, msg::emit(&h, &self.modification_request(s))))
-            })
-            .collect();
-        let mut stats = PhaseStats::new("modify");
-        let t0 = Instant::now();
-        let results = run_paced(&self.n4, reqs, pace, &mut stats).await;
-        for (i, res) in results {
-            match res {
-                Ok(r) => match Msg::parse(&r.bytes) {
-                    Ok((_, Msg::SessionModificationResponse(m))) => {
-                        stats.answered(m.cause, r.latency, r.retransmissions);
-                        if m.cause.is_acceptance() {
-                            self.sessions[i].state = SessionState::Modified;
-                        }
-                    }
-                    _ => stats.bad_response(r.latency, r.retransmissions),
-                },
-                Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
-                Err(_) => stats.error(),
+            });
+        let results = run_paced(&n4, reqs, pace, &mut stats).await;
+        for (i, d) in results {
+            stats.record(&d);
+            if d.reply.accepted() {
+                self.sessions[i].state = SessionState::Modified;
             }
         }
         stats.finish(t0.elapsed())
@@ -769,60 +753,145 @@ impl Smf {
 
     /// Delete every active session (clause 6.3.4).
     pub async fn delete(&mut self, pace: Pace) -> PhaseReport {
-        let reqs: Vec<(usize, Vec<u8>)> = self
+        let mut stats = PhaseStats::new("delete");
+        let t0 = Instant::now();
+        let n4 = self.n4.clone();
+        let reqs = self
             .sessions
             .iter()
             .filter(|s| s.is_active())
             .filter_map(|s| {
                 let up = s.up_fseid?.seid;
-                let h = HeaderRepr::session(0, up, self.n4.next_sequence());
+                let h = HeaderRepr::session(0, up, n4.next_sequence());
                 Some((
                     s.index,
                     msg::emit(&h, &SessionDeletionRequest { other: vec![] }),
                 ))
-            })
-            .collect();
-        let mut stats = PhaseStats::new("delete");
-        let t0 = Instant::now();
-        let results = run_paced(&self.n4, reqs, pace, &mut stats).await;
-        for (i, res) in results {
-            match res {
-                Ok(r) => match Msg::parse(&r.bytes) {
-                    Ok((_, Msg::SessionDeletionResponse(d))) => {
-                        stats.answered(d.cause, r.latency, r.retransmissions);
-                        // Accepted, or the UPF no longer knows it: either way it is gone.
-                        if d.cause.is_acceptance()
-                            || d.cause == CauseValue::SESSION_CONTEXT_NOT_FOUND
-                        {
-                            let s = &mut self.sessions[i];
-                            s.state = SessionState::Deleted;
-                            self.n4.unbind_session(s.cp_seid);
-                        }
-                    }
-                    _ => stats.bad_response(r.latency, r.retransmissions),
-                },
-                Err(TxError::Timeout { retransmissions }) => stats.timed_out(retransmissions),
-                Err(_) => stats.error(),
+            });
+        let results = run_paced(&n4, reqs, pace, &mut stats).await;
+        for (i, d) in results {
+            stats.record(&d);
+            // Accepted, or the UPF no longer knows it: either way it is gone.
+            let gone = match d.reply {
+                Reply::Cause(c) => c.is_acceptance() || c == CauseValue::SESSION_CONTEXT_NOT_FOUND,
+                _ => false,
+            };
+            if gone {
+                let s = &mut self.sessions[i];
+                s.state = SessionState::Deleted;
+                self.n4.unbind_session(s.cp_seid);
             }
         }
         stats.finish(t0.elapsed())
     }
 }
 
-/// Send `reqs` (index, encoded request with its message type in the header) at `pace`;
-/// return each outcome with its index, in completion order. Counts each request as sent.
+/// A response reduced to what the phases record.
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    /// A Session Establishment Response.
+    Established {
+        cause: CauseValue,
+        up_fseid: Option<FSeid>,
+        /// The F-TEID of the uplink PDR's Created PDR.
+        ul_fteid: Option<FTeid>,
+    },
+    /// Another response of the expected type.
+    Cause(CauseValue),
+    /// Not the expected type, or does not decode.
+    Bad,
+    TimedOut,
+    /// Socket error.
+    Failed,
+}
+
+impl Reply {
+    fn accepted(&self) -> bool {
+        match self {
+            Reply::Established { cause, .. } | Reply::Cause(cause) => cause.is_acceptance(),
+            _ => false,
+        }
+    }
+}
+
+/// One request's outcome.
+#[derive(Debug, Clone, Copy)]
+struct Digest {
+    reply: Reply,
+    latency: Duration,
+    retransmissions: u32,
+}
+
+fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
+    let r = match r {
+        Ok(r) => r,
+        Err(TxError::Timeout { retransmissions }) => {
+            return Digest {
+                reply: Reply::TimedOut,
+                latency: Duration::ZERO,
+                retransmissions,
+            }
+        }
+        Err(_) => {
+            return Digest {
+                reply: Reply::Failed,
+                latency: Duration::ZERO,
+                retransmissions: 0,
+            }
+        }
+    };
+    let reply = match Msg::parse(&r.bytes) {
+        Ok((h, m)) if h.message_type == request_type + 1 => match m {
+            Msg::SessionEstablishmentResponse(e) => Reply::Established {
+                cause: e.cause,
+                up_fseid: e.up_fseid,
+                ul_fteid: e
+                    .created_pdrs
+                    .iter()
+                    .find(|c| c.pdr_id == PDR_UL)
+                    .and_then(|c| c.local_fteid),
+            },
+            Msg::SessionModificationResponse(m) => Reply::Cause(m.cause),
+            Msg::SessionDeletionResponse(d) => Reply::Cause(d.cause),
+            _ => Reply::Bad,
+        },
+        _ => Reply::Bad,
+    };
+    Digest {
+        reply,
+        latency: r.latency,
+        retransmissions: r.retransmissions,
+    }
+}
+
+impl PhaseStats {
+    fn record(&mut self, d: &Digest) {
+        match d.reply {
+            Reply::Established { cause, .. } | Reply::Cause(cause) => {
+                self.answered(cause, d.latency, d.retransmissions)
+            }
+            Reply::Bad => self.bad_response(d.latency, d.retransmissions),
+            Reply::TimedOut => self.timed_out(d.retransmissions),
+            Reply::Failed => self.error(),
+        }
+    }
+}
+
+/// Send `reqs` (index, encoded request) at `pace`, encoding each only when its turn
+/// comes; return each digested outcome with its index, in completion order. Counts each
+/// request as sent.
 async fn run_paced(
     n4: &Arc<N4>,
-    reqs: Vec<(usize, Vec<u8>)>,
+    reqs: impl Iterator<Item = (usize, Vec<u8>)>,
     pace: Pace,
     stats: &mut PhaseStats,
-) -> Vec<(usize, Result<n4::Response, TxError>)> {
+) -> Vec<(usize, Digest)> {
     let sem = Arc::new(Semaphore::new(pace.in_flight.max(1)));
     let mut set = JoinSet::new();
-    let mut out = Vec::with_capacity(reqs.len());
+    let mut out = Vec::new();
     let start = tokio::time::Instant::now();
     let interval = (pace.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / pace.rate));
-    for (k, (i, bytes)) in reqs.into_iter().enumerate() {
+    for (k, (i, bytes)) in reqs.enumerate() {
         if let Some(iv) = interval {
             tokio::time::sleep_until(start + iv.mul_f64(k as f64)).await;
         }
@@ -836,10 +905,11 @@ async fn run_paced(
         }
         stats.sent();
         let n4 = n4.clone();
+        let request_type = bytes.get(1).copied().unwrap_or(0);
         set.spawn(async move {
             let r = n4.transact(&bytes).await;
             drop(permit);
-            (i, r)
+            (i, digest(request_type, r))
         });
     }
     while let Some(r) = set.join_next().await {
