@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install everything building and testing this repository needs on Debian 12, idempotently:
+# apt packages, a Rust toolchain (stable for the product, nightly for cargo-fuzz), pinned
+# cargo-fuzz, the Python venv of the test oracles (scapy), and pfcpsim (Go). Quick when
+# everything is already there. Run as root (or with sudo available) on a fresh machine.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+APT_PACKAGES=(
+  build-essential pkg-config m4 curl ca-certificates git
+  clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool linux-libc-dev
+  iproute2 iperf3 tshark ethtool procps
+  python3 python3-venv python3-pip
+)
+CARGO_FUZZ_VERSION=0.13.2
+
+as_root() {
+  if [[ "$(id -u)" == 0 ]]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if (( ${#missing[@]} )); then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Rust: rustup's stable toolchain (the product) and nightly (cargo-fuzz only).
+if ! command -v cargo >/dev/null && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v rustup >/dev/null; then
+  echo "deps: installing rustup"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain stable
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+rustup component list --toolchain stable --installed 2>/dev/null | grep -q '^clippy' || rustup component add --toolchain stable clippy rustfmt
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
+fi
+
+# Test oracles.
+"$repo/scripts/python-venv.sh"
+if [[ -x "$repo/scripts/pfcpsim.sh" ]]; then
+  "$repo/scripts/pfcpsim.sh"
+fi
+echo "deps: ok"
