@@ -258,6 +258,17 @@ impl Plan {
         plan
     }
 
+    /// The Recovery Time Stamp of `smf`'s first Association Setup Request, if any.
+    pub fn recovery_time_stamp(&self, smf: SocketAddr) -> Option<u32> {
+        self.transactions
+            .iter()
+            .filter(|t| t.smf == smf && t.header.message_type == mt::ASSOCIATION_SETUP_REQUEST)
+            .find_map(|t| match Msg::parse(&t.request) {
+                Ok((_, Msg::AssociationSetupRequest(a))) => Some(a.recovery_time_stamp),
+                _ => None,
+            })
+    }
+
     /// The CP endpoints that have requests to replay, in order of their first request.
     pub fn smfs(&self) -> Vec<SocketAddr> {
         let mut v: Vec<SocketAddr> = Vec::new();
@@ -800,6 +811,9 @@ pub async fn replay(
     let mut locals = Vec::new();
     for (k, smf) in smfs.iter().enumerate() {
         let ip = Ipv4Addr::from(u32::from(cfg.local_base).wrapping_add(k as u32));
+        // Answer heartbeats with the Recovery Time Stamp this SMF announced in its
+        // Association Setup Request: another one would tell the UPF that we restarted.
+        let recovery = plan.recovery_time_stamp(*smf).unwrap_or(recovery);
         let node = NodeId::Ipv4(ip);
         let n4 = match N4::bind(
             SocketAddr::new(IpAddr::V4(ip), cfg.local_port),

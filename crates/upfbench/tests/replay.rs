@@ -217,6 +217,8 @@ fn replay_plan_pairs_requests_with_original_responses() {
     let (smf, upf): (SocketAddr, SocketAddr) = (SMF.parse().unwrap(), UPF.parse().unwrap());
     assert_eq!(plan.roles, vec![(smf, Role::Cp), (upf, Role::Up)]);
     assert_eq!(plan.duplicates, 1);
+    assert_eq!(plan.recovery_time_stamp(smf), Some(1));
+    assert_eq!(plan.recovery_time_stamp(upf), None);
     let t: Vec<(usize, u8, Option<usize>)> = plan
         .transactions
         .iter()
@@ -241,7 +243,15 @@ fn replay_plan_pairs_requests_with_original_responses() {
 
 #[tokio::test]
 async fn replay_maps_seids_fteids_and_ue_addresses() {
-    let upf = FakeUpf::start(FakeUpfConfig::default()).await.unwrap();
+    // The fake also sends its own Heartbeat Request and a Session Report Request: the
+    // replayer answers both while it waits for its responses.
+    let upf = FakeUpf::start(FakeUpfConfig {
+        heartbeat_after_association: true,
+        report_every: Some(1),
+        ..FakeUpfConfig::default()
+    })
+    .await
+    .unwrap();
     let plan = Plan::from_datagrams(&call_flow());
     let c = cfg(upf.addr(), [127, 0, 40, 101]);
     let report = replay(&plan, &c, |_| {}).await.unwrap();
@@ -275,6 +285,11 @@ async fn replay_maps_seids_fteids_and_ue_addresses() {
     );
     assert!(notes.contains("Outer Header Creation 0x00005555 10.0.0.7 -> 0x00000001 127.0.0.1"));
     assert!(notes.contains("UE IP 10.99.0.5 -> 10.60.0.1"));
+    let end = Instant::now() + Duration::from_secs(2);
+    while (upf.stats().heartbeat_answers, upf.stats().report_answers) != (1, 1) {
+        assert!(Instant::now() < end, "{:?}", upf.stats());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(report.outcomes[3]
         .notes
         .iter()
