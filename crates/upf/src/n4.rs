@@ -85,6 +85,12 @@ pub enum Event {
     DropBuffered {
         seid: u64,
     },
+    /// A request was refused: who sent it, what it was, and why.
+    Rejected {
+        peer: SocketAddr,
+        message_type: u8,
+        reason: String,
+    },
 }
 
 /// Counters for metrics.
@@ -814,6 +820,14 @@ impl N4 {
         }
     }
 
+    fn rejected(&mut self, peer: SocketAddr, message_type: u8, rej: &Rejection) {
+        self.events.push(Event::Rejected {
+            peer,
+            message_type,
+            reason: rej.to_string(),
+        });
+    }
+
     fn session_header(t: u8, seid: u64, seq: u32) -> HeaderRepr {
         HeaderRepr::session(t, seid, seq)
     }
@@ -856,12 +870,15 @@ impl N4 {
                     &mut rsp.created_traffic_endpoints,
                 );
             }
-            Err(rej) => reject(
-                &rej,
-                &mut rsp.cause,
-                &mut rsp.offending_ie,
-                &mut rsp.failed_rule_id,
-            ),
+            Err(rej) => {
+                self.rejected(from, mt::SESSION_ESTABLISHMENT_REQUEST, &rej);
+                reject(
+                    &rej,
+                    &mut rsp.cause,
+                    &mut rsp.offending_ie,
+                    &mut rsp.failed_rule_id,
+                )
+            }
         }
         msg::emit(
             &Self::session_header(mt::SESSION_ESTABLISHMENT_RESPONSE, cp_seid, seq),
@@ -943,12 +960,15 @@ impl N4 {
                     self.events.push(Event::DropBuffered { seid });
                 }
             }
-            Err(rej) => reject(
-                &rej,
-                &mut rsp.cause,
-                &mut rsp.offending_ie,
-                &mut rsp.failed_rule_id,
-            ),
+            Err(rej) => {
+                self.rejected(from, mt::SESSION_MODIFICATION_REQUEST, &rej);
+                reject(
+                    &rej,
+                    &mut rsp.cause,
+                    &mut rsp.offending_ie,
+                    &mut rsp.failed_rule_id,
+                )
+            }
         }
         msg::emit(
             &Self::session_header(mt::SESSION_MODIFICATION_RESPONSE, cp_seid, seq),
@@ -982,6 +1002,7 @@ impl N4 {
                 }
             }
             Err(rej) => {
+                self.rejected(from, mt::SESSION_DELETION_REQUEST, &rej);
                 rsp.cause = rej.cause;
                 rsp.offending_ie = rej.offending_ie;
             }

@@ -450,9 +450,8 @@ fn check_ohc(o: &pfcp::ie::OuterHeaderCreation) -> Result<(), &'static str> {
     if o.description & 0xff00 & !gtp != 0 {
         return Err("only GTP-U/UDP/IPv4 and GTP-U/UDP/IPv6 outer headers are supported");
     }
-    if o.description & gtp == gtp {
-        return Err("both GTP-U/UDP/IPv4 and GTP-U/UDP/IPv6 in one Outer Header Creation");
-    }
+    // Both GTP-U/UDP/IPv4 and GTP-U/UDP/IPv6 may be set (a dual-stack peer, as Open5GS
+    // sends): the data path uses the family it has an address of, IPv4 first.
     Ok(())
 }
 

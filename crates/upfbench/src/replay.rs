@@ -731,22 +731,20 @@ pub fn compare(request: &[u8], original: Option<&[u8]>, ours: &[u8]) -> Vec<Stri
             cause_text(c_orig)
         ));
     }
+    // Created PDRs are compared by those that report an allocation (an F-TEID or a UE
+    // address). Older Open5GS UPFs also return a Created PDR carrying only the PDR ID for
+    // every PDR whose F-TEID the SMF chose; TS 29.244 Table 7.5.3.1-1 asks for a Created
+    // PDR only when the UP function allocated something, so such bare entries are a
+    // deliberate difference, not a mismatch (docs/interop.md).
     if let (Some(a), Some(b)) = (created_pdrs(&ours), created_pdrs(&orig)) {
-        if a.len() != b.len() {
-            let bare = b
-                .iter()
-                .filter(|c| c.local_fteid.is_none() && c.ue_ip_address.is_empty())
-                .count();
-            let why = if bare > 0 {
-                format!(" ({bare} of the original's carry only a PDR ID)")
-            } else {
-                String::new()
-            };
-            d.push(format!(
-                "{} Created PDRs, original {}{why}",
-                a.len(),
-                b.len()
-            ));
+        let allocating = |v: &[pfcp::msg::CreatedPdr]| {
+            v.iter()
+                .filter(|c| c.local_fteid.is_some() || !c.ue_ip_address.is_empty())
+                .count()
+        };
+        let (a, b) = (allocating(a), allocating(b));
+        if a != b {
+            d.push(format!("{a} Created PDRs with an allocation, original {b}"));
         }
     }
     if c_ours.is_some_and(CauseValue::is_acceptance) {

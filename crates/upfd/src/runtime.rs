@@ -93,6 +93,14 @@ fn log_events(n4: &mut N4) {
                 debug!("n4: session {seid:#x} FAR {far_id}: end markers requested")
             }
             Event::DropBuffered { seid } => debug!("n4: session {seid:#x}: drop buffered packets"),
+            Event::Rejected {
+                peer,
+                message_type,
+                reason,
+            } => info!(
+                "n4: {} from {peer} rejected: {reason}",
+                pfcp::message_type::name(message_type).unwrap_or("request")
+            ),
         }
     }
 }
