@@ -4,7 +4,6 @@
 //! that fails leaves the session exactly as it was (allocations made on the way are
 //! returned by [`Resources::rollback`]).
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use pfcp::ie::{types, CauseValue, FTeid, FailedRuleId, UeIpAddress};
@@ -623,7 +622,7 @@ fn build_te(
 }
 
 fn insert_unique<K: Ord + Copy, V>(
-    map: &mut BTreeMap<K, V>,
+    map: &mut RuleMap<K, V>,
     k: K,
     v: V,
     dup: impl FnOnce() -> Rejection,
@@ -808,13 +807,13 @@ pub fn establish(
         up_seid,
         cp_fseid: r.cp_fseid,
         cp_node,
-        pdrs: BTreeMap::new(),
-        fars: BTreeMap::new(),
-        qers: BTreeMap::new(),
-        urrs: BTreeMap::new(),
-        bars: BTreeMap::new(),
-        traffic_endpoints: BTreeMap::new(),
-        choose_ids: BTreeMap::new(),
+        pdrs: RuleMap::new(),
+        fars: RuleMap::new(),
+        qers: RuleMap::new(),
+        urrs: RuleMap::new(),
+        bars: RuleMap::new(),
+        traffic_endpoints: RuleMap::new(),
+        choose_ids: RuleMap::new(),
         teids: Vec::new(),
         allocated_ue_ips: Vec::new(),
         pdn_type: r.pdn_type,

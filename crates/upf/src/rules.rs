@@ -2,7 +2,6 @@
 //! clause 5.2), resolved (CHOOSE F-TEIDs and UE addresses allocated) and checked.
 //! Knows nothing of BPF: `compile` turns it into fast-path entries.
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
@@ -11,6 +10,78 @@ use pfcp::ie::{
     OuterHeaderRemoval, SdfFilter,
 };
 use pfcp::msg::{CreateUrr, UpdateUrr};
+
+/// The rules of one kind in a session, by ID: a sorted vector, because a session holds a
+/// handful of each and a tree or hash map would cost kilobytes per session at a million
+/// sessions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleMap<K, V> {
+    entries: Vec<(K, V)>,
+}
+
+impl<K, V> Default for RuleMap<K, V> {
+    fn default() -> Self {
+        RuleMap {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<K: Ord + Copy, V> RuleMap<K, V> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    fn find(&self, k: &K) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(x, _)| x.cmp(k))
+    }
+    pub fn get(&self, k: &K) -> Option<&V> {
+        self.find(k).ok().map(|i| &self.entries[i].1)
+    }
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        self.find(k).ok().map(|i| &mut self.entries[i].1)
+    }
+    pub fn contains_key(&self, k: &K) -> bool {
+        self.find(k).is_ok()
+    }
+    /// Insert or replace; returns the value replaced.
+    pub fn insert(&mut self, k: K, v: V) -> Option<V> {
+        match self.find(&k) {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, v)),
+            Err(i) => {
+                // Grow one at a time: sessions hold few rules and spare capacity is paid
+                // for a million times over.
+                self.entries.reserve_exact(1);
+                self.entries.insert(i, (k, v));
+                None
+            }
+        }
+    }
+    pub fn remove(&mut self, k: &K) -> Option<V> {
+        self.find(k).ok().map(|i| self.entries.remove(i).1)
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.entries.iter().map(|(k, _)| k)
+    }
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|(_, v)| v)
+    }
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.entries.iter_mut().map(|(_, v)| v)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+    pub fn retain(&mut self, mut f: impl FnMut(&K, &mut V) -> bool) {
+        self.entries.retain_mut(|(k, v)| f(k, v));
+        self.entries.shrink_to_fit();
+    }
+}
 
 /// Interface values (Source / Destination Interface, clauses 8.2.2 and 8.2.24).
 pub mod interface {
@@ -245,14 +316,14 @@ pub struct Session {
     pub cp_fseid: FSeid,
     /// The CP function (association) that owns the session.
     pub cp_node: NodeId,
-    pub pdrs: BTreeMap<u16, Pdr>,
-    pub fars: BTreeMap<u32, Far>,
-    pub qers: BTreeMap<u32, Qer>,
-    pub urrs: BTreeMap<u32, Urr>,
-    pub bars: BTreeMap<u8, Bar>,
-    pub traffic_endpoints: BTreeMap<u8, TrafficEndpoint>,
+    pub pdrs: RuleMap<u16, Pdr>,
+    pub fars: RuleMap<u32, Far>,
+    pub qers: RuleMap<u32, Qer>,
+    pub urrs: RuleMap<u32, Urr>,
+    pub bars: RuleMap<u8, Bar>,
+    pub traffic_endpoints: RuleMap<u8, TrafficEndpoint>,
     /// CHOOSE ID -> the F-TEID allocated for it (clause 5.5.3).
-    pub choose_ids: BTreeMap<u8, LocalFteid>,
+    pub choose_ids: RuleMap<u8, LocalFteid>,
     /// TEIDs this session holds in the allocator.
     pub teids: Vec<u32>,
     /// UE addresses this session took from the pools (CHV4/CHV6).

@@ -2,6 +2,7 @@
 //! the data path they are installed in. Each operation is all-or-nothing.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use pfcp::ie::{CauseValue, NodeId};
 use pfcp::msg::{SessionEstablishmentRequest, SessionModificationRequest};
@@ -42,7 +43,7 @@ struct UrrState {
 }
 
 pub struct Sessions {
-    sessions: HashMap<u64, Session>,
+    sessions: HashMap<u64, Arc<Session>>,
     by_node: HashMap<NodeId, HashSet<u64>>,
     urr_state: HashMap<(u64, u32), UrrState>,
     pub res: Resources,
@@ -79,11 +80,11 @@ impl Sessions {
     }
 
     pub fn get(&self, seid: u64) -> Option<&Session> {
-        self.sessions.get(&seid)
+        self.sessions.get(&seid).map(|s| &**s)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
-        self.sessions.values()
+        self.sessions.values().map(|s| &**s)
     }
 
     /// Sessions of one CP function.
@@ -135,6 +136,7 @@ impl Sessions {
                 return Err(e);
             }
         };
+        let s = Arc::new(s);
         if let Err(e) = self.fastpath.install(None, &s) {
             self.res.rollback();
             return Err(fastpath_rejection(e));
@@ -160,7 +162,8 @@ impl Sessions {
                 Rejection::cause(CauseValue::SESSION_CONTEXT_NOT_FOUND, "no such session")
             })?
             .clone();
-        let (new, fx) = match procedures::modify(&mut self.res, &old, req) {
+        let old: &Session = &old;
+        let (new, fx) = match procedures::modify(&mut self.res, old, req) {
             Ok(x) => x,
             Err(e) => {
                 self.res.rollback();
@@ -172,12 +175,13 @@ impl Sessions {
         for u in &fx.removed_urrs {
             reports.push(self.report(seid, *u, ReportReason::Termination));
         }
-        if let Err(e) = self.fastpath.install(Some(&old), &new) {
+        let new = Arc::new(new);
+        if let Err(e) = self.fastpath.install(Some(old), &new) {
             self.res.rollback();
             return Err(fastpath_rejection(e));
         }
         self.res.commit();
-        self.res.release_dropped(&old, Some(&new));
+        self.res.release_dropped(old, Some(&new));
         for u in &fx.removed_urrs {
             self.urr_state.remove(&(seid, *u));
         }
@@ -212,7 +216,7 @@ impl Sessions {
     }
 
     /// PFCP Session Deletion (clause 6.3.4): remove, with a final report per URR.
-    pub fn delete(&mut self, seid: u64) -> Option<(Session, Vec<Report>)> {
+    pub fn delete(&mut self, seid: u64) -> Option<(Arc<Session>, Vec<Report>)> {
         let urrs: Vec<u32> = self.sessions.get(&seid)?.urrs.keys().copied().collect();
         let reports = urrs
             .into_iter()
@@ -221,7 +225,9 @@ impl Sessions {
         let s = self.sessions.remove(&seid)?;
         self.fastpath.remove(&s);
         self.res.release_dropped(&s, None);
-        self.urr_state.retain(|(x, _), _| *x != seid);
+        for u in s.urrs.keys() {
+            self.urr_state.remove(&(seid, *u));
+        }
         if let Some(set) = self.by_node.get_mut(&s.cp_node) {
             set.remove(&seid);
             if set.is_empty() {

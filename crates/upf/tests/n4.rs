@@ -480,7 +480,16 @@ fn failing_modification_changes_nothing() {
     let rsp = modify(&mut n, SMF, seid, 4, &m, now);
     assert_eq!(rsp.cause, CauseValue::REQUEST_ACCEPTED, "{rsp:?}");
     assert_eq!(rsp.created_pdrs.len(), 1);
-    assert!(n.sessions.get(seid).unwrap().fars[&2].action.drop);
+    assert!(
+        n.sessions
+            .get(seid)
+            .unwrap()
+            .fars
+            .get(&2)
+            .unwrap()
+            .action
+            .drop
+    );
 }
 
 #[test]

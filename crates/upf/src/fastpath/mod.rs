@@ -3,6 +3,8 @@
 
 pub mod model;
 
+use std::sync::Arc;
+
 use crate::rules::Session;
 
 /// Counts of one URR, summed over the data path's CPUs.
@@ -54,7 +56,7 @@ pub trait FastPath: Send {
     /// Install a new session (`old` = None) or replace `old` by `new` (same SEID). Entries
     /// are written so the data path never sees a half-built session: FARs, QERs and URRs
     /// before the PDRs that use them, PDRs removed before what they point at.
-    fn install(&mut self, old: Option<&Session>, new: &Session) -> Result<(), FastPathError>;
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError>;
     /// Remove every entry of a session.
     fn remove(&mut self, session: &Session);
     /// Counts of a URR of a session since the URR was installed.

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -53,10 +54,11 @@ pub fn keys(s: &Session) -> Keys {
 /// The reference data path's state.
 #[derive(Debug, Default)]
 pub struct Model {
-    pub sessions: HashMap<u64, Session>,
+    /// The installed sessions (shared with the session table, not copied).
+    pub sessions: HashMap<u64, Arc<Session>>,
     pub by_teid: HashMap<u32, u64>,
     pub by_ue_ip: HashMap<IpAddr, u64>,
-    pub framed_routes: Vec<(IpNet, u64)>,
+    pub framed_routes: HashMap<IpNet, u64>,
     pub usage: HashMap<(u64, u32), Usage>,
     /// Capacity of the lookup tables (what the BPF maps are sized to).
     pub max_keys: usize,
@@ -70,36 +72,60 @@ impl Model {
         }
     }
 
+    /// Keys of `k` taken by another session, or tables that would overflow. Keys this
+    /// session already holds are its own.
     fn check(&self, seid: u64, k: &Keys) -> Result<(), FastPathError> {
+        let mut new_teids = 0;
         for (t, pdr) in &k.teids {
-            if self.by_teid.get(t).is_some_and(|s| *s != seid) {
-                return Err(FastPathError::Conflict {
-                    pdr_id: *pdr,
-                    why: format!("TEID {t:#x} is already installed for another session"),
-                });
+            match self.by_teid.get(t) {
+                Some(s) if *s != seid => {
+                    return Err(FastPathError::Conflict {
+                        pdr_id: *pdr,
+                        why: format!("TEID {t:#x} is already installed for another session"),
+                    })
+                }
+                Some(_) => {}
+                None => new_teids += 1,
             }
         }
+        let mut new_ue = 0;
         for (a, pdr) in &k.ue_ips {
-            if self.by_ue_ip.get(a).is_some_and(|s| *s != seid) {
-                return Err(FastPathError::Conflict {
-                    pdr_id: *pdr,
-                    why: format!("UE address {a} is already installed for another session"),
-                });
+            match self.by_ue_ip.get(a) {
+                Some(s) if *s != seid => {
+                    return Err(FastPathError::Conflict {
+                        pdr_id: *pdr,
+                        why: format!("UE address {a} is already installed for another session"),
+                    })
+                }
+                Some(_) => {}
+                None => new_ue += 1,
             }
         }
-        if self.by_teid.len() + k.teids.len() > self.max_keys {
+        if self.by_teid.len() + new_teids > self.max_keys {
             return Err(FastPathError::Full("uplink"));
         }
-        if self.by_ue_ip.len() + k.ue_ips.len() > self.max_keys {
+        if self.by_ue_ip.len() + new_ue > self.max_keys {
             return Err(FastPathError::Full("downlink"));
         }
         Ok(())
     }
 
-    fn unindex(&mut self, seid: u64) {
-        self.by_teid.retain(|_, s| *s != seid);
-        self.by_ue_ip.retain(|_, s| *s != seid);
-        self.framed_routes.retain(|(_, s)| *s != seid);
+    fn unindex(&mut self, seid: u64, k: &Keys) {
+        for (t, _) in &k.teids {
+            if self.by_teid.get(t) == Some(&seid) {
+                self.by_teid.remove(t);
+            }
+        }
+        for (a, _) in &k.ue_ips {
+            if self.by_ue_ip.get(a) == Some(&seid) {
+                self.by_ue_ip.remove(a);
+            }
+        }
+        for r in &k.framed_routes {
+            if self.framed_routes.get(r) == Some(&seid) {
+                self.framed_routes.remove(r);
+            }
+        }
     }
 
     /// The session a downlink packet to `dst` belongs to: exact UE address, else the
@@ -117,21 +143,19 @@ impl Model {
 }
 
 impl FastPath for Model {
-    fn install(&mut self, old: Option<&Session>, new: &Session) -> Result<(), FastPathError> {
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
         let seid = new.up_seid;
         let k = keys(new);
-        // Check against everything but this session's own current entries.
-        let mut probe = Model {
-            max_keys: self.max_keys,
-            ..Model::default()
-        };
-        probe.by_teid = self.by_teid.clone();
-        probe.by_ue_ip = self.by_ue_ip.clone();
-        if old.is_some() {
-            probe.unindex(seid);
+        self.check(seid, &k)?;
+        if let Some(old) = old {
+            self.unindex(seid, &keys(old));
+            // URRs that no longer exist lose their counters; new ones start at zero.
+            for u in old.urrs.keys() {
+                if !new.urrs.contains_key(u) {
+                    self.usage.remove(&(seid, *u));
+                }
+            }
         }
-        probe.check(seid, &k)?;
-        self.unindex(seid);
         for (t, _) in k.teids {
             self.by_teid.insert(t, seid);
         }
@@ -139,20 +163,19 @@ impl FastPath for Model {
             self.by_ue_ip.insert(a, seid);
         }
         for r in k.framed_routes {
-            self.framed_routes.push((r, seid));
+            self.framed_routes.insert(r, seid);
         }
-        // URRs that no longer exist lose their counters; new ones start at zero.
-        self.usage
-            .retain(|(s, u), _| *s != seid || new.urrs.contains_key(u));
-        self.sessions.insert(seid, new.clone());
+        self.sessions.insert(seid, Arc::clone(new));
         Ok(())
     }
 
     fn remove(&mut self, session: &Session) {
         let seid = session.up_seid;
-        self.unindex(seid);
+        self.unindex(seid, &keys(session));
         self.sessions.remove(&seid);
-        self.usage.retain(|(s, _), _| *s != seid);
+        for u in session.urrs.keys() {
+            self.usage.remove(&(seid, *u));
+        }
     }
 
     fn usage(&self, seid: u64, urr_id: u32) -> Usage {
