@@ -1,0 +1,14 @@
+//! The XDP programs (bpf/*.bpf.c), compiled at build time, as libbpf-rs skeletons.
+
+#![allow(clippy::all)]
+
+/// XDP_PASS, for the far end of a veth pair that receives redirected frames.
+pub mod pass {
+    include!(concat!(env!("OUT_DIR"), "/xdp_pass.skel.rs"));
+}
+
+/// The compiled object of the XDP_PASS program, for tools that load it by file
+/// (`ip link set dev X xdp obj FILE sec xdp`).
+pub const PASS_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_pass.bpf.o"));
+
+pub use libbpf_rs;

@@ -1,0 +1,18 @@
+//! The XDP_PASS program loads and passes a frame (BPF_PROG_RUN; needs CAP_BPF).
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+
+#[test]
+fn pass_program_passes() {
+    let mut obj = std::mem::MaybeUninit::uninit();
+    let open = upf_bpf::pass::XdpPassSkelBuilder::default()
+        .open(&mut obj)
+        .expect("open");
+    let skel = open.load().expect("load (needs root / CAP_BPF)");
+    let frame = [0u8; 64];
+    let mut input = libbpf_rs::ProgramInput::default();
+    input.data_in = Some(&frame);
+    let out = skel.progs.xdp_pass.test_run(input).expect("BPF_PROG_RUN");
+    assert_eq!(out.return_value, 2, "XDP_PASS");
+    assert!(upf_bpf::PASS_OBJECT.starts_with(b"\x7fELF"));
+}
