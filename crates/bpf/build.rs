@@ -34,6 +34,7 @@ fn main() {
                 "-g".to_string(),
                 "-Wall".to_string(),
                 "-Werror".to_string(),
+                "-mcpu=v3".to_string(),
                 format!("-I{}", root.join("include").display()),
                 "-I/usr/include/x86_64-linux-gnu".to_string(),
             ])

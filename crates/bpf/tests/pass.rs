@@ -10,8 +10,10 @@ fn pass_program_passes() {
         .expect("open");
     let skel = open.load().expect("load (needs root / CAP_BPF)");
     let frame = [0u8; 64];
-    let mut input = libbpf_rs::ProgramInput::default();
-    input.data_in = Some(&frame);
+    let input = libbpf_rs::ProgramInput {
+        data_in: Some(&frame),
+        ..Default::default()
+    };
     let out = skel.progs.xdp_pass.test_run(input).expect("BPF_PROG_RUN");
     assert_eq!(out.return_value, 2, "XDP_PASS");
     assert!(upf_bpf::PASS_OBJECT.starts_with(b"\x7fELF"));

@@ -646,8 +646,40 @@ pub fn validate(s: &Session, limits: &Limits) -> Result<(), Rejection> {
             "more rules than this UP function allows per session",
         ));
     }
+    // What one PDR may carry in the data path (bpf/include/upf_maps.h).
+    use crate::fastpath::pipeline::{
+        MAX_PDRS_PER_KEY, MAX_QERS_PER_PDR, MAX_SDF_PER_PDR, MAX_URRS_PER_PDR,
+    };
     for p in s.pdrs.values() {
         let fail = |why: String| Rejection::rule(FailedRuleId::PDR, p.id as u32, why);
+        if p.qer_ids.len() > MAX_QERS_PER_PDR {
+            return Err(fail(format!(
+                "more than {MAX_QERS_PER_PDR} QERs on one PDR"
+            )));
+        }
+        if p.urr_ids.len() > MAX_URRS_PER_PDR {
+            return Err(fail(format!(
+                "more than {MAX_URRS_PER_PDR} URRs on one PDR"
+            )));
+        }
+        let pdi = s.effective_pdi(p);
+        if pdi.qfis.len() > 1 {
+            return Err(fail("more than one QFI in one PDI".into()));
+        }
+        let mut entries = 0;
+        for f in &pdi.sdf_filters {
+            let rule =
+                crate::sdf::SdfRule::from_ie(f).map_err(|e| fail(format!("SDF filter: {e}")))?;
+            entries += rule
+                .compile()
+                .map_err(|e| fail(format!("SDF filter: {e}")))?
+                .len();
+        }
+        if entries > MAX_SDF_PER_PDR {
+            return Err(fail(format!(
+                "the SDF filters need {entries} match entries, more than {MAX_SDF_PER_PDR}"
+            )));
+        }
         if let Some(f) = p.far_id {
             if !s.fars.contains_key(&f) {
                 return Err(fail(format!(
@@ -679,6 +711,28 @@ pub fn validate(s: &Session, limits: &Limits) -> Result<(), Rejection> {
                     p.id
                 )));
             }
+        }
+    }
+    let k = crate::fastpath::model::keys(s);
+    for (teid, pdr) in &k.teids {
+        let n = crate::fastpath::pipeline::rule_set(s, Some(*teid), None)
+            .pdrs
+            .len();
+        let all = s
+            .pdrs
+            .values()
+            .filter(|p| {
+                s.effective_pdi(p)
+                    .local_fteid
+                    .is_some_and(|f| f.teid == *teid)
+            })
+            .count();
+        if all > n {
+            return Err(Rejection::rule(
+                FailedRuleId::PDR,
+                *pdr as u32,
+                format!("more than {MAX_PDRS_PER_KEY} PDRs on one F-TEID"),
+            ));
         }
     }
     for f in s.fars.values() {

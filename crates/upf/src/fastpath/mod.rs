@@ -2,6 +2,7 @@
 //! upfd, the XDP programs. Only implementations of [`FastPath`] touch forwarding state.
 
 pub mod model;
+pub mod pipeline;
 
 use std::sync::Arc;
 

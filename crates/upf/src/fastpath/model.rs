@@ -62,6 +62,10 @@ pub struct Model {
     pub usage: HashMap<(u64, u32), Usage>,
     /// Capacity of the lookup tables (what the BPF maps are sized to).
     pub max_keys: usize,
+    /// Addresses, neighbours, slow-path budget (the reference pipeline).
+    pub config: super::pipeline::PipelineConfig,
+    /// Token buckets, quotas, counters (the reference pipeline).
+    pub state: super::pipeline::PipelineState,
 }
 
 impl Model {

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The one definition of every table the data path shares with upfd. upfd is the only
+ * writer; the Rust types are generated from this file's BTF (crates/bpf). Index 0 of
+ * every array is never used, so 0 means "none" in references.
+ *
+ * Lookups (ARCHITECTURE.md): uplink by local TEID, downlink by UE address then framed
+ * routes (longest prefix); inside a session a bounded, precedence-ordered PDR list. */
+#ifndef UPF_MAPS_H
+#define UPF_MAPS_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define MAX_PDRS_PER_KEY 8
+#define MAX_SDF_PER_PDR 8
+#define MAX_QERS_PER_PDR 2
+#define MAX_URRS_PER_PDR 4
+#define MAX_LOCAL_ADDRS 4
+#define EVENT_MAX_PACKET 2048
+
+#define QFI_ANY 0xff
+#define OHR_NONE 0xff
+
+/* PDR, TS 29.244 clause 5.2.1: what one Packet Detection Rule matches and what it
+ * points at. */
+struct pdr {
+	__u32 id;
+	__u32 far;
+	__u32 qer[MAX_QERS_PER_PDR];
+	__u32 urr[MAX_URRS_PER_PDR];
+	__u32 sdf;      /* first entry in sdfs */
+	__u8 n_sdf;     /* 0: no SDF condition */
+	__u8 qfi;       /* QFI_ANY: no QFI condition */
+	__u8 ohr;       /* Outer Header Removal description (8.2.64), OHR_NONE */
+	__u8 ohr_ext;   /* GTP-U extension header deletion: bit 0 = PDU Session Container */
+};
+
+/* The PDRs reached by one lookup key (a local TEID, a UE address, a framed route),
+ * ordered by precedence, the direction they see packets in, and the session's UE
+ * addresses for the anti-spoofing check of uplink packets. */
+struct rule_set {
+	__u64 seid;
+	__u32 pdr[MAX_PDRS_PER_KEY];
+	__u8 n_pdrs;
+	__u8 has_ue_v4;
+	__u8 ue_v6_len; /* prefix length of ue_v6, 0: none */
+	__u8 uplink;    /* 1: the UE is the source (N3 uplink); 0: the destination */
+	__u32 ue_v4;    /* network byte order */
+	__u8 ue_v6[16];
+};
+
+#define FAR_DROP 0x01
+#define FAR_FORW 0x02
+#define FAR_BUFF 0x04
+#define FAR_NOCP 0x08
+
+#define OHC_NONE 0
+#define OHC_GTPU_V4 1
+#define OHC_GTPU_V6 2
+
+#define FAR_F_TOS 0x01
+
+/* FAR, clause 5.2.1 / 8.2.26 / 8.2.56. */
+struct far {
+	__u32 id;
+	__u8 action;    /* FAR_* */
+	__u8 dest;      /* Destination Interface value */
+	__u8 ohc;       /* OHC_* */
+	__u8 flags;     /* FAR_F_* */
+	__u8 tos;       /* Transport Level Marking: ToS / Traffic Class for the outer header */
+	__u8 pad[3];
+	__u32 teid;     /* remote TEID, host order */
+	__u16 port;     /* remote UDP port, host order */
+	__u16 pad2;
+	__u8 peer[16];  /* remote address; IPv4 in the first 4 octets */
+	__u8 src[16];   /* our address, the outer source */
+};
+
+#define QER_F_MBR_UL 0x01
+#define QER_F_MBR_DL 0x02
+#define QER_F_RQI 0x04
+#define QER_F_PPI 0x08
+
+/* QER, clause 5.2.1 / 7.5.2.5: gates and maximum bit rates. The token buckets are
+ * shared by every CPU that forwards the session, under the spin lock. */
+struct qer {
+	struct bpf_spin_lock lock;
+	__u8 gate_ul;   /* 1: open */
+	__u8 gate_dl;
+	__u8 qfi;       /* QFI_ANY: none, no PDU Session Container */
+	__u8 flags;     /* QER_F_* */
+	__u8 ppi;
+	__u8 pad[3];
+	__u64 rate_ul;  /* octets per second */
+	__u64 rate_dl;
+	__u64 burst_ul; /* bucket size, octets */
+	__u64 burst_dl;
+	__u64 tokens_ul;
+	__u64 tokens_dl;
+	__u64 last_ul;  /* ns, bpf_ktime_get_ns */
+	__u64 last_dl;
+};
+
+/* URR counters, clause 5.2.2: per CPU, summed in user space. */
+struct urr_counters {
+	__u64 ul_packets;
+	__u64 ul_bytes;
+	__u64 dl_packets;
+	__u64 dl_bytes;
+	__u64 first_ns;
+	__u64 last_ns;
+};
+
+#define URR_Q_VOLUME 0x01   /* a volume quota is set: stop when remaining < 0 */
+#define URR_Q_NOTIFIED 0x02 /* upfd was told the quota ran out */
+
+/* URR quota, clause 5.2.2.2: shared by all CPUs, decremented atomically. */
+struct urr_quota {
+	__s64 remaining; /* octets */
+	__u32 flags;
+	__u32 pad;
+};
+
+/* SDF filter entry (one port range per side), crates/upf/src/sdf.rs SdfMatch. */
+#define SDF_F_PROTOCOL (1u << 0)
+#define SDF_F_REMOTE_ADDR (1u << 1)
+#define SDF_F_REMOTE_NEGATE (1u << 2)
+#define SDF_F_REMOTE_PORTS (1u << 3)
+#define SDF_F_UE_ADDR (1u << 4)
+#define SDF_F_UE_NEGATE (1u << 5)
+#define SDF_F_UE_PORTS (1u << 6)
+#define SDF_F_UE_ASSIGNED (1u << 7)
+#define SDF_F_TOS (1u << 8)
+#define SDF_F_SPI (1u << 9)
+#define SDF_F_FLOW_LABEL (1u << 10)
+
+struct sdf_side {
+	__u8 addr[16];
+	__u8 mask[16];
+	__u16 port_lo;
+	__u16 port_hi;
+};
+
+struct sdf_match {
+	__u32 flags;
+	__u8 ip_version; /* 0: any */
+	__u8 protocol;
+	__u8 tos_value;
+	__u8 tos_mask;
+	struct sdf_side remote;
+	struct sdf_side ue;
+	__u32 spi;
+	__u32 flow_label;
+};
+
+/* Where a packet leaves: the interface and the link-layer header to write. Found
+ * through the kernel FIB, or in the neigh table (configured neighbours, and tests). */
+struct egress {
+	__u32 ifindex;
+	__u16 mtu;
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u16 pad;
+};
+
+struct neigh_key {
+	__u8 family;    /* 4 or 6; addr all zero: the default for the family */
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+#define CFG_F_STATIC_NEIGH 0x01 /* use the neigh table only, not the kernel FIB */
+
+struct upf_config {
+	__u32 flags;
+	__u32 n3_ifindex;  /* where GTP-U to gNBs leaves */
+	__u32 n6_ifindex;  /* where decapsulated traffic leaves */
+	__u32 n9_ifindex;  /* where GTP-U to other UPFs leaves (0: as N3) */
+	__u32 local_v4[MAX_LOCAL_ADDRS]; /* our GTP-U addresses, network order; 0 unused */
+	__u8 local_v6[MAX_LOCAL_ADDRS][16];
+	__u64 slowpath_burst;  /* unknown-TEID packets passed to upfd: bucket size ... */
+	__u64 slowpath_per_sec; /* ... and refill per second */
+};
+
+/* Drop reasons (named and counted, as Cilium does). Keep in step with
+ * crates/bpf/src/lib.rs DROP_REASONS. */
+enum drop_reason {
+	DROP_UNKNOWN_TEID = 0,
+	DROP_NO_PDR,
+	DROP_GATE_CLOSED,
+	DROP_MBR,
+	DROP_SPOOFED_SOURCE,
+	DROP_MALFORMED_GTPU,
+	DROP_MALFORMED_IP,
+	DROP_MTU,
+	DROP_BUFFER_FULL,
+	DROP_QUOTA_EXHAUSTED,
+	DROP_FAR_DROP,
+	DROP_TTL_EXCEEDED,
+	DROP_NO_ROUTE,
+	DROP_UNSUPPORTED,
+	DROP_SLOWPATH_LIMIT,
+	DROP_MAX,
+};
+
+/* Other counters, after the drop reasons in the stats table. */
+enum stat_index {
+	STAT_FWD_UL = DROP_MAX,
+	STAT_FWD_DL,
+	STAT_FWD_N9,
+	STAT_BUFFERED,
+	STAT_TO_SLOWPATH,
+	STAT_PASSED,    /* not for the UPF: left to the kernel */
+	STAT_ICMP_SENT,
+	STAT_MAX,
+};
+
+struct stat {
+	__u64 packets;
+	__u64 bytes;
+};
+
+#define EV_BUFFER 1     /* a packet for a FAR that buffers (with FAR_NOCP: notify) */
+#define EV_QUOTA 2      /* a URR's volume quota ran out */
+
+/* Event header in the ring buffer, followed by `len` packet octets. */
+struct event {
+	__u32 type;
+	__u32 len;       /* octets of packet that follow */
+	__u64 seid;
+	__u32 far_id;
+	__u32 pdr_id;
+	__u32 urr;       /* EV_QUOTA: URR index */
+	__u8 nocp;
+	__u8 pad[3];
+	__u64 ts_ns;
+};
+
+/* The slow path's token bucket (unknown TEIDs to upfd): one, under its lock. */
+struct slowpath_bucket {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 tokens;
+	__u64 last_ns;
+};
+
+struct teid_key {
+	__u32 teid; /* host order */
+};
+
+struct ue_key {
+	__u8 family; /* 4 or 6 */
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+struct lpm_key {
+	__u32 prefixlen; /* 8 (family) + address bits */
+	__u8 family;
+	__u8 addr[16];
+};
+
+#ifndef UPF_MAX_SESSIONS
+#define UPF_MAX_SESSIONS 65536 /* upfd resizes every table before loading */
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, struct teid_key);
+	__type(value, struct rule_set);
+} uplink SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, struct ue_key);
+	__type(value, struct rule_set);
+} downlink SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key);
+	__type(value, struct rule_set);
+} framed SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_SESSIONS * 2);
+	__type(key, __u32);
+	__type(value, struct pdr);
+} pdrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_SESSIONS * 2);
+	__type(key, __u32);
+	__type(value, struct far);
+} fars SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct qer);
+} qers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct urr_counters);
+} urrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct urr_quota);
+} quotas SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct sdf_match);
+} sdfs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct neigh_key);
+	__type(value, struct egress);
+} neigh SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct upf_config);
+} upf_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32);
+	__type(value, struct stat);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct slowpath_bucket);
+} slowpath SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} events SEC(".maps");
+
+#endif

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* URR measurement (TS 29.244 clause 5.2.2): exact packet and octet counts per direction,
+ * per CPU; first and last packet times; a shared volume quota that stops forwarding
+ * when used up (upfd is told once, through the event ring). Octets are those of the
+ * inner IP packet, the user's traffic. */
+#ifndef UPF_URR_H
+#define UPF_URR_H
+
+#include "upf_maps.h"
+
+/* Whether every URR of the PDR still has quota for `bytes`; 0 if one ran out. */
+static __always_inline int urr_quota_ok(const struct pdr *p, __u32 bytes, __u64 seid)
+{
+	int i;
+
+	for (i = 0; i < MAX_URRS_PER_PDR; i++) {
+		__u32 idx = p->urr[i];
+
+		if (!idx)
+			continue;
+		struct urr_quota *q = bpf_map_lookup_elem(&quotas, &idx);
+
+		if (!q || !(q->flags & URR_Q_VOLUME))
+			continue;
+		if (q->remaining < (__s64)bytes) {
+			if (!(q->flags & URR_Q_NOTIFIED)) {
+				__sync_fetch_and_or(&q->flags, URR_Q_NOTIFIED);
+				struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+				if (e) {
+					__builtin_memset(e, 0, sizeof(*e));
+					e->type = EV_QUOTA;
+					e->seid = seid;
+					e->pdr_id = p->id;
+					e->urr = idx;
+					e->ts_ns = bpf_ktime_get_ns();
+					bpf_ringbuf_submit(e, 0);
+				}
+			}
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static __always_inline void urr_count(const struct pdr *p, int uplink, __u32 bytes, __u64 now)
+{
+	int i;
+
+	for (i = 0; i < MAX_URRS_PER_PDR; i++) {
+		__u32 idx = p->urr[i];
+
+		if (!idx)
+			continue;
+		struct urr_counters *c = bpf_map_lookup_elem(&urrs, &idx);
+
+		if (c) {
+			if (uplink) {
+				c->ul_packets++;
+				c->ul_bytes += bytes;
+			} else {
+				c->dl_packets++;
+				c->dl_bytes += bytes;
+			}
+			if (!c->first_ns)
+				c->first_ns = now;
+			c->last_ns = now;
+		}
+		struct urr_quota *q = bpf_map_lookup_elem(&quotas, &idx);
+
+		if (q && (q->flags & URR_Q_VOLUME))
+			__sync_fetch_and_sub(&q->remaining, (__s64)bytes);
+	}
+}
+
+#endif

@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The UPF data path: two thin entry points, one per interface role.
+ *   xdp_n3: GTP-U in (N3 from gNBs, N9 from other UPFs): TEID -> PDRs -> FAR.
+ *   xdp_n6: plain IP in from the data network: UE address -> PDRs -> FAR.
+ * The logic is in the headers under include/, one per concern; the tables in
+ * include/upf_maps.h. crates/upf/src/fastpath/model.rs is the reference these programs
+ * are tested against (BPF_PROG_RUN, identical verdicts and output octets). */
+
+#include "upf_maps.h"
+#include "parse.h"
+#include "gtpu.h"
+#include "csum.h"
+#include "drop.h"
+#include "sdf.h"
+#include "qer.h"
+#include "urr.h"
+#include "egress.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define ETH_LEN 14
+#define OUTER_V4 (20 + 8)
+#define OUTER_V6 (40 + 8)
+
+static __always_inline struct upf_config *get_config(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&upf_cfg, &zero);
+}
+
+static __always_inline int pass_up(__u32 stat, __u64 bytes)
+{
+	count(stat, bytes);
+	return XDP_PASS;
+}
+
+/* Unknown TEID: counted as a drop; a bounded number per second also go to upfd, which
+ * answers with an Error Indication (TS 29.281 clause 7.3.1), never more than that. */
+static __always_inline int unknown_teid(__u64 bytes, __u64 now)
+{
+	__u32 zero = 0;
+	struct upf_config *cfg = get_config();
+	struct slowpath_bucket *b = bpf_map_lookup_elem(&slowpath, &zero);
+	int pass = 0;
+
+	count(DROP_UNKNOWN_TEID, bytes);
+	if (!cfg || !b || !cfg->slowpath_per_sec)
+		return XDP_DROP;
+	bpf_spin_lock(&b->lock);
+	__u64 dt = b->last_ns ? now - b->last_ns : NSEC_PER_SEC;
+
+	if (dt > NSEC_PER_SEC)
+		dt = NSEC_PER_SEC;
+	__u64 t = b->tokens + dt * cfg->slowpath_per_sec;
+	__u64 cap = cfg->slowpath_burst * NSEC_PER_SEC;
+
+	if (t > cap)
+		t = cap;
+	b->last_ns = now;
+	if (t >= NSEC_PER_SEC) {
+		t -= NSEC_PER_SEC;
+		pass = 1;
+	}
+	b->tokens = t;
+	bpf_spin_unlock(&b->lock);
+	if (!pass)
+		return XDP_DROP;
+	count(STAT_TO_SLOWPATH, bytes);
+	return XDP_PASS;
+}
+
+/* The session's own address? (uplink anti-spoofing: the inner source must be the UE's
+ * address or prefix, or inside one of the session's framed routes). */
+static __always_inline int source_allowed(const struct rule_set *rs, const struct flow *f)
+{
+	if (!rs->has_ue_v4 && !rs->ue_v6_len)
+		return 1; /* the session names no UE address: nothing to check against */
+	if (f->version == 4 && rs->has_ue_v4) {
+		const __u8 *u = (const __u8 *)&rs->ue_v4;
+
+		if (f->src[0] == u[0] && f->src[1] == u[1] && f->src[2] == u[2] && f->src[3] == u[3])
+			return 1;
+	}
+	if (f->version == 6 && rs->ue_v6_len) {
+		int i, ok = 1;
+
+		for (i = 0; i < 16; i++) {
+			int bits = rs->ue_v6_len - i * 8;
+			__u8 m = bits >= 8 ? 0xff : bits <= 0 ? 0 : (__u8)(0xff << (8 - bits));
+
+			if ((f->src[i] & m) != (rs->ue_v6[i] & m))
+				ok = 0;
+		}
+		if (ok)
+			return 1;
+	}
+	struct lpm_key k = {};
+
+	k.family = f->version;
+	__builtin_memcpy(k.addr, f->src, 16);
+	k.prefixlen = 8 + (f->version == 4 ? 32 : 128);
+	struct rule_set *fr = bpf_map_lookup_elem(&framed, &k);
+
+	return fr && fr->seid == rs->seid;
+}
+
+/* The index of the first PDR, in precedence order, that the packet matches; 0 if none.
+ * A global function: verified once. */
+__noinline __u32 match_pdr(const struct rule_set *rs, const struct outer *o, const struct flow *f)
+{
+	int i, j;
+
+	if (!rs || !o || !f)
+		return 0;
+	for (i = 0; i < MAX_PDRS_PER_KEY; i++) {
+		if (i >= rs->n_pdrs)
+			break;
+		__u32 idx = rs->pdr[i];
+		struct pdr *p = bpf_map_lookup_elem(&pdrs, &idx);
+
+		if (!p)
+			continue;
+		if (p->qfi != QFI_ANY && (!o->has_psc || o->qfi != p->qfi))
+			continue;
+		if (p->n_sdf) {
+			int hit = 0;
+
+			for (j = 0; j < MAX_SDF_PER_PDR; j++) {
+				if (j >= p->n_sdf)
+					break;
+				__u32 si = p->sdf + j;
+				struct sdf_match *m = bpf_map_lookup_elem(&sdfs, &si);
+
+				if (m && sdf_matches(m, f, rs->uplink)) {
+					hit = 1;
+					break;
+				}
+			}
+			if (!hit)
+				continue;
+		}
+		return idx;
+	}
+	return 0;
+}
+
+/* Hand a packet for a buffering FAR to upfd (TS 29.244 clause 5.2.1, BUFF; NOCP asks
+ * for one Downlink Data Report). The copy starts at the IP header. */
+static __always_inline int buffer_packet(struct xdp_md *ctx, const struct rule_set *rs,
+					 const struct pdr *p, const struct far *far, __u32 l3,
+					 __u32 len, __u64 now)
+{
+	struct event *e;
+
+	if (len > EVENT_MAX_PACKET)
+		return drop(DROP_BUFFER_FULL, len);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e) + EVENT_MAX_PACKET, 0);
+	if (!e)
+		return drop(DROP_BUFFER_FULL, len);
+	e->type = EV_BUFFER;
+	e->len = len;
+	e->seid = rs->seid;
+	e->far_id = far->id;
+	e->pdr_id = p->id;
+	e->urr = 0;
+	e->nocp = !!(far->action & FAR_NOCP);
+	e->ts_ns = now;
+	if (len == 0 || bpf_xdp_load_bytes(ctx, l3, (void *)(e + 1), len)) {
+		bpf_ringbuf_discard(e, 0);
+		return drop(DROP_BUFFER_FULL, len);
+	}
+	bpf_ringbuf_submit(e, 0);
+	count(STAT_BUFFERED, len);
+	return XDP_DROP;
+}
+
+/* The PDU Session Container to put in an outgoing G-PDU (TS 38.415 clause 5.5.2):
+ * towards the access network a DL container with the QER's QFI (RQI, PPI); on an N9
+ * relay the one that came in, unless Outer Header Removal asked to delete it. Returns
+ * its length (0, 4 or 8) and fills psc[]. */
+static __always_inline int make_psc(const struct far *far, const struct pdr *p, const struct qer *q,
+				    const struct outer *o, int from_gtpu, __u8 *psc)
+{
+	int keep = from_gtpu && o->has_psc && !(p->ohr_ext & 1);
+	__u8 qfi = QFI_ANY;
+
+	if (q && q->qfi != QFI_ANY)
+		qfi = q->qfi;
+	else if (keep)
+		qfi = o->qfi;
+	if (qfi == QFI_ANY)
+		return 0;
+	if (far->dest == 0) {
+		/* DL PDU SESSION INFORMATION */
+		__u8 rqi = q && (q->flags & QER_F_RQI) ? 0x40 : 0;
+
+		psc[1] = 0x00;
+		psc[2] = qfi | rqi;
+		if (q && (q->flags & QER_F_PPI)) {
+			psc[0] = 2;
+			psc[2] |= 0x80;
+			psc[3] = q->ppi << 5;
+			psc[4] = 0;
+			psc[5] = 0;
+			psc[6] = 0;
+			psc[7] = 0;
+			return 8;
+		}
+		psc[0] = 1;
+		psc[3] = 0;
+		return 4;
+	}
+	if (!keep)
+		return 0;
+	/* A relayed container keeps its PDU type and QFI. */
+	psc[0] = 1;
+	psc[1] = o->psc_type << 4;
+	psc[2] = qfi;
+	psc[3] = 0;
+	return 4;
+}
+
+/* Decrement TTL / hop limit of the IP packet at `ip`. 0, or -1 if it expired. */
+static __always_inline int dec_ttl(void *data_end, __u8 *ip, __u8 version)
+{
+	if (version == 4) {
+		struct iphdr *h = (void *)ip;
+
+		if ((void *)(h + 1) > data_end)
+			return -1;
+		if (h->ttl <= 1)
+			return -1;
+		__u16 old = *(__u16 *)&h->ttl;
+
+		h->ttl--;
+		h->check = csum_replace2(h->check, old, *(__u16 *)&h->ttl);
+		return 0;
+	}
+	struct ipv6hdr *h6 = (void *)ip;
+
+	if ((void *)(h6 + 1) > data_end)
+		return -1;
+	if (h6->hop_limit <= 1)
+		return -1;
+	h6->hop_limit--;
+	return 0;
+}
+
+/* Everything after the PDR lookup key: PDR, FAR, QER, URR, rewrite, egress. `inner` is
+ * the offset of the user's IP packet; `from_gtpu` says whether it came in a G-PDU. */
+static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
+				   const struct rule_set *rs, struct outer *o, struct flow *f,
+				   int from_gtpu)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 len = f->len;
+	__u8 in_dmac[6], in_smac[6];
+	struct ethhdr *ieth = data;
+
+	if ((void *)(ieth + 1) > data_end)
+		return drop(DROP_MALFORMED_IP, len);
+	__builtin_memcpy(in_dmac, ieth->h_dest, 6);
+	__builtin_memcpy(in_smac, ieth->h_source, 6);
+
+	if (rs->uplink && !source_allowed(rs, f))
+		return drop(DROP_SPOOFED_SOURCE, len);
+
+	__u32 pdr_idx = match_pdr(rs, o, f);
+	struct pdr *p = pdr_idx ? bpf_map_lookup_elem(&pdrs, &pdr_idx) : 0;
+
+	if (!p)
+		return drop(DROP_NO_PDR, len);
+	__u32 far_idx = p->far;
+	struct far *far = bpf_map_lookup_elem(&fars, &far_idx);
+
+	if (!far)
+		return drop(DROP_NO_PDR, len);
+	if (far->action & FAR_DROP)
+		return drop(DROP_FAR_DROP, len);
+	if (far->action & FAR_BUFF)
+		return buffer_packet(ctx, rs, p, far, o->inner, len, now);
+	if (!(far->action & FAR_FORW))
+		return drop(DROP_UNSUPPORTED, len);
+
+	/* Outer Header Removal must match how the packet came (8.2.64). */
+	if (from_gtpu) {
+		if (p->ohr == 0 ? o->family != 4 : p->ohr == 1 ? o->family != 6 : p->ohr != 6)
+			return drop(DROP_UNSUPPORTED, len);
+	} else if (p->ohr != OHR_NONE) {
+		return drop(DROP_UNSUPPORTED, len);
+	}
+
+	struct qer *q0 = 0;
+	int i;
+
+	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
+		__u32 qi = p->qer[i];
+
+		if (!qi)
+			continue;
+		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
+
+		if (!q)
+			continue;
+		int v = qer_check(q, rs->uplink, len, now);
+
+		if (v)
+			return drop(v, len);
+		if (!q0 && q->qfi != QFI_ANY)
+			q0 = q;
+	}
+	if (!urr_quota_ok(p, len, rs->seid))
+		return drop(DROP_QUOTA_EXHAUSTED, len);
+
+	/* The new headers. */
+	__u8 psc[8] = {};
+	int psc_len = 0;
+	int outer_len = 0;
+	__u8 out_family = f->version;
+	__u8 dst[16] = {};
+	__u8 src[16] = {};
+
+	if (far->ohc == OHC_GTPU_V4) {
+		psc_len = make_psc(far, p, q0, o, from_gtpu, psc);
+		outer_len = OUTER_V4 + 8 + (psc_len ? 4 + psc_len : 0);
+		out_family = 4;
+		__builtin_memcpy(dst, far->peer, 4);
+		__builtin_memcpy(src, far->src, 4);
+	} else if (far->ohc == OHC_GTPU_V6) {
+		return drop(DROP_UNSUPPORTED, len);
+	} else {
+		if (!from_gtpu)
+			return drop(DROP_UNSUPPORTED, len);
+		__builtin_memcpy(dst, f->dst, 16);
+		__builtin_memcpy(src, f->src, 16);
+	}
+	__u32 l3_len = outer_len + len;
+	struct egress eg = {};
+	int er = egress_lookup(ctx, cfg, out_family, src, dst, l3_len, &eg);
+
+	if (er == EGRESS_NO_ROUTE || (er == EGRESS_NO_NEIGH && far->ohc != OHC_NONE))
+		return drop(DROP_NO_ROUTE, len);
+	if (er == EGRESS_OK && l3_len > eg.mtu)
+		return drop(DROP_MTU, len);
+
+	/* Rewrite: [eth][outer][inner...] -> [eth][new outer][inner], trailing octets cut. */
+	int shift = (int)o->inner - ETH_LEN - outer_len;
+
+	if (bpf_xdp_adjust_head(ctx, shift))
+		return drop(DROP_UNSUPPORTED, len);
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	__u32 want = ETH_LEN + outer_len + len;
+	__u32 have = data_end - data;
+
+	if (have > want && bpf_xdp_adjust_tail(ctx, -(int)(have - want)))
+		return drop(DROP_UNSUPPORTED, len);
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + ETH_LEN + outer_len + 1 > data_end)
+		return drop(DROP_MALFORMED_IP, len);
+
+	/* The user's packet crosses this UPF as a router hop (not on an N9 relay). The
+	 * offsets are spelled out so the verifier sees constants. */
+	if (!(from_gtpu && far->ohc != OHC_NONE)) {
+		if (outer_len == 0) {
+			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN, f->version))
+				return drop(DROP_TTL_EXCEEDED, len);
+		} else if (outer_len == OUTER_V4 + 8) {
+			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V4 + 8, f->version))
+				return drop(DROP_TTL_EXCEEDED, len);
+		} else if (outer_len == OUTER_V4 + 16) {
+			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V4 + 16, f->version))
+				return drop(DROP_TTL_EXCEEDED, len);
+		} else if (outer_len == OUTER_V4 + 20) {
+			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V4 + 20, f->version))
+				return drop(DROP_TTL_EXCEEDED, len);
+		}
+	}
+
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return drop(DROP_MALFORMED_IP, len);
+	eth->h_proto = out_family == 4 ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6);
+
+	if (outer_len) {
+		struct iphdr *ip = (void *)(eth + 1);
+		struct udphdr *udp = (void *)(ip + 1);
+		__u8 *g = (void *)(udp + 1);
+
+		if ((void *)(g + 8) > data_end)
+			return drop(DROP_MALFORMED_IP, len);
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = (far->flags & FAR_F_TOS) ? far->tos : 0;
+		ip->tot_len = bpf_htons(l3_len);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(0x4000);
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_UDP;
+		ip->check = 0;
+		__builtin_memcpy(&ip->saddr, far->src, 4);
+		__builtin_memcpy(&ip->daddr, far->peer, 4);
+		ip->check = ipv4_csum(ip);
+		udp->source = bpf_htons(GTPU_PORT);
+		udp->dest = bpf_htons(far->port);
+		udp->len = bpf_htons(l3_len - 20);
+		udp->check = 0;
+		__u16 glen = outer_len - OUTER_V4 - 8 + len;
+
+		g[0] = psc_len ? 0x34 : 0x30;
+		g[1] = GTP_GPDU;
+		g[2] = glen >> 8;
+		g[3] = glen & 0xff;
+		g[4] = far->teid >> 24;
+		g[5] = far->teid >> 16;
+		g[6] = far->teid >> 8;
+		g[7] = far->teid;
+		if (psc_len) {
+			if ((void *)(g + 12 + 8) > data_end)
+				return drop(DROP_MALFORMED_IP, len);
+			g[8] = 0;
+			g[9] = 0;
+			g[10] = 0;
+			g[11] = EXT_PDU_SESSION_CONTAINER;
+			g[12] = psc[0];
+			g[13] = psc[1];
+			g[14] = psc[2];
+			g[15] = psc[3];
+			if (psc_len == 8) {
+				g[16] = psc[4];
+				g[17] = psc[5];
+				g[18] = psc[6];
+				g[19] = psc[7];
+			}
+		}
+	}
+
+	if (er == EGRESS_NO_NEIGH) {
+		/* Decapsulated, next hop not yet resolved: the kernel routes it and resolves
+		 * the neighbour; the frame keeps the link-layer header it came with. */
+		__builtin_memcpy(eth->h_dest, in_dmac, 6);
+		__builtin_memcpy(eth->h_source, in_smac, 6);
+		urr_count(p, rs->uplink, len, now);
+		return pass_up(STAT_PASSED, len);
+	}
+	__builtin_memcpy(eth->h_dest, eg.dmac, 6);
+	__builtin_memcpy(eth->h_source, eg.smac, 6);
+	urr_count(p, rs->uplink, len, now);
+	count(far->ohc == OHC_NONE ? STAT_FWD_UL : (from_gtpu ? STAT_FWD_N9 : STAT_FWD_DL), len);
+	if (eg.ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect(eg.ifindex, 0);
+}
+
+SEC("xdp")
+int xdp_n3(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct upf_config *cfg = get_config();
+	struct outer o = {};
+	struct flow f;
+	__u32 l3 = 0;
+	__u32 frame = data_end - data;
+
+	if (!cfg)
+		return XDP_PASS;
+	o.family = parse_eth(data, data_end, &l3);
+	if (!o.family)
+		return pass_up(STAT_PASSED, frame);
+	o.l3 = l3;
+	switch (parse_gtpu(data, data_end, cfg, &o)) {
+	case GTPU_NOT_OURS:
+		return pass_up(STAT_PASSED, frame);
+	case GTPU_SLOWPATH:
+		return pass_up(STAT_TO_SLOWPATH, frame);
+	case GTPU_MALFORMED:
+		return drop(DROP_MALFORMED_GTPU, frame);
+	}
+	if (parse_inner(data, data_end, o.inner, frame, &f))
+		return drop(DROP_MALFORMED_IP, frame);
+
+	struct teid_key k = { .teid = o.teid };
+	struct rule_set *rs = bpf_map_lookup_elem(&uplink, &k);
+
+	if (!rs)
+		return unknown_teid(f.len, bpf_ktime_get_ns());
+	return process(ctx, cfg, rs, &o, &f, 1);
+}
+
+SEC("xdp")
+int xdp_n6(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct upf_config *cfg = get_config();
+	struct outer o = {};
+	struct flow f;
+	__u32 l3 = 0;
+	__u32 frame = data_end - data;
+
+	if (!cfg)
+		return XDP_PASS;
+	__u8 family = parse_eth(data, data_end, &l3);
+
+	if (!family)
+		return pass_up(STAT_PASSED, frame);
+	if (parse_inner(data, data_end, l3, frame, &f))
+		return pass_up(STAT_PASSED, frame);
+
+	struct ue_key k = {};
+
+	k.family = f.version;
+	__builtin_memcpy(k.addr, f.dst, 16);
+	struct rule_set *rs = bpf_map_lookup_elem(&downlink, &k);
+
+	if (!rs) {
+		struct lpm_key lk = {};
+
+		lk.family = f.version;
+		__builtin_memcpy(lk.addr, f.dst, 16);
+		lk.prefixlen = 8 + (f.version == 4 ? 32 : 128);
+		rs = bpf_map_lookup_elem(&framed, &lk);
+	}
+	if (!rs)
+		return pass_up(STAT_PASSED, frame);
+	o.family = f.version;
+	o.l3 = l3;
+	o.inner = l3;
+	o.qfi = QFI_ANY;
+	return process(ctx, cfg, rs, &o, &f, 0);
+}
+
+/* Not read: makes the ring buffer's record layout part of the object's BTF, so that
+ * the Rust side gets it generated rather than copied by hand. */
+const volatile struct event event_layout = {};

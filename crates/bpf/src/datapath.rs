@@ -1,0 +1,808 @@
+//! The XDP data path as a [`FastPath`]: compiles sessions into the tables of
+//! bpf/include/upf_maps.h and is their only writer.
+//!
+//! A session's entries are written so the programs never see a half-built session:
+//! QERs, URRs, FARs, SDF entries and PDRs first (new indices for FARs, SDF entries and
+//! PDRs: copy on write), then the lookup keys, which switch to the new rules atomically
+//! one key at a time; entries no longer used are freed last, after a grace period so a
+//! packet in flight never reads a reused slot.
+
+use std::collections::{HashMap, VecDeque};
+use std::mem::MaybeUninit;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags};
+use upf::fastpath::model::keys;
+use upf::fastpath::pipeline::{
+    far_source, qer_rate, rule_set, session_ue, Egress, PipelineConfig, STAT_MAX,
+};
+use upf::fastpath::{FastPath, FastPathError, Usage};
+use upf::rules::Session;
+
+use crate::upf::types;
+use crate::upf::{UpfSkel, UpfSkelBuilder};
+
+/// Grace period before a freed slot is reused.
+const GRACE: Duration = Duration::from_millis(50);
+
+fn bytes<T: Copy>(t: &T) -> &[u8] {
+    // SAFETY: T is a plain-old-data repr(C) type generated from BTF; reading its octets
+    // (padding included, all zero-initialised by Default) is defined.
+    unsafe { std::slice::from_raw_parts(t as *const T as *const u8, std::mem::size_of::<T>()) }
+}
+
+fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
+    let mut t = T::default();
+    let n = b.len().min(std::mem::size_of::<T>());
+    // SAFETY: as above; at most size_of::<T>() octets are copied into t.
+    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), &mut t as *mut T as *mut u8, n) };
+    t
+}
+
+/// Free-list allocator of table slots; slot 0 is never handed out.
+#[derive(Debug)]
+struct Slots {
+    next: u32,
+    max: u32,
+    free: Vec<u32>,
+    /// Free runs of length 1..=8 for SDF blocks.
+    runs: [Vec<u32>; 9],
+    cooling: VecDeque<(Instant, u32, u32)>,
+}
+
+impl Slots {
+    fn new(max: u32) -> Self {
+        Slots {
+            next: 1,
+            max,
+            free: Vec::new(),
+            runs: Default::default(),
+            cooling: VecDeque::new(),
+        }
+    }
+
+    fn warm(&mut self, now: Instant) {
+        while let Some((t, start, n)) = self.cooling.front().copied() {
+            if now.duration_since(t) < GRACE {
+                break;
+            }
+            self.cooling.pop_front();
+            if n == 1 {
+                self.free.push(start);
+            } else {
+                self.runs[n as usize].push(start);
+            }
+        }
+    }
+
+    fn take(&mut self, n: u32) -> Option<u32> {
+        if n == 1 {
+            if let Some(i) = self.free.pop() {
+                return Some(i);
+            }
+        } else if let Some(i) = self.runs[n as usize].pop() {
+            return Some(i);
+        }
+        if self.next + n > self.max {
+            return None;
+        }
+        let i = self.next;
+        self.next += n;
+        Some(i)
+    }
+
+    fn release(&mut self, start: u32, n: u32) {
+        if start != 0 && n != 0 {
+            self.cooling.push_back((Instant::now(), start, n));
+        }
+    }
+
+    fn available(&self) -> u64 {
+        (self.max - self.next) as u64 + self.free.len() as u64
+    }
+}
+
+/// What one installed session occupies.
+#[derive(Debug, Default, Clone)]
+struct Installed {
+    teids: Vec<u32>,
+    ues: Vec<types::ue_key>,
+    framed: Vec<types::lpm_key>,
+    pdrs: Vec<u32>,
+    fars: Vec<u32>,
+    sdfs: Vec<(u32, u32)>,
+    /// Stable across modifications: their state (buckets, counters) must survive.
+    qers: HashMap<u32, u32>,
+    urrs: HashMap<u32, u32>,
+}
+
+/// Sizes of the tables.
+#[derive(Debug, Clone, Copy)]
+pub struct Capacity {
+    pub sessions: u32,
+    pub pdrs: u32,
+    pub sdf_entries: u32,
+    pub framed_routes: u32,
+}
+
+impl Capacity {
+    pub fn for_sessions(sessions: u32) -> Self {
+        let sessions = sessions.max(64);
+        Capacity {
+            sessions,
+            pdrs: sessions.saturating_mul(2).saturating_add(1024),
+            sdf_entries: sessions.saturating_add(1024),
+            framed_routes: 4096,
+        }
+    }
+}
+
+/// The XDP data path.
+pub struct Datapath {
+    skel: UpfSkel<'static>,
+    pdr_slots: Slots,
+    far_slots: Slots,
+    qer_slots: Slots,
+    urr_slots: Slots,
+    sdf_slots: Slots,
+    sessions: HashMap<u64, Installed>,
+    cfg: PipelineConfig,
+    cap: Capacity,
+    ncpus: usize,
+    boot_offset_ns: i128,
+}
+
+fn io(e: impl std::fmt::Display) -> FastPathError {
+    FastPathError::Io(e.to_string())
+}
+
+fn ue_key(a: IpAddr) -> types::ue_key {
+    let mut k = types::ue_key::default();
+    match a {
+        IpAddr::V4(x) => {
+            k.family = 4;
+            k.addr[..4].copy_from_slice(&x.octets());
+        }
+        IpAddr::V6(x) => {
+            k.family = 6;
+            k.addr.copy_from_slice(&x.octets());
+        }
+    }
+    k
+}
+
+fn lpm_key(n: &ipnet::IpNet) -> types::lpm_key {
+    let mut k = types::lpm_key::default();
+    match n {
+        ipnet::IpNet::V4(x) => {
+            k.family = 4;
+            k.addr[..4].copy_from_slice(&x.network().octets());
+        }
+        ipnet::IpNet::V6(x) => {
+            k.family = 6;
+            k.addr.copy_from_slice(&x.network().octets());
+        }
+    }
+    k.prefixlen = 8 + n.prefix_len() as u32;
+    k
+}
+
+fn mono_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+fn unix_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+impl Datapath {
+    /// Open and load the programs with tables sized for `cap`. Needs CAP_BPF.
+    pub fn load(cap: Capacity, cfg: PipelineConfig) -> Result<Self, FastPathError> {
+        let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = UpfSkelBuilder::default().open(obj).map_err(io)?;
+        let m = &mut open.maps;
+        m.uplink
+            .set_max_entries(cap.sessions.saturating_mul(2))
+            .map_err(io)?;
+        m.downlink
+            .set_max_entries(cap.sessions.saturating_mul(2))
+            .map_err(io)?;
+        m.framed.set_max_entries(cap.framed_routes).map_err(io)?;
+        m.pdrs.set_max_entries(cap.pdrs).map_err(io)?;
+        m.fars.set_max_entries(cap.pdrs).map_err(io)?;
+        m.qers
+            .set_max_entries(cap.sessions.saturating_add(1024))
+            .map_err(io)?;
+        m.urrs
+            .set_max_entries(cap.sessions.saturating_add(1024))
+            .map_err(io)?;
+        m.quotas
+            .set_max_entries(cap.sessions.saturating_add(1024))
+            .map_err(io)?;
+        m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
+        let skel = open.load().map_err(io)?;
+        let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
+        let mut d = Datapath {
+            skel,
+            pdr_slots: Slots::new(cap.pdrs),
+            far_slots: Slots::new(cap.pdrs),
+            qer_slots: Slots::new(cap.sessions.saturating_add(1024)),
+            urr_slots: Slots::new(cap.sessions.saturating_add(1024)),
+            sdf_slots: Slots::new(cap.sdf_entries),
+            sessions: HashMap::new(),
+            cfg: PipelineConfig::default(),
+            cap,
+            ncpus,
+            boot_offset_ns: unix_ns() - mono_ns(),
+        };
+        d.configure(cfg, 0, 0, 0)?;
+        Ok(d)
+    }
+
+    pub fn skel(&self) -> &UpfSkel<'static> {
+        &self.skel
+    }
+
+    /// Write the data path's configuration: local addresses, the interfaces traffic
+    /// leaves by, configured neighbours (then the kernel FIB is not used), slow-path
+    /// budget.
+    pub fn configure(
+        &mut self,
+        cfg: PipelineConfig,
+        n3_ifindex: u32,
+        n6_ifindex: u32,
+        n9_ifindex: u32,
+    ) -> Result<(), FastPathError> {
+        let mut c = types::upf_config {
+            n3_ifindex,
+            n6_ifindex,
+            n9_ifindex,
+            slowpath_per_sec: cfg.slowpath_per_sec,
+            slowpath_burst: cfg.slowpath_burst,
+            ..Default::default()
+        };
+        let (mut n4, mut n6) = (0, 0);
+        for a in &cfg.local {
+            match a {
+                IpAddr::V4(x) if n4 < c.local_v4.len() => {
+                    c.local_v4[n4] = u32::from_ne_bytes(x.octets());
+                    n4 += 1;
+                }
+                IpAddr::V6(x) if n6 < c.local_v6.len() => {
+                    c.local_v6[n6] = x.octets();
+                    n6 += 1;
+                }
+                _ => {}
+            }
+        }
+        if !cfg.neigh.is_empty() {
+            c.flags |= 1; // CFG_F_STATIC_NEIGH
+        }
+        let maps = &self.skel.maps;
+        maps.upf_cfg
+            .update(&0u32.to_ne_bytes(), bytes(&c), MapFlags::ANY)
+            .map_err(io)?;
+        // Replace the neighbour table.
+        let old: Vec<Vec<u8>> = maps.neigh.keys().collect();
+        for k in old {
+            let _ = maps.neigh.delete(&k);
+        }
+        for (a, e) in &cfg.neigh {
+            let mut k = types::neigh_key::default();
+            match a {
+                IpAddr::V4(x) => {
+                    k.family = 4;
+                    k.addr[..4].copy_from_slice(&x.octets());
+                }
+                IpAddr::V6(x) => {
+                    k.family = 6;
+                    k.addr.copy_from_slice(&x.octets());
+                }
+            }
+            let v = types::egress {
+                ifindex: e.ifindex,
+                mtu: e.mtu,
+                smac: e.smac,
+                dmac: e.dmac,
+                ..Default::default()
+            };
+            maps.neigh
+                .update(bytes(&k), bytes(&v), MapFlags::ANY)
+                .map_err(io)?;
+        }
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    fn write_qer(&self, idx: u32, q: &upf::rules::Qer, fresh: bool) -> Result<(), FastPathError> {
+        let maps = &self.skel.maps;
+        let key = idx.to_ne_bytes();
+        let mut v: types::qer = if fresh {
+            types::qer::default()
+        } else {
+            maps.qers
+                .lookup(&key, MapFlags::LOCK)
+                .map_err(io)?
+                .map(|b| from_bytes(&b))
+                .unwrap_or_default()
+        };
+        v.gate_ul = q.gate_ul_open as u8;
+        v.gate_dl = q.gate_dl_open as u8;
+        v.qfi = q.qfi.unwrap_or(0xff);
+        v.flags = 0;
+        if q.rqi {
+            v.flags |= 0x04;
+        }
+        if let Some(p) = q.ppi {
+            v.flags |= 0x08;
+            v.ppi = p & 0x07;
+        }
+        match q.mbr {
+            Some(m) => {
+                let (ru, bu) = qer_rate(m.ul_kbps);
+                let (rd, bd) = qer_rate(m.dl_kbps);
+                v.flags |= 0x01 | 0x02;
+                if v.rate_ul != ru || v.burst_ul != bu {
+                    v.rate_ul = ru;
+                    v.burst_ul = bu;
+                    v.tokens_ul = bu * 1_000_000_000;
+                    v.last_ul = 0;
+                }
+                if v.rate_dl != rd || v.burst_dl != bd {
+                    v.rate_dl = rd;
+                    v.burst_dl = bd;
+                    v.tokens_dl = bd * 1_000_000_000;
+                    v.last_dl = 0;
+                }
+            }
+            None => {
+                v.rate_ul = 0;
+                v.rate_dl = 0;
+            }
+        }
+        maps.qers
+            .update(&key, bytes(&v), MapFlags::LOCK)
+            .map_err(io)
+    }
+
+    fn write_far(&self, idx: u32, f: &upf::rules::Far) -> Result<(), FastPathError> {
+        let mut v = types::far {
+            id: f.id,
+            ..Default::default()
+        };
+        let a = &f.action;
+        v.action = (a.drop as u8) | (a.forw as u8) << 1 | (a.buff as u8) << 2 | (a.nocp as u8) << 3;
+        if let Some(fw) = &f.forwarding {
+            v.dest = fw.destination_interface;
+            if let Some(t) = fw.transport_level_marking {
+                v.flags |= 0x01;
+                v.tos = (t >> 8) as u8;
+            }
+            if let Some(o) = &fw.outer_header_creation {
+                use pfcp::ie::OuterHeaderCreation as O;
+                if o.has(O::GTPU_UDP_IPV4) && o.ipv4.is_some() {
+                    v.ohc = 1;
+                    v.peer[..4].copy_from_slice(
+                        &o.ipv4.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED).octets(),
+                    );
+                } else {
+                    v.ohc = 2;
+                    if let Some(a) = o.ipv6 {
+                        v.peer.copy_from_slice(&a.octets());
+                    }
+                }
+                v.teid = o.teid.unwrap_or(0);
+                v.port = o.port.unwrap_or(2152);
+                if let Some(s) = far_source(&self.cfg, fw.destination_interface) {
+                    v.src[..4].copy_from_slice(&s.octets());
+                }
+            }
+        }
+        self.skel
+            .maps
+            .fars
+            .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
+            .map_err(io)
+    }
+
+    fn rule_set_value(
+        s: &Session,
+        rs: &upf::fastpath::pipeline::RuleSet,
+        pdr_index: &HashMap<u16, u32>,
+    ) -> types::rule_set {
+        let mut v = types::rule_set {
+            seid: s.up_seid,
+            n_pdrs: rs.pdrs.len() as u8,
+            uplink: rs.uplink as u8,
+            ..Default::default()
+        };
+        for (i, p) in rs.pdrs.iter().enumerate() {
+            v.pdr[i] = pdr_index.get(&p.id).copied().unwrap_or(0);
+        }
+        let (v4, v6) = session_ue(s);
+        if let Some(a) = v4 {
+            v.has_ue_v4 = 1;
+            v.ue_v4 = u32::from_ne_bytes(a.octets());
+        }
+        if let Some((a, l)) = v6 {
+            v.ue_v6 = a.octets();
+            v.ue_v6_len = l.max(1);
+        }
+        v
+    }
+
+    fn release(
+        &mut self,
+        inst: &Installed,
+        keep_qers: &HashMap<u32, u32>,
+        keep_urrs: &HashMap<u32, u32>,
+    ) {
+        for p in &inst.pdrs {
+            self.pdr_slots.release(*p, 1);
+        }
+        for f in &inst.fars {
+            self.far_slots.release(*f, 1);
+        }
+        for (s, n) in &inst.sdfs {
+            self.sdf_slots.release(*s, *n);
+        }
+        for (id, q) in &inst.qers {
+            if keep_qers.get(id) != Some(q) {
+                self.qer_slots.release(*q, 1);
+            }
+        }
+        for (id, u) in &inst.urrs {
+            if keep_urrs.get(id) != Some(u) {
+                self.urr_slots.release(*u, 1);
+            }
+        }
+    }
+
+    /// Sum a URR's per-CPU counters.
+    fn read_urr(&self, idx: u32) -> Usage {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .urrs
+            .lookup_percpu(&idx.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return Usage::default();
+        };
+        let mut u = Usage::default();
+        let (mut first, mut last) = (u64::MAX, 0u64);
+        for b in per_cpu {
+            let c: types::urr_counters = from_bytes(&b);
+            u.ul_packets += c.ul_packets;
+            u.ul_bytes += c.ul_bytes;
+            u.dl_packets += c.dl_packets;
+            u.dl_bytes += c.dl_bytes;
+            if c.first_ns != 0 {
+                first = first.min(c.first_ns);
+            }
+            last = last.max(c.last_ns);
+        }
+        let to_unix = |ns: u64| ((ns as i128 + self.boot_offset_ns) / 1_000_000_000) as u64;
+        if first != u64::MAX {
+            u.first_packet = Some(to_unix(first));
+            u.last_packet = Some(to_unix(last));
+        }
+        u
+    }
+
+    /// The data path's counters by index (drop reasons, then `Stat`), summed over CPUs.
+    pub fn stats(&self) -> Vec<(u64, u64)> {
+        (0..STAT_MAX as u32)
+            .map(|i| {
+                let Ok(Some(per_cpu)) = self
+                    .skel
+                    .maps
+                    .stats
+                    .lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)
+                else {
+                    return (0, 0);
+                };
+                per_cpu.iter().fold((0, 0), |(p, b), x| {
+                    let s: types::stat = from_bytes(x);
+                    (p + s.packets, b + s.bytes)
+                })
+            })
+            .collect()
+    }
+
+    /// Set the volume quota a URR may still use (None: no quota).
+    pub fn set_quota(
+        &self,
+        seid: u64,
+        urr_id: u32,
+        remaining: Option<i64>,
+    ) -> Result<(), FastPathError> {
+        let Some(idx) = self
+            .sessions
+            .get(&seid)
+            .and_then(|s| s.urrs.get(&urr_id))
+            .copied()
+        else {
+            return Err(FastPathError::Io(format!(
+                "no URR {urr_id} in session {seid:#x}"
+            )));
+        };
+        let v = types::urr_quota {
+            remaining: remaining.unwrap_or(0),
+            flags: remaining.is_some() as u32,
+            ..Default::default()
+        };
+        self.skel
+            .maps
+            .quotas
+            .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
+            .map_err(io)
+    }
+
+    pub fn capacity(&self) -> Capacity {
+        self.cap
+    }
+
+    pub fn ncpus(&self) -> usize {
+        self.ncpus
+    }
+
+    /// Neighbours configured in the data path.
+    pub fn neighbours(&self) -> &HashMap<IpAddr, Egress> {
+        &self.cfg.neigh
+    }
+}
+
+impl FastPath for Datapath {
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
+        let now = Instant::now();
+        for s in [
+            &mut self.pdr_slots,
+            &mut self.far_slots,
+            &mut self.qer_slots,
+            &mut self.urr_slots,
+            &mut self.sdf_slots,
+        ] {
+            s.warm(now);
+        }
+        let seid = new.up_seid;
+        let prev = match old {
+            Some(_) => self.sessions.get(&seid).cloned().unwrap_or_default(),
+            None => Installed::default(),
+        };
+        let k = keys(new);
+        // Keys must be free or ours; tables must have room.
+        let maps = &self.skel.maps;
+        for (t, pdr) in &k.teids {
+            if let Ok(Some(v)) = maps.uplink.lookup(&t.to_ne_bytes(), MapFlags::ANY) {
+                let rs: types::rule_set = from_bytes(&v);
+                if rs.seid != seid {
+                    return Err(FastPathError::Conflict {
+                        pdr_id: *pdr,
+                        why: format!("TEID {t:#x} is already installed for another session"),
+                    });
+                }
+            }
+        }
+        for (a, pdr) in &k.ue_ips {
+            if let Ok(Some(v)) = maps.downlink.lookup(bytes(&ue_key(*a)), MapFlags::ANY) {
+                let rs: types::rule_set = from_bytes(&v);
+                if rs.seid != seid {
+                    return Err(FastPathError::Conflict {
+                        pdr_id: *pdr,
+                        why: format!("UE address {a} is already installed for another session"),
+                    });
+                }
+            }
+        }
+        if self.pdr_slots.available() < new.pdrs.len() as u64
+            || self.far_slots.available() < new.fars.len() as u64
+            || self.qer_slots.available() < new.qers.len() as u64
+            || self.urr_slots.available() < new.urrs.len() as u64
+        {
+            return Err(FastPathError::Full("rules"));
+        }
+        let mut inst = Installed::default();
+        // QERs and URRs keep their slots (and state) across modifications.
+        for q in new.qers.values() {
+            let (idx, fresh) = match prev.qers.get(&q.id) {
+                Some(i) => (*i, false),
+                None => (
+                    self.qer_slots.take(1).ok_or(FastPathError::Full("qers"))?,
+                    true,
+                ),
+            };
+            self.write_qer(idx, q, fresh)?;
+            inst.qers.insert(q.id, idx);
+        }
+        for u in new.urrs.values() {
+            let idx = match prev.urrs.get(&u.id) {
+                Some(i) => *i,
+                None => {
+                    let i = self.urr_slots.take(1).ok_or(FastPathError::Full("urrs"))?;
+                    let zero =
+                        vec![vec![0u8; std::mem::size_of::<types::urr_counters>()]; self.ncpus];
+                    self.skel
+                        .maps
+                        .urrs
+                        .update_percpu(&i.to_ne_bytes(), &zero, MapFlags::ANY)
+                        .map_err(io)?;
+                    self.skel
+                        .maps
+                        .quotas
+                        .update(
+                            &i.to_ne_bytes(),
+                            bytes(&types::urr_quota::default()),
+                            MapFlags::ANY,
+                        )
+                        .map_err(io)?;
+                    i
+                }
+            };
+            inst.urrs.insert(u.id, idx);
+        }
+        let mut far_index = HashMap::new();
+        for f in new.fars.values() {
+            let idx = self.far_slots.take(1).ok_or(FastPathError::Full("fars"))?;
+            self.write_far(idx, f)?;
+            inst.fars.push(idx);
+            far_index.insert(f.id, idx);
+        }
+        let mut pdr_index = HashMap::new();
+        for p in new.pdrs.values() {
+            let pdi = new.effective_pdi(p);
+            let mut entries = Vec::new();
+            for f in &pdi.sdf_filters {
+                let rule = upf::sdf::SdfRule::from_ie(f).map_err(io)?;
+                entries.extend(rule.compile().map_err(io)?);
+            }
+            let mut v = types::pdr {
+                id: p.id as u32,
+                far: p
+                    .far_id
+                    .and_then(|f| far_index.get(&f))
+                    .copied()
+                    .unwrap_or(0),
+                qfi: pdi.qfis.first().copied().unwrap_or(0xff),
+                ohr: p
+                    .outer_header_removal
+                    .map(|o| o.description)
+                    .unwrap_or(0xff),
+                ohr_ext: p
+                    .outer_header_removal
+                    .and_then(|o| o.ext_header_deletion)
+                    .unwrap_or(0),
+                ..Default::default()
+            };
+            for (i, q) in p.qer_ids.iter().take(v.qer.len()).enumerate() {
+                v.qer[i] = inst.qers.get(q).copied().unwrap_or(0);
+            }
+            for (i, u) in p.urr_ids.iter().take(v.urr.len()).enumerate() {
+                v.urr[i] = inst.urrs.get(u).copied().unwrap_or(0);
+            }
+            if !entries.is_empty() {
+                let n = entries.len() as u32;
+                let start = self.sdf_slots.take(n).ok_or(FastPathError::Full("sdfs"))?;
+                for (j, e) in entries.iter().enumerate() {
+                    let m: types::sdf_match = from_bytes(bytes(e));
+                    self.skel
+                        .maps
+                        .sdfs
+                        .update(&(start + j as u32).to_ne_bytes(), bytes(&m), MapFlags::ANY)
+                        .map_err(io)?;
+                }
+                inst.sdfs.push((start, n));
+                v.sdf = start;
+                v.n_sdf = n as u8;
+            }
+            let idx = self.pdr_slots.take(1).ok_or(FastPathError::Full("pdrs"))?;
+            self.skel
+                .maps
+                .pdrs
+                .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
+                .map_err(io)?;
+            inst.pdrs.push(idx);
+            pdr_index.insert(p.id, idx);
+        }
+        // Keys last: each switches to the new rules at once.
+        let maps = &self.skel.maps;
+        for (t, _) in &k.teids {
+            let rs = rule_set(new, Some(*t), None);
+            let v = Self::rule_set_value(new, &rs, &pdr_index);
+            maps.uplink
+                .update(&t.to_ne_bytes(), bytes(&v), MapFlags::ANY)
+                .map_err(io)?;
+            inst.teids.push(*t);
+        }
+        for (a, _) in &k.ue_ips {
+            let rs = rule_set(new, None, Some(*a));
+            let v = Self::rule_set_value(new, &rs, &pdr_index);
+            let key = ue_key(*a);
+            maps.downlink
+                .update(bytes(&key), bytes(&v), MapFlags::ANY)
+                .map_err(io)?;
+            inst.ues.push(key);
+        }
+        for r in &k.framed_routes {
+            let rs = rule_set(new, None, Some(r.network()));
+            let v = Self::rule_set_value(new, &rs, &pdr_index);
+            let key = lpm_key(r);
+            maps.framed
+                .update(bytes(&key), bytes(&v), MapFlags::ANY)
+                .map_err(io)?;
+            inst.framed.push(key);
+        }
+        // Keys the new version no longer has.
+        for t in &prev.teids {
+            if !inst.teids.contains(t) {
+                let _ = maps.uplink.delete(&t.to_ne_bytes());
+            }
+        }
+        for kk in &prev.ues {
+            if !inst.ues.iter().any(|x| bytes(x) == bytes(kk)) {
+                let _ = maps.downlink.delete(bytes(kk));
+            }
+        }
+        for kk in &prev.framed {
+            if !inst.framed.iter().any(|x| bytes(x) == bytes(kk)) {
+                let _ = maps.framed.delete(bytes(kk));
+            }
+        }
+        let (kq, ku) = (inst.qers.clone(), inst.urrs.clone());
+        self.release(&prev, &kq, &ku);
+        self.sessions.insert(seid, inst);
+        Ok(())
+    }
+
+    fn remove(&mut self, session: &Session) {
+        let Some(inst) = self.sessions.remove(&session.up_seid) else {
+            return;
+        };
+        let maps = &self.skel.maps;
+        for t in &inst.teids {
+            let _ = maps.uplink.delete(&t.to_ne_bytes());
+        }
+        for k in &inst.ues {
+            let _ = maps.downlink.delete(bytes(k));
+        }
+        for k in &inst.framed {
+            let _ = maps.framed.delete(bytes(k));
+        }
+        self.release(&inst, &HashMap::new(), &HashMap::new());
+    }
+
+    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
+        match self.sessions.get(&seid).and_then(|s| s.urrs.get(&urr_id)) {
+            Some(idx) => self.read_urr(*idx),
+            None => Usage::default(),
+        }
+    }
+
+    fn reset_usage(&mut self, seid: u64, urr_id: u32) {
+        if let Some(idx) = self
+            .sessions
+            .get(&seid)
+            .and_then(|s| s.urrs.get(&urr_id))
+            .copied()
+        {
+            let zero = vec![vec![0u8; std::mem::size_of::<types::urr_counters>()]; self.ncpus];
+            let _ = self
+                .skel
+                .maps
+                .urrs
+                .update_percpu(&idx.to_ne_bytes(), &zero, MapFlags::ANY);
+        }
+    }
+}
