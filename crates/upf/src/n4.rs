@@ -660,11 +660,20 @@ impl N4 {
                 let cause = match msg::parse::<msg::AssociationReleaseRequest>(data) {
                     Err(e) => e.cause(),
                     Ok((_, r)) => {
-                        if self.assocs.contains_key(&r.node_id) {
-                            self.drop_association(&r.node_id, "released by the CP function");
-                            CauseValue::REQUEST_ACCEPTED
+                        // The Node ID names the CP function (clause 7.4.4.5); pfcpsim sends
+                        // 0.0.0.0 there, so a Node ID we have no association with is read
+                        // as the association of the sender's address.
+                        let node = if self.assocs.contains_key(&r.node_id) {
+                            Some(r.node_id.clone())
                         } else {
-                            CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION
+                            self.by_addr.get(&from.ip()).cloned()
+                        };
+                        match node {
+                            Some(n) => {
+                                self.drop_association(&n, "released by the CP function");
+                                CauseValue::REQUEST_ACCEPTED
+                            }
+                            None => CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION,
                         }
                     }
                 };

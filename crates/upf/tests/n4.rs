@@ -1055,3 +1055,39 @@ fn raw(parent: &mut [pfcp::Ie], i: usize, f: impl FnOnce(&mut Vec<u8>)) {
         value,
     });
 }
+
+#[test]
+fn release_with_an_unknown_node_id_releases_the_senders_association() {
+    // pfcpsim sends Node ID 0.0.0.0 in its Association Release Request.
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    establish(&mut n, SMF, 2, &establishment(0x42, None), now);
+    let rel = msg::AssociationReleaseRequest {
+        node_id: NodeId::Ipv4(Ipv4Addr::UNSPECIFIED),
+        other: vec![],
+    };
+    match ask(
+        &mut n,
+        SMF,
+        msg::emit(&HeaderRepr::node(0, next_seq()), &rel),
+        now,
+    ) {
+        Msg::AssociationReleaseResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    assert!(n.associations().is_empty());
+    assert!(n.sessions.is_empty());
+    // From a peer with no association it is still refused.
+    match ask(
+        &mut n,
+        SMF2,
+        msg::emit(&HeaderRepr::node(0, next_seq()), &rel),
+        now,
+    ) {
+        Msg::AssociationReleaseResponse(r) => {
+            assert_eq!(r.cause, CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION)
+        }
+        m => panic!("{m:?}"),
+    }
+}

@@ -34,7 +34,9 @@ pub fn keys(s: &Session) -> Keys {
                 k.teids.push((f.teid, p.id));
             }
         } else if pdi.source_interface != interface::ACCESS {
-            for u in pdi.ue_ips.iter().filter(|u| u.is_destination) {
+            // On a PDR that receives from the core side the UE address is the packets'
+            // destination whatever its S/D flag says (pfcpsim leaves it clear).
+            for u in pdi.ue_ips.iter() {
                 for a in u.addrs() {
                     if !k.ue_ips.iter().any(|(x, _)| *x == a) {
                         k.ue_ips.push((a, p.id));

@@ -398,10 +398,7 @@ pub fn rule_set<'a>(s: &'a Session, teid: Option<u32>, ue: Option<IpAddr>) -> Ru
                 (None, Some(a)) => {
                     pdi.local_fteid.is_none()
                         && pdi.source_interface != interface::ACCESS
-                        && (pdi
-                            .ue_ips
-                            .iter()
-                            .any(|u| u.is_destination && u.addrs().any(|x| x == a))
+                        && (pdi.ue_ips.iter().any(|u| u.addrs().any(|x| x == a))
                             || pdi.framed_routes.iter().any(|r| r.contains(&a)))
                 }
                 (None, None) => false,
