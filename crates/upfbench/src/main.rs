@@ -28,6 +28,8 @@ enum Cmd {
     Replay(upfbench::replay::Args),
     /// A fake UPF (test double) answering N4 on loopback, to try `smf` and `replay`.
     FakeUpf(upfbench::smf::cli::FakeArgs),
+    /// The lab of network namespaces (gnb, upf, dn, smf) joined by veth pairs: up, down.
+    Lab(upfbench::lab::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +39,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Smf(a) => upfbench::smf::cli::run(a),
         Cmd::Replay(a) => upfbench::replay::run(a),
         Cmd::FakeUpf(a) => upfbench::smf::cli::run_fake(a),
+        Cmd::Lab(a) => upfbench::lab::run(a),
     };
     match r {
         Ok(code) => code,
