@@ -30,6 +30,8 @@ enum Cmd {
     FakeUpf(upfbench::smf::cli::FakeArgs),
     /// The lab of network namespaces (gnb, upf, dn, smf) joined by veth pairs: up, down.
     Lab(upfbench::lab::Args),
+    /// gNB/UE emulator: a TUN device per UE, GTP-U to and from the UPF over N3.
+    Gnb(upfbench::gnb::cli::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -40,6 +42,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Replay(a) => upfbench::replay::run(a),
         Cmd::FakeUpf(a) => upfbench::smf::cli::run_fake(a),
         Cmd::Lab(a) => upfbench::lab::run(a),
+        Cmd::Gnb(a) => upfbench::gnb::cli::run(a),
     };
     match r {
         Ok(code) => code,

@@ -1,5 +1,9 @@
-//! Shared by the lab tests: the root check, bounded commands, ping.
+//! Shared by the lab and gNB emulator tests: the root check, bounded commands, ping, and
+//! (in [`stand_in_upf`]) a user-space stand-in for the UPF's data path (a TEST DOUBLE, not
+//! a UPF).
 #![allow(dead_code)]
+
+pub mod stand_in_upf;
 
 use std::io;
 use std::net::Ipv4Addr;
