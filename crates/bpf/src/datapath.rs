@@ -523,7 +523,7 @@ impl Datapath {
     }
 
     /// Set the volume quota a URR may still use (None: no quota).
-    pub fn set_quota(
+    pub fn write_quota(
         &self,
         seid: u64,
         urr_id: u32,
@@ -804,5 +804,9 @@ impl FastPath for Datapath {
                 .urrs
                 .update_percpu(&idx.to_ne_bytes(), &zero, MapFlags::ANY);
         }
+    }
+
+    fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        let _ = self.write_quota(seid, urr_id, remaining);
     }
 }

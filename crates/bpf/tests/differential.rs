@@ -608,7 +608,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
                     if g.chance(0.1) {
                         let q = g.rng.random_range(0..3000i64);
                         model.state.quota.insert((seid, *u), q);
-                        dp.set_quota(seid, *u, Some(q)).unwrap();
+                        dp.write_quota(seid, *u, Some(q)).unwrap();
                     }
                 }
                 infos.push(info);

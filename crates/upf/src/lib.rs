@@ -9,6 +9,7 @@ pub mod alloc;
 pub mod fastpath;
 pub mod n4;
 pub mod procedures;
+pub mod report;
 pub mod rules;
 pub mod sdf;
 pub mod sessions;

@@ -11,15 +11,15 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use pfcp::header::{Header, HeaderRepr};
 use pfcp::ie::{
-    pfcp_association_release_request, types, usage_report_trigger, CauseValue, FSeid, Flags,
-    GprsTimer, NodeId, UeIpAddress, VolumeMeasurement,
+    pfcp_association_release_request, types, CauseValue, FSeid, Flags, GprsTimer, NodeId,
+    UeIpAddress, VolumeMeasurement,
 };
 use pfcp::message::message_type as mt;
 use pfcp::msg;
 
 use crate::procedures::{Created, Rejection};
 use crate::rules::UeIp;
-use crate::sessions::{Report, ReportReason, Sessions};
+use crate::sessions::{Report, Sessions};
 
 /// Seconds between 1900 (NTP era 0) and 1970.
 pub const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
@@ -85,6 +85,19 @@ pub enum Event {
     DropBuffered {
         seid: u64,
     },
+    /// A session's rules changed (a Session Modification was accepted).
+    Modified {
+        seid: u64,
+    },
+    /// A session is gone (deleted, or its CP function released, restarted, lost).
+    Deleted {
+        seid: u64,
+    },
+    /// The CP function answered a Session Report Request.
+    ReportAnswered {
+        seid: u64,
+        cause: CauseValue,
+    },
     /// A request was refused: who sent it, what it was, and why.
     Rejected {
         peer: SocketAddr,
@@ -121,6 +134,7 @@ enum Pending {
     AssociationSetup(SocketAddr),
     Heartbeat(NodeId),
     AssociationUpdate(NodeId),
+    SessionReport(u64),
 }
 
 #[derive(Debug, Clone)]
@@ -187,7 +201,34 @@ impl N4 {
 
     /// Events since the last call.
     pub fn take_events(&mut self) -> Vec<Event> {
+        for seid in std::mem::take(&mut self.sessions.deleted) {
+            self.events.push(Event::Deleted { seid });
+        }
         std::mem::take(&mut self.events)
+    }
+
+    /// Send a Session Report Request for session `seid` to its CP function (clause
+    /// 7.5.8), retransmitted like every request. Nothing if the session or its
+    /// association is gone.
+    pub fn send_report(
+        &mut self,
+        seid: u64,
+        body: msg::SessionReportRequest,
+        now: Instant,
+    ) -> Vec<Out> {
+        let mut out = Vec::new();
+        let Some(s) = self.sessions.get(seid) else {
+            return out;
+        };
+        let cp_seid = s.cp_fseid.seid;
+        let Some(a) = self.assocs.get(&s.cp_node) else {
+            return out;
+        };
+        let to = a.addr;
+        let seq = self.seq();
+        let data = msg::emit(&HeaderRepr::session(0, cp_seid, seq), &body);
+        self.request(to, seq, data, Pending::SessionReport(seid), now, &mut out);
+        out
     }
 
     pub fn associations(&self) -> Vec<(NodeId, SocketAddr)> {
@@ -366,7 +407,7 @@ impl N4 {
                 Pending::Heartbeat(node) => {
                     self.drop_association(&node, "peer lost: no heartbeat response");
                 }
-                Pending::AssociationUpdate(_) => {}
+                Pending::AssociationUpdate(_) | Pending::SessionReport(_) => {}
             }
         }
         // Association setup retries towards configured CP functions.
@@ -555,6 +596,27 @@ impl N4 {
                 }
             }
             (Pending::AssociationUpdate(_), msg::Msg::AssociationUpdateResponse(_)) => {}
+            (Pending::SessionReport(seid), msg::Msg::SessionReportResponse(r)) => {
+                // Clause 7.5.9: a CP function that no longer knows the session asks the
+                // UP function to delete it.
+                if r.cause == CauseValue::SESSION_CONTEXT_NOT_FOUND {
+                    self.sessions.delete(seid);
+                } else {
+                    if let Some(u) = &r.update_bar {
+                        self.sessions.update_bar(seid, u);
+                    }
+                    if r.pfcpsr_rsp_flags
+                        .as_ref()
+                        .is_some_and(|f| f.get(pfcp::ie::pfcpsr_rsp_flags::DROBU))
+                    {
+                        self.events.push(Event::DropBuffered { seid });
+                    }
+                }
+                self.events.push(Event::ReportAnswered {
+                    seid,
+                    cause: r.cause,
+                });
+            }
             (what, _) => {
                 // Wrong response type for the sequence number: discard, keep waiting.
                 let _ = t;
@@ -962,6 +1024,7 @@ impl N4 {
                     &mut rsp.created_traffic_endpoints,
                 );
                 rsp.usage_reports = self.usage_reports(seid, &reports);
+                self.events.push(Event::Modified { seid });
                 for (far_id, old) in fx.end_markers {
                     self.events.push(Event::EndMarkers { seid, far_id, old });
                 }
@@ -1116,11 +1179,7 @@ fn add_created(
 }
 
 fn trigger(r: &Report) -> Flags {
-    let bit = match r.reason {
-        ReportReason::Termination => usage_report_trigger::TERMR,
-        ReportReason::Immediate => usage_report_trigger::IMMER,
-    };
-    Flags::from_bits(&[bit], 3)
+    Flags::from_bits(&[r.reason.bit()], 3)
 }
 
 fn usage_report_plain(r: &Report) -> msg::UsageReport {

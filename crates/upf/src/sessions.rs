@@ -12,13 +12,51 @@ use crate::fastpath::{FastPath, Usage};
 use crate::procedures::{self, Created, ModifyEffects, Rejection, Resources};
 use crate::rules::Session;
 
-/// Why a report is made, for the Usage Report Trigger (clause 8.2.41).
+/// Why a report is made: one of the Usage Report Trigger bits (clause 8.2.41).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReportReason {
     /// The session (or URR) is deleted: TERMR.
     Termination,
     /// The CP function asked (Query URR): IMMER.
     Immediate,
+    /// Measurement Period elapsed: PERIO.
+    Periodic,
+    /// Volume Threshold reached: VOLTH.
+    VolumeThreshold,
+    /// Volume Quota used up: VOLQU.
+    VolumeQuota,
+    /// Time Threshold reached: TIMTH.
+    TimeThreshold,
+    /// Time Quota used up: TIMQU.
+    TimeQuota,
+    /// Traffic started: START.
+    StartOfTraffic,
+    /// Traffic stopped (Inactivity Detection Time): STOPT.
+    StopOfTraffic,
+    /// No traffic for the Quota Holding Time: QUHTI.
+    QuotaHoldingTime,
+    /// A linked URR reported: LIUSA.
+    Linked,
+}
+
+impl ReportReason {
+    /// The Usage Report Trigger bit (numbering of `pfcp::ie::usage_report_trigger`).
+    pub fn bit(self) -> u16 {
+        use pfcp::ie::usage_report_trigger as t;
+        match self {
+            ReportReason::Termination => t::TERMR,
+            ReportReason::Immediate => t::IMMER,
+            ReportReason::Periodic => t::PERIO,
+            ReportReason::VolumeThreshold => t::VOLTH,
+            ReportReason::VolumeQuota => t::VOLQU,
+            ReportReason::TimeThreshold => t::TIMTH,
+            ReportReason::TimeQuota => t::TIMQU,
+            ReportReason::StartOfTraffic => t::START,
+            ReportReason::StopOfTraffic => t::STOPT,
+            ReportReason::QuotaHoldingTime => t::QUHTI,
+            ReportReason::Linked => t::LIUSA,
+        }
+    }
 }
 
 /// A URR's usage as reported, with the sequence number the report carries (UR-SEQN).
@@ -35,20 +73,34 @@ pub struct Report {
 
 /// Per-URR reporting state kept beside the counters.
 #[derive(Debug, Clone, Default)]
-struct UrrState {
-    seqn: u32,
-    start: u64,
+pub(crate) struct UrrState {
+    pub(crate) seqn: u32,
+    pub(crate) start: u64,
     /// Counts already reported (the data path's counters only grow).
-    reported: Usage,
+    pub(crate) reported: Usage,
+    /// Packets counted at the last poll, to see whether traffic flows.
+    pub(crate) seen_packets: u64,
+    pub(crate) last_activity: Option<std::time::Instant>,
+    pub(crate) next_periodic: Option<std::time::Instant>,
+    /// Seconds with traffic since the last report (time thresholds and quotas).
+    pub(crate) active_secs: u64,
+    pub(crate) last_poll: Option<std::time::Instant>,
+    pub(crate) traffic_on: bool,
+    pub(crate) quota_reported: bool,
+    /// The data path holds a quota for this URR.
+    pub(crate) quota_set: bool,
 }
 
 pub struct Sessions {
     sessions: HashMap<u64, Arc<Session>>,
     by_node: HashMap<NodeId, HashSet<u64>>,
-    urr_state: HashMap<(u64, u32), UrrState>,
+    pub(crate) urr_state: HashMap<(u64, u32), UrrState>,
     pub res: Resources,
     pub fastpath: Box<dyn FastPath>,
     pub max_sessions: usize,
+    /// Sessions deleted since the owner last looked (so it can drop their buffers and
+    /// report state).
+    pub deleted: Vec<u64>,
 }
 
 /// Seconds since the UNIX epoch.
@@ -68,6 +120,7 @@ impl Sessions {
             res,
             fastpath,
             max_sessions,
+            deleted: Vec::new(),
         }
     }
 
@@ -85,6 +138,20 @@ impl Sessions {
 
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
         self.sessions.values().map(|s| &**s)
+    }
+
+    /// The session, shared.
+    pub fn get_arc(&self, seid: u64) -> Option<Arc<Session>> {
+        self.sessions.get(&seid).cloned()
+    }
+
+    /// What was counted for a URR since its last report.
+    pub fn unreported(&self, seid: u64, urr_id: u32) -> Usage {
+        let total = self.fastpath.usage(seid, urr_id);
+        match self.urr_state.get(&(seid, urr_id)) {
+            Some(st) => total.since(&st.reported),
+            None => total,
+        }
     }
 
     /// Sessions of one CP function.
@@ -105,13 +172,30 @@ impl Sessions {
         }
     }
 
+    /// Start measuring new URRs, and give the data path every URR's quota (clause
+    /// 5.2.2.2: what is left of the Volume Quota since the last report).
     fn start_urrs(&mut self, s: &Session) {
         let now = unix_now();
-        for id in s.urrs.keys() {
-            self.urr_state.entry((s.up_seid, *id)).or_insert(UrrState {
+        for u in s.urrs.values() {
+            let st = self.urr_state.entry((s.up_seid, u.id)).or_insert(UrrState {
                 start: now,
                 ..UrrState::default()
             });
+            // A new quota may be reported on again.
+            st.quota_reported = false;
+            let used = self.fastpath.usage(s.up_seid, u.id);
+            let since = match self.urr_state.get(&(s.up_seid, u.id)) {
+                Some(st) => used.since(&st.reported),
+                None => used,
+            };
+            let left = crate::report::quota_left(u, &since);
+            // Only URRs that have or had a quota cost a table write.
+            if let Some(st) = self.urr_state.get_mut(&(s.up_seid, u.id)) {
+                if left.is_some() || st.quota_set {
+                    st.quota_set = left.is_some();
+                    self.fastpath.set_quota(s.up_seid, u.id, left);
+                }
+            }
         }
     }
 
@@ -193,6 +277,29 @@ impl Sessions {
         Ok((fx, reports))
     }
 
+    /// Change a session's BAR outside a modification (Update BAR in a Session Report
+    /// Response, clause 7.5.9.2): the data path does not read the BAR.
+    pub fn update_bar(&mut self, seid: u64, u: &pfcp::msg::UpdateBarReportResponse) {
+        let Some(s) = self.sessions.get_mut(&seid) else {
+            return;
+        };
+        let s = Arc::make_mut(s);
+        if let Some(b) = s.bars.get_mut(&u.bar_id) {
+            if u.downlink_data_notification_delay.is_some() {
+                b.downlink_data_notification_delay = u.downlink_data_notification_delay;
+            }
+            if u.dl_buffering_duration.is_some() {
+                b.dl_buffering_duration = u.dl_buffering_duration;
+            }
+            if let Some(c) = u.dl_buffering_suggested_packet_count {
+                b.dl_buffering_suggested_packet_count = Some(c.value);
+            }
+            if u.suggested_buffering_packets_count.is_some() {
+                b.suggested_buffering_packets_count = u.suggested_buffering_packets_count;
+            }
+        }
+    }
+
     /// A usage report for one URR: what was counted since the last report.
     pub fn report(&mut self, seid: u64, urr_id: u32, reason: ReportReason) -> Report {
         let now = unix_now();
@@ -212,6 +319,7 @@ impl Sessions {
         };
         st.reported = total;
         st.start = now;
+        st.active_secs = 0;
         r
     }
 
@@ -223,6 +331,7 @@ impl Sessions {
             .map(|u| self.report(seid, u, ReportReason::Termination))
             .collect();
         let s = self.sessions.remove(&seid)?;
+        self.deleted.push(seid);
         self.fastpath.remove(&s);
         self.res.release_dropped(&s, None);
         for u in s.urrs.keys() {

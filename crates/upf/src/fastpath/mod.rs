@@ -53,7 +53,7 @@ pub enum FastPathError {
 }
 
 /// The forwarding tables' owner. `install` is all-or-nothing: on error nothing changed.
-pub trait FastPath: Send {
+pub trait FastPath {
     /// Install a new session (`old` = None) or replace `old` by `new` (same SEID). Entries
     /// are written so the data path never sees a half-built session: FARs, QERs and URRs
     /// before the PDRs that use them, PDRs removed before what they point at.
@@ -64,4 +64,7 @@ pub trait FastPath: Send {
     fn usage(&self, seid: u64, urr_id: u32) -> Usage;
     /// Forget a URR's counts (after its final report).
     fn reset_usage(&mut self, seid: u64, urr_id: u32);
+    /// The octets a URR may still forward before its Volume Quota runs out (None: no
+    /// quota). The data path stops the URR's PDRs when it reaches zero.
+    fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>);
 }

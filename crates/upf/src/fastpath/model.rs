@@ -191,4 +191,11 @@ impl FastPath for Model {
     fn reset_usage(&mut self, seid: u64, urr_id: u32) {
         self.usage.remove(&(seid, urr_id));
     }
+
+    fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        match remaining {
+            Some(r) => self.state.quota.insert((seid, urr_id), r),
+            None => self.state.quota.remove(&(seid, urr_id)),
+        };
+    }
 }

@@ -1,0 +1,319 @@
+//! Usage reporting (TS 29.244 clause 5.2.2): the URR state machines that turn the data
+//! path's counters into Usage Reports. Polled by the daemon; the data path itself stops
+//! traffic when a volume quota runs out (its quota table), this module reports it.
+//!
+//! Triggers handled (Reporting Triggers, clause 8.2.19): PERIO (Measurement Period),
+//! VOLTH (Volume Threshold), VOLQU (Volume Quota), TIMTH / TIMQU (Time Threshold and
+//! Quota, counted in seconds with traffic), START / STOPT (start and stop of traffic, with
+//! the Inactivity Detection Time), QUHTI (Quota Holding Time), LIUSA (linked URRs); IMMER
+//! and TERMR come from Query URR and deletion (sessions.rs). A URR that reports starts a
+//! new measurement: counts, thresholds and quotas apply to what comes after.
+
+use std::time::{Duration, Instant};
+
+use pfcp::ie::reporting_triggers as rt;
+use pfcp::ie::Volume;
+
+use crate::fastpath::Usage;
+use crate::rules::Urr;
+use crate::sessions::{Report, ReportReason, Sessions};
+
+/// Default Inactivity Detection Time for STOPT when the URR names none (clause 8.2.14
+/// leaves it to the UP function).
+pub const DEFAULT_INACTIVITY: Duration = Duration::from_secs(10);
+
+fn volume_reached(limit: &Volume, u: &Usage) -> bool {
+    limit.total.is_some_and(|x| u.total_bytes() >= x)
+        || limit.uplink.is_some_and(|x| u.ul_bytes >= x)
+        || limit.downlink.is_some_and(|x| u.dl_bytes >= x)
+}
+
+/// The octets a URR may still use before its Volume Quota runs out, for the data path's
+/// quota table (None: no quota).
+pub fn quota_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
+    let q = urr.rule.volume_quota?;
+    // The data path counts both directions against one number: use the tightest.
+    let mut left: Option<i64> = None;
+    let mut take = |x: Option<u64>, used: u64| {
+        if let Some(x) = x {
+            let l = x as i64 - used as i64;
+            left = Some(left.map_or(l, |m: i64| m.min(l)));
+        }
+    };
+    take(q.total, since_report.total_bytes());
+    take(q.uplink, since_report.ul_bytes);
+    take(q.downlink, since_report.dl_bytes);
+    left
+}
+
+/// Why URR `urr` should report now, if it should. `u` is what was counted since its last
+/// report; `active` whether traffic flowed since the last poll.
+fn reason(
+    urr: &Urr,
+    st: &mut crate::sessions::UrrState,
+    u: &Usage,
+    active: bool,
+    now: Instant,
+) -> Option<ReportReason> {
+    let r = &urr.rule;
+    let t = &r.reporting_triggers;
+    if t.get(rt::VOLQU) && !st.quota_reported {
+        if let Some(q) = &r.volume_quota {
+            if volume_reached(q, u) {
+                st.quota_reported = true;
+                return Some(ReportReason::VolumeQuota);
+            }
+        }
+    }
+    if t.get(rt::VOLTH) {
+        if let Some(th) = &r.volume_threshold {
+            if volume_reached(th, u) {
+                return Some(ReportReason::VolumeThreshold);
+            }
+        }
+    }
+    if t.get(rt::TIMQU) && r.time_quota.is_some_and(|q| st.active_secs >= q as u64) {
+        return Some(ReportReason::TimeQuota);
+    }
+    if t.get(rt::TIMTH) && r.time_threshold.is_some_and(|q| st.active_secs >= q as u64) {
+        return Some(ReportReason::TimeThreshold);
+    }
+    if t.get(rt::PERIO) {
+        if let Some(p) = r.measurement_period.filter(|p| *p > 0) {
+            let due = *st
+                .next_periodic
+                .get_or_insert(now + Duration::from_secs(p as u64));
+            if now >= due {
+                // The next period starts where this one ended, not when we noticed.
+                let mut next = due + Duration::from_secs(p as u64);
+                while next <= now {
+                    next += Duration::from_secs(p as u64);
+                }
+                st.next_periodic = Some(next);
+                return Some(ReportReason::Periodic);
+            }
+        }
+    }
+    if t.get(rt::START) && active && !st.traffic_on {
+        st.traffic_on = true;
+        return Some(ReportReason::StartOfTraffic);
+    }
+    if t.get(rt::STOPT) && st.traffic_on {
+        let idle = r
+            .inactivity_detection_time
+            .map(|s| Duration::from_secs(s as u64))
+            .unwrap_or(DEFAULT_INACTIVITY);
+        if st
+            .last_activity
+            .is_some_and(|a| now.duration_since(a) >= idle)
+        {
+            st.traffic_on = false;
+            return Some(ReportReason::StopOfTraffic);
+        }
+    }
+    if t.get(rt::QUHTI) && st.quota_reported {
+        if let Some(h) = r.quota_holding_time {
+            if st
+                .last_activity
+                .is_some_and(|a| now.duration_since(a) >= Duration::from_secs(h as u64))
+            {
+                st.quota_reported = false;
+                return Some(ReportReason::QuotaHoldingTime);
+            }
+        }
+    }
+    None
+}
+
+/// Poll every URR of every session: the reports due now, grouped by session (SEID).
+pub fn poll(sessions: &mut Sessions, now: Instant) -> Vec<(u64, Vec<Report>)> {
+    let seids: Vec<u64> = sessions
+        .iter()
+        .filter(|s| !s.urrs.is_empty())
+        .map(|s| s.up_seid)
+        .collect();
+    let mut out = Vec::new();
+    for seid in seids {
+        let Some(s) = sessions.get_arc(seid) else {
+            continue;
+        };
+        let mut due: Vec<(u32, ReportReason)> = Vec::new();
+        for urr in s.urrs.values() {
+            let total = sessions.fastpath.usage(seid, urr.id);
+            let st = sessions.urr_state.entry((seid, urr.id)).or_insert_with(|| {
+                crate::sessions::UrrState {
+                    start: crate::sessions::unix_now(),
+                    ..Default::default()
+                }
+            });
+            let active = total.total_packets() > st.seen_packets;
+            st.seen_packets = total.total_packets();
+            if active {
+                if let Some(p) = st.last_poll {
+                    st.active_secs += now.duration_since(p).as_secs().max(1);
+                }
+                st.last_activity = Some(now);
+            }
+            st.last_poll = Some(now);
+            let u = total.since(&st.reported);
+            if let Some(r) = reason(urr, st, &u, active, now) {
+                due.push((urr.id, r));
+            }
+        }
+        // Linked URRs report with the URRs they are linked to (clause 5.2.2.4).
+        let mut linked = Vec::new();
+        for (id, _) in &due {
+            for other in s.urrs.values() {
+                if other.rule.linked_urr_ids.contains(id)
+                    && other.rule.reporting_triggers.get(rt::LIUSA)
+                    && !due.iter().any(|(x, _)| *x == other.id)
+                    && !linked.iter().any(|(x, _)| *x == other.id)
+                {
+                    linked.push((other.id, ReportReason::Linked));
+                }
+            }
+        }
+        due.extend(linked);
+        if due.is_empty() {
+            continue;
+        }
+        let reports = due
+            .into_iter()
+            .map(|(id, r)| sessions.report(seid, id, r))
+            .collect();
+        out.push((seid, reports));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfcp::msg::CreateUrr;
+
+    fn urr(triggers: &[u16]) -> Urr {
+        let est = pfcp::samples::corpus()
+            .into_iter()
+            .find(|s| s.bytes[1] == 50)
+            .unwrap();
+        let (_, m) =
+            pfcp::msg::parse::<pfcp::msg::SessionEstablishmentRequest>(&est.bytes).unwrap();
+        let mut rule: CreateUrr = m.create_urrs[0].clone();
+        rule.reporting_triggers = pfcp::ie::Flags::from_bits(triggers, 3);
+        rule.volume_threshold = None;
+        rule.volume_quota = None;
+        rule.measurement_period = None;
+        rule.time_threshold = None;
+        rule.time_quota = None;
+        rule.quota_holding_time = None;
+        rule.inactivity_detection_time = None;
+        Urr { id: 1, rule }
+    }
+
+    fn usage(ul: u64, dl: u64) -> Usage {
+        Usage {
+            ul_bytes: ul,
+            dl_bytes: dl,
+            ul_packets: 1,
+            dl_packets: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn volume_threshold_and_quota() {
+        let mut u = urr(&[rt::VOLTH, rt::VOLQU]);
+        u.rule.volume_threshold = Some(Volume {
+            total: Some(1000),
+            ..Default::default()
+        });
+        u.rule.volume_quota = Some(Volume {
+            uplink: Some(5000),
+            ..Default::default()
+        });
+        let mut st = Default::default();
+        let now = Instant::now();
+        assert_eq!(reason(&u, &mut st, &usage(400, 500), true, now), None);
+        assert_eq!(
+            reason(&u, &mut st, &usage(400, 600), true, now),
+            Some(ReportReason::VolumeThreshold)
+        );
+        assert_eq!(
+            reason(&u, &mut st, &usage(5000, 0), true, now),
+            Some(ReportReason::VolumeQuota)
+        );
+        assert_eq!(quota_left(&u, &usage(1200, 9)), Some(3800));
+    }
+
+    #[test]
+    fn periodic_keeps_its_cadence() {
+        let mut u = urr(&[rt::PERIO]);
+        u.rule.measurement_period = Some(10);
+        let mut st = Default::default();
+        let t0 = Instant::now();
+        assert_eq!(reason(&u, &mut st, &usage(0, 0), false, t0), None);
+        assert_eq!(
+            reason(
+                &u,
+                &mut st,
+                &usage(0, 0),
+                false,
+                t0 + Duration::from_secs(10)
+            ),
+            Some(ReportReason::Periodic)
+        );
+        assert_eq!(
+            reason(
+                &u,
+                &mut st,
+                &usage(0, 0),
+                false,
+                t0 + Duration::from_secs(19)
+            ),
+            None
+        );
+        assert_eq!(
+            reason(
+                &u,
+                &mut st,
+                &usage(0, 0),
+                false,
+                t0 + Duration::from_secs(20)
+            ),
+            Some(ReportReason::Periodic)
+        );
+    }
+
+    #[test]
+    fn start_and_stop_of_traffic() {
+        let mut u = urr(&[rt::START, rt::STOPT]);
+        u.rule.inactivity_detection_time = Some(5);
+        let mut st = crate::sessions::UrrState::default();
+        let t0 = Instant::now();
+        assert_eq!(
+            reason(&u, &mut st, &usage(1, 0), true, t0),
+            Some(ReportReason::StartOfTraffic)
+        );
+        st.last_activity = Some(t0);
+        assert_eq!(
+            reason(
+                &u,
+                &mut st,
+                &usage(1, 0),
+                false,
+                t0 + Duration::from_secs(4)
+            ),
+            None
+        );
+        assert_eq!(
+            reason(
+                &u,
+                &mut st,
+                &usage(1, 0),
+                false,
+                t0 + Duration::from_secs(5)
+            ),
+            Some(ReportReason::StopOfTraffic)
+        );
+    }
+}
