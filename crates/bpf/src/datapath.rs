@@ -810,3 +810,130 @@ impl FastPath for Datapath {
         let _ = self.write_quota(seid, urr_id, remaining);
     }
 }
+
+/// How an XDP program ended up attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachMode {
+    Native,
+    Generic,
+}
+
+/// Which program an interface runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// GTP-U in: N3 and N9.
+    Gtpu,
+    /// IP in from the data network: N6.
+    N6,
+}
+
+/// BPF_F_TEST_XDP_LIVE_FRAMES: BPF_PROG_RUN sends what the program redirects.
+const TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+impl Datapath {
+    fn prog(&self, role: Role) -> &libbpf_rs::ProgramMut<'static> {
+        match role {
+            Role::Gtpu => &self.skel.progs.xdp_n3,
+            Role::N6 => &self.skel.progs.xdp_n6,
+        }
+    }
+
+    /// Attach a program to an interface: native (driver) mode, or generic mode when
+    /// `native` is false or the driver refuses.
+    pub fn attach(
+        &self,
+        role: Role,
+        ifindex: u32,
+        native: bool,
+    ) -> Result<AttachMode, FastPathError> {
+        use libbpf_rs::{Xdp, XdpFlags};
+        use std::os::fd::AsFd;
+        let xdp = Xdp::new(self.prog(role).as_fd());
+        if native && xdp.attach(ifindex as i32, XdpFlags::DRV_MODE).is_ok() {
+            return Ok(AttachMode::Native);
+        }
+        xdp.attach(ifindex as i32, XdpFlags::SKB_MODE)
+            .map_err(|e| FastPathError::Io(format!("attaching XDP to ifindex {ifindex}: {e}")))?;
+        Ok(AttachMode::Generic)
+    }
+
+    /// Remove whatever XDP program an interface runs.
+    pub fn detach(&self, role: Role, ifindex: u32) {
+        use libbpf_rs::{Xdp, XdpFlags};
+        use std::os::fd::AsFd;
+        let xdp = Xdp::new(self.prog(role).as_fd());
+        let _ = xdp.detach(ifindex as i32, XdpFlags::DRV_MODE);
+        let _ = xdp.detach(ifindex as i32, XdpFlags::SKB_MODE);
+    }
+
+    /// Run a frame through a program as if it arrived on `ifindex`, sending what the
+    /// program forwards (BPF_PROG_RUN with live frames): how buffered packets are
+    /// released, in order, once their FAR forwards. Returns the XDP action.
+    pub fn inject(&self, role: Role, ifindex: u32, frame: &[u8]) -> Result<u32, FastPathError> {
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex.
+        let mut ctx = [0u8; 24];
+        ctx[12..16].copy_from_slice(&ifindex.to_ne_bytes());
+        let input = libbpf_rs::ProgramInput {
+            context_in: Some(&mut ctx),
+            data_in: Some(frame),
+            flags: TEST_XDP_LIVE_FRAMES,
+            repeat: 1,
+            ..Default::default()
+        };
+        let out = self.prog(role).test_run(input).map_err(io)?;
+        Ok(out.return_value)
+    }
+
+    /// A ring buffer reader over the events table calling `f` for each record (the
+    /// event header, then packet octets for EV_BUFFER).
+    pub fn events(
+        &self,
+        f: impl FnMut(&[u8]) -> i32 + 'static,
+    ) -> Result<libbpf_rs::RingBuffer<'static>, FastPathError> {
+        let handle: &'static libbpf_rs::MapHandle = Box::leak(Box::new(
+            libbpf_rs::MapHandle::try_from(&self.skel.maps.events).map_err(io)?,
+        ));
+        let mut b = libbpf_rs::RingBufferBuilder::new();
+        b.add(handle, f).map_err(io)?;
+        b.build().map_err(io)
+    }
+}
+
+/// An event record from the data path (bpf/include/upf_maps.h `struct event`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: u32,
+    pub seid: u64,
+    pub far_id: u32,
+    pub pdr_id: u32,
+    pub urr: u32,
+    pub nocp: bool,
+    pub ts_ns: u64,
+    pub packet: Vec<u8>,
+}
+
+/// EV_BUFFER and EV_QUOTA.
+pub const EV_BUFFER: u32 = 1;
+pub const EV_QUOTA: u32 = 2;
+
+impl Event {
+    pub fn parse(b: &[u8]) -> Option<Event> {
+        let h = std::mem::size_of::<types::event>();
+        if b.len() < h {
+            return None;
+        }
+        let e: types::event = from_bytes(&b[..h]);
+        let len = (e.len as usize).min(b.len() - h);
+        Some(Event {
+            kind: e.r#type,
+            seid: e.seid,
+            far_id: e.far_id,
+            pdr_id: e.pdr_id,
+            urr: e.urr,
+            nocp: e.nocp != 0,
+            ts_ns: e.ts_ns,
+            packet: b[h..h + len].to_vec(),
+        })
+    }
+}

@@ -85,6 +85,10 @@ pub enum Event {
     DropBuffered {
         seid: u64,
     },
+    /// A session was established.
+    Established {
+        seid: u64,
+    },
     /// A session's rules changed (a Session Modification was accepted).
     Modified {
         seid: u64,
@@ -934,6 +938,7 @@ impl N4 {
         };
         match result {
             Ok((seid, created)) => {
+                self.events.push(Event::Established { seid });
                 rsp.up_fseid = Some(self.fseid(seid));
                 add_created(
                     &created,

@@ -24,6 +24,12 @@ pub struct Config {
     #[serde(default)]
     pub datapath: Datapath,
     #[serde(default)]
+    pub buffering: Buffering,
+    #[serde(default)]
+    pub reporting: Reporting,
+    #[serde(default)]
+    pub api: Api,
+    #[serde(default)]
     pub log: Log,
 }
 
@@ -124,13 +130,99 @@ pub enum DatapathMode {
     /// an SMF against upfd without network interfaces).
     #[default]
     None,
+    /// The XDP programs on the N3/N9 and N6 interfaces.
+    Xdp,
+}
+
+/// How XDP programs are attached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpAttach {
+    /// In the driver; falls back to generic mode with a warning if refused.
+    #[default]
+    Native,
+    /// In the kernel's generic path (slower; for drivers without XDP).
+    Generic,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Datapath {
+    pub mode: DatapathMode,
+    /// Interfaces for `mode: xdp`: GTP-U from gNBs (N3), from other UPFs (N9, optional),
+    /// and the data network (N6).
+    pub n3_interface: Option<String>,
+    pub n9_interface: Option<String>,
+    pub n6_interface: Option<String>,
+    pub xdp_attach: XdpAttach,
+    /// G-PDUs with an unknown TEID handed to upfd per second (for Error Indications);
+    /// the rest are only dropped and counted.
+    pub unknown_teid_to_slowpath_per_sec: u64,
+    /// Error Indications sent per second at most (TS 29.281 clause 7.3.1), whatever
+    /// arrives.
+    pub error_indications_per_sec: u64,
+}
+
+impl Default for Datapath {
+    fn default() -> Self {
+        Datapath {
+            mode: DatapathMode::None,
+            n3_interface: None,
+            n9_interface: None,
+            n6_interface: None,
+            xdp_attach: XdpAttach::Native,
+            unknown_teid_to_slowpath_per_sec: 100,
+            error_indications_per_sec: 10,
+        }
+    }
+}
+
+/// Downlink buffering (FAR BUFF, TS 29.244 clause 5.2.1): bounded per session and in
+/// total; never an unbounded queue.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Buffering {
+    /// Packets per session unless the session's BAR suggests fewer.
+    pub packets_per_session: usize,
+    /// Packets over all sessions.
+    pub packets_total: usize,
+    /// How long a packet is kept unless the BAR's DL Buffering Duration says otherwise.
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+}
+
+impl Default for Buffering {
+    fn default() -> Self {
+        Buffering {
+            packets_per_session: 64,
+            packets_total: 65536,
+            duration: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reporting {
+    /// How often usage counters are compared with thresholds, quotas and periods.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+}
+
+impl Default for Reporting {
+    fn default() -> Self {
+        Reporting {
+            poll_interval: Duration::from_millis(500),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Datapath {
+pub struct Api {
+    /// HTTP listen address for /metrics (Prometheus) and /status, e.g. 127.0.0.1:9090.
     #[serde(default)]
-    pub mode: DatapathMode,
+    pub listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -249,6 +341,29 @@ impl Config {
         }
         if self.n4.n1 > 10 {
             return Err(("n4.n1", "at most 10 retransmissions".into()));
+        }
+        if self.datapath.mode == DatapathMode::Xdp {
+            if self.datapath.n3_interface.is_none() {
+                return Err(("datapath.n3_interface", "needed with mode: xdp".into()));
+            }
+            if self.datapath.n6_interface.is_none() {
+                return Err(("datapath.n6_interface", "needed with mode: xdp".into()));
+            }
+            if self.gtpu.n3.ipv4.is_none() {
+                return Err((
+                    "gtpu.n3.ipv4",
+                    "the XDP data path needs an IPv4 N3 address".into(),
+                ));
+            }
+        }
+        if self.reporting.poll_interval < Duration::from_millis(10) {
+            return Err(("reporting.poll_interval", "at least 10ms".into()));
+        }
+        if self.buffering.packets_per_session > self.buffering.packets_total {
+            return Err((
+                "buffering.packets_per_session",
+                "more than buffering.packets_total".into(),
+            ));
         }
         if self.limits.max_sessions == 0 {
             return Err(("limits.max_sessions", "must be more than 0".into()));

@@ -11,7 +11,9 @@ use clap::{Parser, Subcommand};
 mod config;
 #[macro_use]
 mod log;
+mod metrics;
 mod runtime;
+mod slowpath;
 
 #[derive(Parser)]
 #[command(

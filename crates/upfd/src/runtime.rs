@@ -1,29 +1,103 @@
-//! Wiring: configuration to the N4 node and the data path, the event loop over the N4
-//! socket and its timers, graceful shutdown on SIGTERM/SIGINT.
+//! Wiring: configuration to the N4 node and the data path, and the event loop over the
+//! N4 socket, the GTP-U socket, the data path's event ring, the report poll, the HTTP
+//! endpoint and the timers; graceful shutdown on SIGTERM/SIGINT.
 
-use std::net::SocketAddr;
-use std::time::Instant;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::UdpSocket;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, UdpSocket};
 
 use upf::alloc::{TeidAllocator, UeIpPools};
 use upf::fastpath::model::Model;
-use upf::n4::{to_ntp, Event, N4Config, Out, N4};
+use upf::fastpath::pipeline::PipelineConfig;
+use upf::fastpath::{FastPath, FastPathError, Usage};
+use upf::n4::{to_ntp, usage_report, Event, N4Config, Out, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
+use upf::rules::Session;
 use upf::sessions::{unix_now, Sessions};
+use upf_bpf::datapath::{AttachMode, Capacity, Datapath, Role};
 
-use crate::config::{Config, DatapathMode};
+use crate::config::{Config, DatapathMode, XdpAttach};
+use crate::slowpath::SlowPath;
 
 /// The UP Function Features this build supports (clause 8.2.25): only what works.
-pub fn features() -> pfcp::ie::Flags {
+pub fn features(xdp: bool) -> pfcp::ie::Flags {
     use pfcp::ie::up_function_features as f;
-    // FTUP: F-TEID allocation. UEIP: UE address allocation. EMPU: End Marker handling is
-    // on the UPF's side once the data path runs; not advertised until then.
-    pfcp::ie::Flags::from_bits(&[f::FTUP, f::UEIP], 3)
+    // FTUP: F-TEID allocation. UEIP: UE address allocation. With the data path: BUCP
+    // (buffering in the UP function), EMPU (End Marker packets), QUOAC (the data path
+    // stops forwarding when a volume quota is used up).
+    let mut bits = vec![f::FTUP, f::UEIP];
+    if xdp {
+        bits.extend([f::BUCP, f::EMPU, f::QUOAC]);
+    }
+    pfcp::ie::Flags::from_bits(&bits, 3)
 }
 
-pub fn build(cfg: &Config) -> anyhow::Result<N4> {
+/// The XDP data path shared between the session table and the slow path (one thread).
+struct Shared(Rc<RefCell<Datapath>>);
+
+impl FastPath for Shared {
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
+        self.0.borrow_mut().install(old, new)
+    }
+    fn remove(&mut self, session: &Session) {
+        self.0.borrow_mut().remove(session)
+    }
+    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
+        self.0.borrow().usage(seid, urr_id)
+    }
+    fn reset_usage(&mut self, seid: u64, urr_id: u32) {
+        self.0.borrow_mut().reset_usage(seid, urr_id)
+    }
+    fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        self.0.borrow_mut().set_quota(seid, urr_id, remaining)
+    }
+}
+
+fn ifindex(name: &str) -> anyhow::Result<u32> {
+    let c = std::ffi::CString::new(name).context("interface name")?;
+    // SAFETY: if_nametoindex reads a NUL-terminated string we own.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        anyhow::bail!("no network interface named {name:?}");
+    }
+    Ok(i)
+}
+
+fn mac_of(name: &str) -> [u8; 6] {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).unwrap_or_default();
+    let mut m = [0u8; 6];
+    for (i, p) in s.trim().split(':').take(6).enumerate() {
+        m[i] = u8::from_str_radix(p, 16).unwrap_or(0);
+    }
+    m
+}
+
+/// The XDP side: the data path, the interfaces it runs on, and the slow path.
+struct Xdp {
+    dp: Rc<RefCell<Datapath>>,
+    attached: Vec<(Role, u32)>,
+    slow: SlowPath,
+}
+
+impl Drop for Xdp {
+    fn drop(&mut self) {
+        let dp = self.dp.borrow();
+        for (role, i) in &self.attached {
+            dp.detach(*role, *i);
+        }
+    }
+}
+
+fn build(cfg: &Config, fastpath: Box<dyn FastPath>) -> N4 {
     let mut pools = UeIpPools::default();
     for p in &cfg.ue_pools {
         pools.add(&p.network_instance, p.prefix);
@@ -46,15 +120,12 @@ pub fn build(cfg: &Config) -> anyhow::Result<N4> {
             max_sdf_filters: cfg.limits.max_sdf_filters_per_pdr,
         },
     );
-    let fastpath: Box<dyn upf::fastpath::FastPath> = match cfg.datapath.mode {
-        DatapathMode::None => Box::new(Model::new(cfg.limits.max_sessions * 4)),
-    };
     let sessions = Sessions::new(res, fastpath, cfg.limits.max_sessions);
     let n4cfg = N4Config {
         node_id: cfg.node_id(),
         addr: cfg.n4.address,
         recovery_time_stamp: to_ntp(unix_now()),
-        features: features(),
+        features: features(cfg.datapath.mode == DatapathMode::Xdp),
         allowed_peers: cfg.n4.allowed_peers.clone(),
         smf_peers: cfg.n4.associate_with.clone(),
         heartbeat_interval: cfg.n4.heartbeat_interval,
@@ -64,7 +135,72 @@ pub fn build(cfg: &Config) -> anyhow::Result<N4> {
         cache_max: cfg.n4.response_cache_max,
         graceful_release_period: cfg.n4.graceful_release_period,
     };
-    Ok(N4::new(n4cfg, sessions))
+    N4::new(n4cfg, sessions)
+}
+
+fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
+    let d = &cfg.datapath;
+    let n3_name = d.n3_interface.as_deref().unwrap_or_default();
+    let n6_name = d.n6_interface.as_deref().unwrap_or_default();
+    let n3_if = ifindex(n3_name).context("datapath.n3_interface")?;
+    let n6_if = ifindex(n6_name).context("datapath.n6_interface")?;
+    let n9_if = match &d.n9_interface {
+        Some(n) => Some(ifindex(n).context("datapath.n9_interface")?),
+        None => None,
+    };
+    let n3_v4 = cfg.gtpu.n3.ipv4.context("gtpu.n3.ipv4")?;
+    let n9_v4 = cfg.gtpu.n9.as_ref().and_then(|e| e.ipv4);
+    let mut local = vec![IpAddr::V4(n3_v4)];
+    if let Some(a) = n9_v4 {
+        local.push(IpAddr::V4(a));
+    }
+    if let Some(a) = cfg.gtpu.n3.ipv6 {
+        local.push(IpAddr::V6(a));
+    }
+    let pcfg = PipelineConfig {
+        local,
+        n3_v4: Some(n3_v4),
+        n9_v4,
+        neigh: Default::default(),
+        slowpath_per_sec: d.unknown_teid_to_slowpath_per_sec,
+        slowpath_burst: d.unknown_teid_to_slowpath_per_sec.max(1),
+    };
+    let max = u32::try_from(cfg.limits.max_sessions).unwrap_or(u32::MAX);
+    let mut dp = Datapath::load(Capacity::for_sessions(max), pcfg.clone())
+        .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
+    dp.configure(pcfg, n3_if, n6_if, n9_if.unwrap_or(0))
+        .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
+    let native = d.xdp_attach == XdpAttach::Native;
+    let mut attached = Vec::new();
+    let mut ifs = vec![(Role::Gtpu, n3_if, n3_name), (Role::N6, n6_if, n6_name)];
+    if let (Some(i), Some(n)) = (n9_if, d.n9_interface.as_deref()) {
+        if i != n3_if {
+            ifs.push((Role::Gtpu, i, n));
+        }
+    }
+    for (role, i, name) in ifs {
+        let mode = dp
+            .attach(role, i, native)
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        if native && mode == AttachMode::Generic {
+            warn!("xdp: {name} refused native XDP: attached in generic mode (slower)");
+        }
+        info!(
+            "xdp: {:?} program on {name} (ifindex {i}), {mode:?} mode",
+            role
+        );
+        attached.push((role, i));
+    }
+    let dp = Rc::new(RefCell::new(dp));
+    let slow = SlowPath::new(
+        dp.clone(),
+        n6_if,
+        mac_of(n6_name),
+        n3_v4,
+        cfg.buffering.clone(),
+        d.error_indications_per_sec,
+    );
+    Ok(Xdp { dp, attached, slow })
 }
 
 async fn send_all(sock: &UdpSocket, outs: Vec<Out>) {
@@ -75,33 +211,20 @@ async fn send_all(sock: &UdpSocket, outs: Vec<Out>) {
     }
 }
 
-fn log_events(n4: &mut N4) {
-    for e in n4.take_events() {
-        match e {
-            Event::AssociationUp(n) => info!("n4: association with {n} established"),
-            Event::AssociationDown {
-                node,
-                reason,
-                sessions,
-            } => {
-                info!("n4: association with {node} ended ({reason}); {sessions} session(s) deleted")
-            }
-            Event::PeerRestarted { node, sessions } => {
-                info!("n4: {node} restarted; its {sessions} session(s) deleted")
-            }
-            Event::EndMarkers { seid, far_id, .. } => {
-                debug!("n4: session {seid:#x} FAR {far_id}: end markers requested")
-            }
-            Event::DropBuffered { seid } => debug!("n4: session {seid:#x}: drop buffered packets"),
-            Event::Rejected {
-                peer,
-                message_type,
-                reason,
-            } => info!(
-                "n4: {} from {peer} rejected: {reason}",
-                pfcp::message_type::name(message_type).unwrap_or("request")
-            ),
+async fn send_gtpu(sock: Option<&UdpSocket>, outs: Vec<(SocketAddr, Vec<u8>)>) {
+    let Some(sock) = sock else { return };
+    for (to, d) in outs {
+        if let Err(e) = sock.send_to(&d, to).await {
+            debug!("gtpu: send to {to}: {e}");
         }
+    }
+}
+
+struct Fd(RawFd);
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
     }
 }
 
@@ -113,26 +236,111 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     rt.block_on(serve(cfg))
 }
 
+/// Turn report::poll's due reports into Session Report Requests.
+fn usage_reports(n4: &mut N4, now: Instant) -> Vec<Out> {
+    let due = upf::report::poll(&mut n4.sessions, now);
+    let mut out = Vec::new();
+    for (seid, reports) in due {
+        let Some(s) = n4.sessions.get_arc(seid) else {
+            continue;
+        };
+        let usage_reports = reports
+            .iter()
+            .filter_map(|r| s.urrs.get(&r.urr_id).map(|u| usage_report(u, r)))
+            .collect();
+        let req = pfcp::msg::SessionReportRequest {
+            report_type: pfcp::ie::Flags::from_bits(&[pfcp::ie::report_type::USAR], 1),
+            downlink_data_report: None,
+            usage_reports,
+            error_indication_report: None,
+            load_control_information: None,
+            overload_control_information: None,
+            additional_usage_reports_information: None,
+            pfcpsr_req_flags: None,
+            old_cp_fseid: None,
+            cause: None,
+            other: vec![],
+        };
+        out.extend(n4.send_report(seid, req, now));
+    }
+    out
+}
+
 async fn serve(cfg: Config) -> anyhow::Result<()> {
     let addr = SocketAddr::new(cfg.n4.address, cfg.n4.port);
     let sock = UdpSocket::bind(addr)
         .await
         .with_context(|| format!("n4.address: binding {addr}"))?;
-    let mut n4 = build(&cfg)?;
+    let mut xdp = match cfg.datapath.mode {
+        DatapathMode::Xdp => Some(start_xdp(&cfg)?),
+        DatapathMode::None => None,
+    };
+    let fastpath: Box<dyn FastPath> = match &xdp {
+        Some(x) => Box::new(Shared(x.dp.clone())),
+        None => Box::new(Model::new(cfg.limits.max_sessions * 4)),
+    };
+    let mut n4 = build(&cfg, fastpath);
+    // GTP-U on the N3 address: what the data path hands up.
+    let gtpu = match (&xdp, cfg.gtpu.n3.ipv4) {
+        (Some(_), Some(a)) => Some(
+            UdpSocket::bind(SocketAddr::new(IpAddr::V4(a), 2152))
+                .await
+                .with_context(|| format!("gtpu.n3.ipv4: binding {a}:2152"))?,
+        ),
+        _ => None,
+    };
+    let n3_local = cfg.gtpu.n3.ipv4.map(IpAddr::V4).unwrap_or(cfg.n4.address);
+    // The data path's event ring, read when its epoll fd is readable.
+    let queue: Rc<RefCell<VecDeque<Vec<u8>>>> = Rc::new(RefCell::new(VecDeque::new()));
+    let ring = match &xdp {
+        Some(x) => {
+            let q = queue.clone();
+            let rb =
+                x.dp.borrow()
+                    .events(move |d| {
+                        q.borrow_mut().push_back(d.to_vec());
+                        0
+                    })
+                    .map_err(|e| anyhow::anyhow!("event ring: {e}"))?;
+            // SAFETY: the epoll fd belongs to `rb`, which lives as long as this AsyncFd
+            // (both are dropped together at the end of serve()).
+            let fd = unsafe {
+                AsyncFd::register_with_interest(Fd(rb.epoll_fd()), tokio::io::Interest::READABLE)
+            }
+            .map_err(|e| anyhow::anyhow!("event ring fd: {e}"))?;
+            Some((rb, fd))
+        }
+        None => None,
+    };
+    let api = match cfg.api.listen {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .with_context(|| format!("api.listen: binding {a}"))?,
+        ),
+        None => None,
+    };
     info!(
-        "upfd {} up: node {}, N4 {addr}, datapath {:?}",
+        "upfd {} up: node {}, N4 {addr}, datapath {:?}{}",
         env!("CARGO_PKG_VERSION"),
         cfg.node_id,
-        cfg.datapath.mode
+        cfg.datapath.mode,
+        cfg.api
+            .listen
+            .map(|a| format!(", API http://{a}"))
+            .unwrap_or_default()
     );
     send_all(&sock, n4.start(Instant::now())).await;
     let mut buf = vec![0u8; 65536];
+    let mut gbuf = vec![0u8; 65536];
     let mut shutdown = std::pin::pin!(shutdown_signal());
     let mut releasing: Option<Instant> = None;
+    let mut poll = tokio::time::interval(cfg.reporting.poll_interval);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let deadline = n4
             .next_deadline()
-            .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600));
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             r = sock.recv_from(&mut buf) => {
                 match r {
@@ -141,6 +349,61 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                         send_all(&sock, outs).await;
                     }
                     Err(e) => warn!("n4: receive: {e}"),
+                }
+            }
+            r = async { gtpu.as_ref().unwrap().recv_from(&mut gbuf).await }, if gtpu.is_some() => {
+                if let (Ok((n, from)), Some(x)) = (r, xdp.as_mut()) {
+                    let (g, o) = x.slow.on_gtpu(from, n3_local, &gbuf[..n], &mut n4, Instant::now());
+                    send_gtpu(gtpu.as_ref(), g).await;
+                    send_all(&sock, o).await;
+                }
+            }
+            r = async { ring.as_ref().unwrap().1.readable().await }, if ring.is_some() => {
+                if let Ok(mut guard) = r {
+                    guard.clear_ready();
+                }
+                if let Some((rb, _)) = &ring {
+                    let _ = rb.consume();
+                }
+                let now = Instant::now();
+                let events: Vec<Vec<u8>> = queue.borrow_mut().drain(..).collect();
+                if let Some(x) = xdp.as_mut() {
+                    for e in events {
+                        let outs = x.slow.on_event(&e, &mut n4, now);
+                        send_all(&sock, outs).await;
+                    }
+                    if x.slow.quota_events > 0 {
+                        x.slow.quota_events = 0;
+                        let outs = usage_reports(&mut n4, now);
+                        send_all(&sock, outs).await;
+                    }
+                }
+            }
+            _ = poll.tick() => {
+                let now = Instant::now();
+                let outs = usage_reports(&mut n4, now);
+                send_all(&sock, outs).await;
+                if let Some(x) = xdp.as_mut() {
+                    x.slow.expire(&n4, now);
+                }
+            }
+            r = async { api.as_ref().unwrap().accept().await }, if api.is_some() => {
+                if let Ok((mut conn, _)) = r {
+                    let stats = xdp.as_ref().map(|x| x.dp.borrow().stats());
+                    let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow));
+                    let body_status = crate::metrics::status(&n4);
+                    let mut req = [0u8; 1024];
+                    let n = tokio::time::timeout(Duration::from_millis(500), conn.read(&mut req)).await.ok().and_then(|r| r.ok()).unwrap_or(0);
+                    let line = String::from_utf8_lossy(&req[..n]);
+                    let (code, ctype, body) = if line.starts_with("GET /metrics") {
+                        ("200 OK", "text/plain; version=0.0.4", body_metrics)
+                    } else if line.starts_with("GET /status") {
+                        ("200 OK", "application/json", body_status)
+                    } else {
+                        ("404 Not Found", "text/plain", "try /metrics or /status\n".to_string())
+                    };
+                    let resp = format!("HTTP/1.0 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                    let _ = tokio::time::timeout(Duration::from_millis(500), conn.write_all(resp.as_bytes())).await;
                 }
             }
             _ = tokio::time::sleep_until(deadline.into()) => {
@@ -154,10 +417,88 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 send_all(&sock, outs).await;
             }
         }
-        log_events(&mut n4);
+        for e in n4.take_events() {
+            handle_event(e, &mut n4, xdp.as_mut(), gtpu.as_ref()).await;
+        }
         if releasing.is_some() && n4.all_released() {
             info!("all associations released; exiting");
+            if let Some(x) = &xdp {
+                log_stats(&x.dp.borrow());
+            }
             return Ok(());
+        }
+    }
+}
+
+fn log_stats(dp: &Datapath) {
+    let s = dp.stats();
+    let drops: Vec<String> = upf::fastpath::pipeline::DropReason::ALL
+        .iter()
+        .filter(|r| s[**r as usize].0 > 0)
+        .map(|r| format!("{}={}", r.name(), s[*r as usize].0))
+        .collect();
+    info!(
+        "data path drops: {}",
+        if drops.is_empty() {
+            "none".into()
+        } else {
+            drops.join(" ")
+        }
+    );
+}
+
+async fn handle_event(e: Event, n4: &mut N4, xdp: Option<&mut Xdp>, gtpu: Option<&UdpSocket>) {
+    match e {
+        Event::AssociationUp(n) => info!("n4: association with {n} established"),
+        Event::AssociationDown {
+            node,
+            reason,
+            sessions,
+        } => info!("n4: association with {node} ended ({reason}); {sessions} session(s) deleted"),
+        Event::PeerRestarted { node, sessions } => {
+            info!("n4: {node} restarted; its {sessions} session(s) deleted")
+        }
+        Event::Rejected {
+            peer,
+            message_type,
+            reason,
+        } => info!(
+            "n4: {} from {peer} rejected: {reason}",
+            pfcp::message_type::name(message_type).unwrap_or("request")
+        ),
+        Event::ReportAnswered { seid, cause } => {
+            if !cause.is_acceptance() {
+                info!(
+                    "n4: Session Report for {seid:#x} answered with Cause {} ({})",
+                    cause.0,
+                    cause.name()
+                )
+            }
+        }
+        Event::Established { seid } => {
+            if let Some(x) = xdp {
+                let out = x.slow.new_peers(n4, seid);
+                send_gtpu(gtpu, out).await;
+            }
+        }
+        Event::Modified { seid } => {
+            if let Some(x) = xdp {
+                x.slow.on_modified(seid, n4);
+                let out = x.slow.new_peers(n4, seid);
+                send_gtpu(gtpu, out).await;
+            }
+        }
+        Event::EndMarkers { seid, far_id, old } => {
+            debug!("n4: session {seid:#x} FAR {far_id}: end markers to the old path");
+            if let Some(x) = xdp {
+                let out = x.slow.end_markers(&old);
+                send_gtpu(gtpu, out).await;
+            }
+        }
+        Event::DropBuffered { seid } | Event::Deleted { seid } => {
+            if let Some(x) = xdp {
+                x.slow.discard(seid);
+            }
         }
     }
 }

@@ -1,0 +1,149 @@
+//! /metrics (Prometheus text format) and /status (JSON): sessions, associations, N4
+//! requests and rejections by message type, data path packets by outcome and drops by
+//! reason, the slow path's counters.
+
+use std::fmt::Write;
+
+use upf::fastpath::pipeline::DropReason;
+use upf::n4::N4;
+
+use crate::slowpath::SlowPath;
+
+const STAT_NAMES: [&str; 7] = [
+    "forwarded_uplink",
+    "forwarded_downlink",
+    "forwarded_n9",
+    "buffered",
+    "to_slowpath",
+    "passed_to_kernel",
+    "icmp_sent",
+];
+
+fn type_name(t: u8) -> String {
+    pfcp::message_type::name(t)
+        .unwrap_or("unknown")
+        .to_lowercase()
+        .replace(' ', "_")
+}
+
+/// The Prometheus exposition of upfd's state.
+pub fn render(n4: &N4, datapath: Option<&[(u64, u64)]>, slow: Option<&SlowPath>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# HELP upf_sessions PFCP sessions installed.\n# TYPE upf_sessions gauge"
+    );
+    let _ = writeln!(s, "upf_sessions {}", n4.sessions.len());
+    let _ = writeln!(s, "# HELP upf_associations PFCP associations with CP functions.\n# TYPE upf_associations gauge");
+    let _ = writeln!(s, "upf_associations {}", n4.associations().len());
+    let st = &n4.stats;
+    let _ = writeln!(s, "# HELP upf_n4_requests_total PFCP requests received, by message type.\n# TYPE upf_n4_requests_total counter");
+    let mut req: Vec<_> = st.requests.iter().collect();
+    req.sort();
+    for (t, n) in req {
+        let _ = writeln!(s, "upf_n4_requests_total{{type=\"{}\"}} {n}", type_name(*t));
+    }
+    let _ = writeln!(s, "# HELP upf_n4_rejections_total PFCP requests answered with a rejection Cause.\n# TYPE upf_n4_rejections_total counter");
+    let mut rej: Vec<_> = st.rejected.iter().collect();
+    rej.sort();
+    for (t, n) in rej {
+        let _ = writeln!(
+            s,
+            "upf_n4_rejections_total{{type=\"{}\"}} {n}",
+            type_name(*t)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "# TYPE upf_n4_malformed_total counter\nupf_n4_malformed_total {}",
+        st.malformed
+    );
+    let _ = writeln!(
+        s,
+        "# TYPE upf_n4_duplicates_total counter\nupf_n4_duplicates_total {}",
+        st.duplicates
+    );
+    let _ = writeln!(
+        s,
+        "# TYPE upf_n4_timeouts_total counter\nupf_n4_timeouts_total {}",
+        st.timeouts
+    );
+    if let Some(d) = datapath {
+        let _ = writeln!(s, "# HELP upf_dropped_packets_total Packets the data path dropped, by reason.\n# TYPE upf_dropped_packets_total counter");
+        for r in DropReason::ALL {
+            let (p, _) = d.get(r as usize).copied().unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "upf_dropped_packets_total{{reason=\"{}\"}} {p}",
+                r.name()
+            );
+        }
+        let _ = writeln!(s, "# TYPE upf_dropped_bytes_total counter");
+        for r in DropReason::ALL {
+            let (_, b) = d.get(r as usize).copied().unwrap_or_default();
+            let _ = writeln!(s, "upf_dropped_bytes_total{{reason=\"{}\"}} {b}", r.name());
+        }
+        let _ = writeln!(s, "# HELP upf_datapath_packets_total Packets by outcome.\n# TYPE upf_datapath_packets_total counter");
+        for (i, n) in STAT_NAMES.iter().enumerate() {
+            let (p, _) = d
+                .get(DropReason::ALL.len() + i)
+                .copied()
+                .unwrap_or_default();
+            let _ = writeln!(s, "upf_datapath_packets_total{{outcome=\"{n}\"}} {p}");
+        }
+        let _ = writeln!(s, "# TYPE upf_datapath_bytes_total counter");
+        for (i, n) in STAT_NAMES.iter().enumerate() {
+            let (_, b) = d
+                .get(DropReason::ALL.len() + i)
+                .copied()
+                .unwrap_or_default();
+            let _ = writeln!(s, "upf_datapath_bytes_total{{outcome=\"{n}\"}} {b}");
+        }
+    }
+    if let Some(sp) = slow {
+        let c = &sp.counters;
+        for (name, v) in [
+            ("echo_requests_answered", c.echo_requests_answered),
+            ("echo_requests_sent", c.echo_requests_sent),
+            ("error_indications_sent", c.error_indications_sent),
+            (
+                "error_indications_suppressed",
+                c.error_indications_suppressed,
+            ),
+            ("error_indications_received", c.error_indications_received),
+            ("end_markers_sent", c.end_markers_sent),
+            ("buffered", c.buffered),
+            ("buffer_dropped_full", c.buffer_dropped_full),
+            ("buffer_dropped_expired", c.buffer_dropped_expired),
+            ("buffer_discarded", c.buffer_discarded),
+            ("buffer_released", c.buffer_released),
+            ("downlink_data_reports", c.downlink_data_reports),
+        ] {
+            let _ = writeln!(
+                s,
+                "# TYPE upf_slowpath_{name}_total counter\nupf_slowpath_{name}_total {v}"
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# TYPE upf_buffered_packets gauge\nupf_buffered_packets {}",
+            sp.buffered_packets()
+        );
+    }
+    s
+}
+
+/// /status: a JSON summary.
+pub fn status(n4: &N4) -> String {
+    let assocs: Vec<serde_json::Value> = n4
+        .associations()
+        .into_iter()
+        .map(|(n, a)| serde_json::json!({"node_id": n.to_string(), "address": a.to_string()}))
+        .collect();
+    serde_json::json!({
+        "sessions": n4.sessions.len(),
+        "associations": assocs,
+        "recovery_time_stamp": n4.cfg.recovery_time_stamp,
+    })
+    .to_string()
+}

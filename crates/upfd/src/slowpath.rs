@@ -1,0 +1,436 @@
+//! The slow path: what the XDP programs hand up to upfd.
+//!
+//! - GTP-U on UDP 2152 that is not a G-PDU for a known TEID: Echo Request (answered),
+//!   G-PDUs for unknown TEIDs (Error Indication, rate-limited: never an amplifier, TS
+//!   29.281 clause 7.3.1), Error Indications from peers (reported to the SMF, ERIR).
+//! - Packets for buffering FARs (FAR BUFF, TS 29.244 clause 5.2.1), from the data path's
+//!   event ring: kept per session within bounds, one Downlink Data Report per buffering
+//!   period when the FAR asks (NOCP), released in order through the data path once the
+//!   FAR forwards, discarded when it drops or the DL Buffering Duration passes.
+//! - End Markers on the old path when a FAR's outer header changes with SNDEM (clause
+//!   5.9), and an Echo Request to each new GTP-U peer (path management; also makes the
+//!   kernel resolve the peer's link-layer address before traffic needs it).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use pfcp::ie::{report_type, DownlinkDataServiceInformation, Flags};
+use pfcp::msg;
+use upf::n4::{Out, N4};
+use upf_bpf::datapath::{Datapath, Event as DpEvent, Role, EV_BUFFER, EV_QUOTA};
+
+use crate::config::Buffering;
+
+/// A token bucket in whole events per second.
+#[derive(Debug)]
+pub struct Bucket {
+    per_sec: u64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    pub fn new(per_sec: u64) -> Self {
+        Bucket {
+            per_sec,
+            tokens: per_sec as f64,
+            last: Instant::now(),
+        }
+    }
+    pub fn take(&mut self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.per_sec as f64).min(self.per_sec.max(1) as f64);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SessionBuffer {
+    far_id: u32,
+    packets: VecDeque<(Instant, Vec<u8>)>,
+    notified: bool,
+}
+
+/// Counters of the slow path, for /metrics.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    pub echo_requests_answered: u64,
+    pub echo_requests_sent: u64,
+    pub error_indications_sent: u64,
+    pub error_indications_suppressed: u64,
+    pub error_indications_received: u64,
+    pub end_markers_sent: u64,
+    pub buffered: u64,
+    pub buffer_dropped_full: u64,
+    pub buffer_dropped_expired: u64,
+    pub buffer_discarded: u64,
+    pub buffer_released: u64,
+    pub downlink_data_reports: u64,
+    pub gtpu_other: u64,
+}
+
+pub struct SlowPath {
+    pub dp: Rc<RefCell<Datapath>>,
+    n6_ifindex: u32,
+    n6_mac: [u8; 6],
+    n3: Ipv4Addr,
+    buffers: HashMap<u64, SessionBuffer>,
+    total: usize,
+    cfg: Buffering,
+    ei: Bucket,
+    peers: HashSet<Ipv4Addr>,
+    echo_seq: u16,
+    pub counters: Counters,
+    /// Quota events since the last report poll (the poll should run now).
+    pub quota_events: u64,
+}
+
+/// GTP-U datagrams to send from the N3 socket.
+pub type GtpuOut = Vec<(SocketAddr, Vec<u8>)>;
+
+impl SlowPath {
+    pub fn new(
+        dp: Rc<RefCell<Datapath>>,
+        n6_ifindex: u32,
+        n6_mac: [u8; 6],
+        n3: Ipv4Addr,
+        cfg: Buffering,
+        ei_per_sec: u64,
+    ) -> Self {
+        SlowPath {
+            dp,
+            n6_ifindex,
+            n6_mac,
+            n3,
+            buffers: HashMap::new(),
+            total: 0,
+            cfg,
+            ei: Bucket::new(ei_per_sec),
+            peers: HashSet::new(),
+            echo_seq: 1,
+            counters: Counters::default(),
+            quota_events: 0,
+        }
+    }
+
+    pub fn buffered_packets(&self) -> usize {
+        self.total
+    }
+
+    /// A record from the data path's event ring.
+    pub fn on_event(&mut self, raw: &[u8], n4: &mut N4, now: Instant) -> Vec<Out> {
+        let Some(e) = DpEvent::parse(raw) else {
+            return Vec::new();
+        };
+        match e.kind {
+            EV_BUFFER => self.buffer(e, n4, now),
+            EV_QUOTA => {
+                self.quota_events += 1;
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn limit_for(&self, n4: &N4, seid: u64) -> usize {
+        let bar = n4
+            .sessions
+            .get(seid)
+            .and_then(|s| s.bars.values().next().cloned());
+        let suggested = bar.and_then(|b| {
+            b.dl_buffering_suggested_packet_count
+                .map(|x| x as usize)
+                .or(b.suggested_buffering_packets_count.map(|x| x as usize))
+        });
+        match suggested {
+            Some(s) if s > 0 => s.min(self.cfg.packets_per_session),
+            _ => self.cfg.packets_per_session,
+        }
+    }
+
+    fn buffer(&mut self, e: DpEvent, n4: &mut N4, now: Instant) -> Vec<Out> {
+        let limit = self.limit_for(n4, e.seid);
+        let b = self.buffers.entry(e.seid).or_insert(SessionBuffer {
+            far_id: e.far_id,
+            packets: VecDeque::new(),
+            notified: false,
+        });
+        b.far_id = e.far_id;
+        if b.packets.len() >= limit || self.total >= self.cfg.packets_total {
+            self.counters.buffer_dropped_full += 1;
+        } else {
+            b.packets.push_back((now, e.packet));
+            self.total += 1;
+            self.counters.buffered += 1;
+        }
+        // One Downlink Data Report per buffering period (clause 5.2.4.2, NOCP).
+        if e.nocp && !b.notified {
+            b.notified = true;
+            let pdr_id = e.pdr_id as u16;
+            let qfi = n4.sessions.get(e.seid).and_then(|s| {
+                s.pdrs.get(&pdr_id).and_then(|p| {
+                    p.qer_ids
+                        .iter()
+                        .find_map(|q| s.qers.get(q).and_then(|q| q.qfi))
+                })
+            });
+            let report = msg::SessionReportRequest {
+                report_type: Flags::from_bits(&[report_type::DLDR], 1),
+                downlink_data_report: Some(msg::DownlinkDataReport {
+                    pdr_ids: vec![pdr_id],
+                    downlink_data_service_information: qfi
+                        .map(|q| DownlinkDataServiceInformation {
+                            ppi: None,
+                            qfi: Some(q),
+                        })
+                        .into_iter()
+                        .collect(),
+                    dl_data_packets_size: None,
+                    data_status: None,
+                    other: vec![],
+                }),
+                usage_reports: vec![],
+                error_indication_report: None,
+                load_control_information: None,
+                overload_control_information: None,
+                additional_usage_reports_information: None,
+                pfcpsr_req_flags: None,
+                old_cp_fseid: None,
+                cause: None,
+                other: vec![],
+            };
+            self.counters.downlink_data_reports += 1;
+            return n4.send_report(e.seid, report, now);
+        }
+        Vec::new()
+    }
+
+    /// After a modification: release what the FAR now forwards, discard what it drops.
+    pub fn on_modified(&mut self, seid: u64, n4: &N4) {
+        let Some(b) = self.buffers.get(&seid) else {
+            return;
+        };
+        let action = n4
+            .sessions
+            .get(seid)
+            .and_then(|s| s.fars.get(&b.far_id).map(|f| f.action));
+        match action {
+            Some(a) if a.forw => self.release(seid),
+            Some(a) if a.buff => {}
+            _ => self.discard(seid),
+        }
+    }
+
+    /// Release a session's buffered packets, in order, through the N6 program: they are
+    /// processed as if they arrived now, so the FAR that forwards them encapsulates them.
+    fn release(&mut self, seid: u64) {
+        let Some(b) = self.buffers.remove(&seid) else {
+            return;
+        };
+        self.total -= b.packets.len();
+        let dp = self.dp.borrow();
+        for (_, p) in b.packets {
+            let ethertype: u16 = if p.first().is_some_and(|v| v >> 4 == 6) {
+                0x86dd
+            } else {
+                0x0800
+            };
+            let mut frame = Vec::with_capacity(14 + p.len());
+            frame.extend_from_slice(&self.n6_mac);
+            frame.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x06]);
+            frame.extend_from_slice(&ethertype.to_be_bytes());
+            frame.extend_from_slice(&p);
+            match dp.inject(Role::N6, self.n6_ifindex, &frame) {
+                Ok(_) => self.counters.buffer_released += 1,
+                Err(e) => {
+                    crate::warn!(
+                        "slow path: releasing a buffered packet of session {seid:#x}: {e}"
+                    );
+                    self.counters.buffer_discarded += 1;
+                }
+            }
+        }
+    }
+
+    pub fn discard(&mut self, seid: u64) {
+        if let Some(b) = self.buffers.remove(&seid) {
+            self.total -= b.packets.len();
+            self.counters.buffer_discarded += b.packets.len() as u64;
+        }
+    }
+
+    /// Drop what stayed longer than the DL Buffering Duration.
+    pub fn expire(&mut self, n4: &N4, now: Instant) {
+        let default = self.cfg.duration;
+        let mut emptied = Vec::new();
+        for (seid, b) in self.buffers.iter_mut() {
+            let keep = n4
+                .sessions
+                .get(*seid)
+                .and_then(|s| s.bars.values().next().and_then(|b| b.dl_buffering_duration))
+                .and_then(|t| t.seconds())
+                .map(Duration::from_secs)
+                .unwrap_or(default);
+            while let Some((t, _)) = b.packets.front() {
+                if now.saturating_duration_since(*t) < keep {
+                    break;
+                }
+                b.packets.pop_front();
+                self.total -= 1;
+                self.counters.buffer_dropped_expired += 1;
+            }
+            if b.packets.is_empty() && !b.notified {
+                emptied.push(*seid);
+            }
+        }
+        for s in emptied {
+            self.buffers.remove(&s);
+        }
+    }
+
+    /// A datagram on the GTP-U socket.
+    pub fn on_gtpu(
+        &mut self,
+        from: SocketAddr,
+        local: IpAddr,
+        data: &[u8],
+        n4: &mut N4,
+        now: Instant,
+    ) -> (GtpuOut, Vec<Out>) {
+        let mut gtp_out = Vec::new();
+        let mut n4_out = Vec::new();
+        let Ok(m) = gtpu::Message::parse(data) else {
+            self.counters.gtpu_other += 1;
+            return (gtp_out, n4_out);
+        };
+        match &m {
+            gtpu::Message::EchoRequest { header, .. } => {
+                if let Ok(r) = gtpu::Message::echo_response_to(header).to_vec() {
+                    self.counters.echo_requests_answered += 1;
+                    gtp_out.push((from, r));
+                }
+            }
+            gtpu::Message::GPdu { header, .. } => {
+                // The data path knows no such TEID (else the G-PDU would not be here).
+                if self.ei.take(now) {
+                    if let Ok(r) =
+                        gtpu::Message::error_indication(header.teid, local, None).to_vec()
+                    {
+                        self.counters.error_indications_sent += 1;
+                        gtp_out.push((from, r));
+                    }
+                } else {
+                    self.counters.error_indications_suppressed += 1;
+                }
+            }
+            gtpu::Message::ErrorIndication { body, .. } => {
+                self.counters.error_indications_received += 1;
+                n4_out.extend(self.report_error_indication(
+                    body.teid_data_i,
+                    body.peer_address,
+                    n4,
+                    now,
+                ));
+            }
+            _ => self.counters.gtpu_other += 1,
+        }
+        (gtp_out, n4_out)
+    }
+
+    /// A peer says it does not know the TEID we send to: tell the SMF of the session
+    /// whose FAR uses that F-TEID (Error Indication Report, clause 5.10).
+    fn report_error_indication(
+        &mut self,
+        teid: u32,
+        peer: IpAddr,
+        n4: &mut N4,
+        now: Instant,
+    ) -> Vec<Out> {
+        let seid = n4.sessions.iter().find_map(|s| {
+            s.fars
+                .values()
+                .any(|f| {
+                    f.forwarding
+                        .as_ref()
+                        .and_then(|fw| fw.outer_header_creation)
+                        .is_some_and(|o| {
+                            o.teid == Some(teid)
+                                && (o.ipv4.map(IpAddr::V4) == Some(peer)
+                                    || o.ipv6.map(IpAddr::V6) == Some(peer))
+                        })
+                })
+                .then_some(s.up_seid)
+        });
+        let Some(seid) = seid else {
+            return Vec::new();
+        };
+        let (v4, v6) = match peer {
+            IpAddr::V4(a) => (Some(a), None),
+            IpAddr::V6(a) => (None, Some(a)),
+        };
+        let report = msg::SessionReportRequest {
+            report_type: Flags::from_bits(&[report_type::ERIR], 1),
+            downlink_data_report: None,
+            usage_reports: vec![],
+            error_indication_report: Some(msg::ErrorIndicationReport {
+                remote_fteids: vec![pfcp::ie::FTeid::new(teid, v4, v6)],
+                other: vec![],
+            }),
+            load_control_information: None,
+            overload_control_information: None,
+            additional_usage_reports_information: None,
+            pfcpsr_req_flags: None,
+            old_cp_fseid: None,
+            cause: None,
+            other: vec![],
+        };
+        n4.send_report(seid, report, now)
+    }
+
+    /// End Marker packets on the old path (clause 5.9).
+    pub fn end_markers(&mut self, old: &pfcp::ie::OuterHeaderCreation) -> GtpuOut {
+        let (Some(teid), Some(peer)) = (old.teid, old.ipv4) else {
+            return Vec::new();
+        };
+        let port = old.port.unwrap_or(2152);
+        // Header only: version 1, PT 1, type 254, length 0.
+        let mut m = vec![0x30, 254, 0, 0];
+        m.extend_from_slice(&teid.to_be_bytes());
+        self.counters.end_markers_sent += 1;
+        vec![(SocketAddr::new(IpAddr::V4(peer), port), m)]
+    }
+
+    /// Echo Requests to GTP-U peers of a session not seen before.
+    pub fn new_peers(&mut self, n4: &N4, seid: u64) -> GtpuOut {
+        let mut out = Vec::new();
+        let Some(s) = n4.sessions.get(seid) else {
+            return out;
+        };
+        for f in s.fars.values() {
+            if let Some(a) = f
+                .forwarding
+                .as_ref()
+                .and_then(|fw| fw.outer_header_creation)
+                .and_then(|o| o.ipv4)
+            {
+                if a != self.n3 && !a.is_unspecified() && self.peers.insert(a) {
+                    self.echo_seq = self.echo_seq.wrapping_add(1);
+                    if let Ok(m) = gtpu::Message::echo_request(self.echo_seq).to_vec() {
+                        self.counters.echo_requests_sent += 1;
+                        out.push((SocketAddr::new(IpAddr::V4(a), 2152), m));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
