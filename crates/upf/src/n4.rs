@@ -21,6 +21,9 @@ use crate::procedures::{Created, Rejection};
 use crate::rules::UeIp;
 use crate::sessions::{Report, Sessions};
 
+/// Unanswered Session Report Requests allowed per association (see [`N4::can_report`]).
+pub const MAX_OUTSTANDING_REPORTS: usize = 64;
+
 /// Seconds between 1900 (NTP era 0) and 1970.
 pub const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
 
@@ -178,6 +181,8 @@ pub struct N4 {
     cache: ResponseCache,
     outstanding: HashMap<u32, Outstanding>,
     setup_retry: HashMap<SocketAddr, Instant>,
+    /// Unanswered Session Report Requests per CP function address.
+    reports_pending: HashMap<SocketAddr, usize>,
     next_seq: u32,
     pub stats: Stats,
     events: Vec<Event>,
@@ -197,6 +202,7 @@ impl N4 {
             cache: ResponseCache::default(),
             outstanding: HashMap::new(),
             setup_retry: HashMap::new(),
+            reports_pending: HashMap::new(),
             next_seq: 1,
             stats: Stats::default(),
             events: Vec::new(),
@@ -209,6 +215,32 @@ impl N4 {
             self.events.push(Event::Deleted { seid });
         }
         std::mem::take(&mut self.events)
+    }
+
+    /// Whether the CP function of session `seid` can take another Session Report
+    /// Request now: at most MAX_OUTSTANDING_REPORTS unanswered per association, so an
+    /// SMF that does not answer is not flooded (the measurements keep counting and are
+    /// reported once it answers again).
+    pub fn can_report(&self, seid: u64) -> bool {
+        self.report_budget(seid).is_some_and(|(_, free)| free > 0)
+    }
+
+    /// The CP function of session `seid` and how many more Session Report Requests it
+    /// can take now (see [`N4::can_report`]).
+    pub fn report_budget(&self, seid: u64) -> Option<(SocketAddr, usize)> {
+        let s = self.sessions.get(seid)?;
+        let a = self.assocs.get(&s.cp_node)?;
+        let pending = self.reports_pending.get(&a.addr).copied().unwrap_or(0);
+        Some((a.addr, MAX_OUTSTANDING_REPORTS.saturating_sub(pending)))
+    }
+
+    fn report_done(&mut self, to: SocketAddr) {
+        if let Some(n) = self.reports_pending.get_mut(&to) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.reports_pending.remove(&to);
+            }
+        }
     }
 
     /// Send a Session Report Request for session `seid` to its CP function (clause
@@ -231,6 +263,7 @@ impl N4 {
         let to = a.addr;
         let seq = self.seq();
         let data = msg::emit(&HeaderRepr::session(0, cp_seid, seq), &body);
+        *self.reports_pending.entry(to).or_default() += 1;
         self.request(to, seq, data, Pending::SessionReport(seid), now, &mut out);
         out
     }
@@ -411,7 +444,8 @@ impl N4 {
                 Pending::Heartbeat(node) => {
                     self.drop_association(&node, "peer lost: no heartbeat response");
                 }
-                Pending::AssociationUpdate(_) | Pending::SessionReport(_) => {}
+                Pending::AssociationUpdate(_) => {}
+                Pending::SessionReport(_) => self.report_done(o.to),
             }
         }
         // Association setup retries towards configured CP functions.
@@ -457,6 +491,7 @@ impl N4 {
     }
 
     fn drop_association(&mut self, node: &NodeId, reason: &'static str) {
+        let dropped_addr = self.assocs.get(node).map(|a| a.addr);
         if let Some(a) = self.assocs.remove(node) {
             self.by_addr.retain(|_, n| n != node);
             let sessions = self.sessions.delete_node(node);
@@ -475,6 +510,11 @@ impl N4 {
             Pending::Heartbeat(n) | Pending::AssociationUpdate(n) => n != node,
             _ => true,
         });
+        if let Some(a) = &dropped_addr {
+            self.reports_pending.remove(a);
+            self.outstanding
+                .retain(|_, o| !(o.to == *a && matches!(o.what, Pending::SessionReport(_))));
+        }
     }
 
     /// The CP function's Recovery Time Stamp changed: it restarted (TS 23.527 clause 4.3.2).
@@ -577,6 +617,11 @@ impl N4 {
             self.stats.discarded += 1;
             return;
         };
+        if matches!(o.what, Pending::SessionReport(_))
+            && matches!(m, msg::Msg::SessionReportResponse(_))
+        {
+            self.report_done(o.to);
+        }
         match (o.what, m) {
             (Pending::Heartbeat(node), msg::Msg::HeartbeatResponse(r)) => {
                 if let Some(a) = self.assocs.get_mut(&node) {

@@ -126,7 +126,13 @@ fn reason(
 }
 
 /// Poll every URR of every session: the reports due now, grouped by session (SEID).
-pub fn poll(sessions: &mut Sessions, now: Instant) -> Vec<(u64, Vec<Report>)> {
+/// `may_report(seid)` is asked for each session with a report due; when it says no the
+/// session keeps measuring and reports on a later poll (nothing is lost).
+pub fn poll(
+    sessions: &mut Sessions,
+    now: Instant,
+    mut may_report: impl FnMut(u64) -> bool,
+) -> Vec<(u64, Vec<Report>)> {
     let seids: Vec<u64> = sessions
         .iter()
         .filter(|s| !s.urrs.is_empty())
@@ -138,6 +144,7 @@ pub fn poll(sessions: &mut Sessions, now: Instant) -> Vec<(u64, Vec<Report>)> {
             continue;
         };
         let mut due: Vec<(u32, ReportReason)> = Vec::new();
+        let mut next_states = Vec::new();
         for urr in s.urrs.values() {
             let total = sessions.fastpath.usage(seid, urr.id);
             let st = sessions.urr_state.entry((seid, urr.id)).or_insert_with(|| {
@@ -146,6 +153,7 @@ pub fn poll(sessions: &mut Sessions, now: Instant) -> Vec<(u64, Vec<Report>)> {
                     ..Default::default()
                 }
             });
+            // Whether traffic flows: kept whether or not a report goes out.
             let active = total.total_packets() > st.seen_packets;
             st.seen_packets = total.total_packets();
             if active {
@@ -156,9 +164,18 @@ pub fn poll(sessions: &mut Sessions, now: Instant) -> Vec<(u64, Vec<Report>)> {
             }
             st.last_poll = Some(now);
             let u = total.since(&st.reported);
-            if let Some(r) = reason(urr, st, &u, active, now) {
+            // What a report changes is decided on a copy, kept only if it is sent.
+            let mut next = st.clone();
+            if let Some(r) = reason(urr, &mut next, &u, active, now) {
                 due.push((urr.id, r));
+                next_states.push((urr.id, next));
             }
+        }
+        if due.is_empty() || !may_report(seid) {
+            continue;
+        }
+        for (id, st) in next_states {
+            sessions.urr_state.insert((seid, id), st);
         }
         // Linked URRs report with the URRs they are linked to (clause 5.2.2.4).
         let mut linked = Vec::new();
@@ -174,9 +191,6 @@ pub fn poll(sessions: &mut Sessions, now: Instant) -> Vec<(u64, Vec<Report>)> {
             }
         }
         due.extend(linked);
-        if due.is_empty() {
-            continue;
-        }
         let reports = due
             .into_iter()
             .map(|(id, r)| sessions.report(seid, id, r))

@@ -238,7 +238,26 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
 
 /// Turn report::poll's due reports into Session Report Requests.
 fn usage_reports(n4: &mut N4, now: Instant) -> Vec<Out> {
-    let due = upf::report::poll(&mut n4.sessions, now);
+    // Each CP function takes at most MAX_OUTSTANDING_REPORTS unanswered reports; the
+    // sessions beyond keep measuring and report on a later poll.
+    let mut peer_of = std::collections::HashMap::new();
+    let mut free = std::collections::HashMap::new();
+    for s in n4.sessions.iter().filter(|s| !s.urrs.is_empty()) {
+        if let Some((peer, f)) = n4.report_budget(s.up_seid) {
+            peer_of.insert(s.up_seid, peer);
+            free.entry(peer).or_insert(f);
+        }
+    }
+    let due = upf::report::poll(&mut n4.sessions, now, |seid| {
+        let Some(f) = peer_of.get(&seid).and_then(|p| free.get_mut(p)) else {
+            return false;
+        };
+        if *f == 0 {
+            return false;
+        }
+        *f -= 1;
+        true
+    });
     let mut out = Vec::new();
     for (seid, reports) in due {
         let Some(s) = n4.sessions.get_arc(seid) else {
