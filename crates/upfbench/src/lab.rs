@@ -33,12 +33,14 @@
 //!   dropped. It also turns TSO off there, so the UPF sees wire-sized frames.
 //! - Reverse-path filtering off (`rp_filter=0`, all and default) and ICMP redirects off in
 //!   every namespace: UE addresses arrive on interfaces that have no route back to them.
-//! - IP forwarding off in upf (`net.ipv4.ip_forward=0`, `net.ipv6.conf.all.forwarding=0`)
-//!   unless [`LabOptions::forwarding`]: the UPF's data path is XDP; with forwarding off,
-//!   a packet the fast path hands to the kernel by mistake is dropped instead of being
-//!   routed on and counted as forwarded. There is no route to the UE pool in upf either.
-//!   A data path that calls `bpf_fib_lookup` needs forwarding on: the helper answers
-//!   `BPF_FIB_LKUP_RET_FWD_DISABLED` on an interface without it (`lab up --forwarding`).
+//! - IP forwarding on in upf (IPv4 and IPv6), off everywhere else: the XDP data path
+//!   finds next hops with `bpf_fib_lookup`, which answers `BPF_FIB_LKUP_RET_FWD_DISABLED`
+//!   on an interface without forwarding. The kernel still cannot carry user traffic past
+//!   the UPF's XDP programs: upf has no route to the UE pools, and GTP-U on N3 is addressed
+//!   to upf itself, so a packet the fast path hands up by mistake is dropped (a downlink one
+//!   with an ICMP unreachable towards dn), never routed on and counted as forwarded.
+//!   [`LabOptions::forwarding`] off (`lab up --no-forwarding`) is for a data path with
+//!   static neighbours only.
 //! - Router advertisements and duplicate address detection off (`accept_ra=0`,
 //!   `accept_dad=0`, and `nodad` on the IPv6 addresses), so addresses work at once.
 //! - Loopback up in every namespace.
@@ -176,7 +178,8 @@ pub mod mac {
 /// Choices that change how the UPF namespace behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LabOptions {
-    /// IP forwarding on in upf (IPv4 and IPv6). Off by default; see the module docs.
+    /// IP forwarding in upf (IPv4 and IPv6). On by default: `bpf_fib_lookup` needs it;
+    /// see the module docs.
     pub forwarding: bool,
     /// Attach XDP_PASS to gnb `n3` and dn `n6` (default on).
     pub xdp_pass: bool,
@@ -185,7 +188,7 @@ pub struct LabOptions {
 impl Default for LabOptions {
     fn default() -> Self {
         LabOptions {
-            forwarding: false,
+            forwarding: true,
             xdp_pass: true,
         }
     }
@@ -705,9 +708,9 @@ pub enum Action {
         /// Namespace name prefix: {P}gnb, {P}upf, {P}dn, {P}smf.
         #[arg(long, default_value = "")]
         prefix: String,
-        /// IP forwarding on in upf (for data paths that use bpf_fib_lookup).
+        /// IP forwarding off in upf (default on, which bpf_fib_lookup needs).
         #[arg(long)]
-        forwarding: bool,
+        no_forwarding: bool,
         /// Do not attach XDP_PASS to gnb n3 and dn n6.
         #[arg(long)]
         no_xdp_pass: bool,
@@ -731,9 +734,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Up {
             prefix,
-            forwarding,
+            no_forwarding,
             no_xdp_pass,
         } => {
+            let forwarding = !no_forwarding;
             let lab = Lab::up_with(
                 &prefix,
                 LabOptions {

@@ -75,8 +75,12 @@ fn lab_up_twice_links_answer_down_leaves_nothing() {
     assert!(lab.xdp_attached(Ns::Gnb, iface::N3).unwrap());
     assert!(lab.xdp_attached(Ns::Dn, iface::N6).unwrap());
     assert!(!lab.xdp_attached(Ns::Upf, iface::N3).unwrap());
-    assert_eq!(sysctl(&lab, Ns::Upf, "net.ipv4.ip_forward"), "0");
+    assert_eq!(sysctl(&lab, Ns::Upf, "net.ipv4.ip_forward"), "1");
     assert_eq!(sysctl(&lab, Ns::Upf, "net.ipv4.conf.all.rp_filter"), "0");
+    assert_eq!(sysctl(&lab, Ns::Gnb, "net.ipv4.ip_forward"), "0");
+    // Nothing for the kernel to forward past the UPF: no route to the UE pool in upf.
+    let routes = lab.ip(Ns::Upf, &["route"]).unwrap();
+    assert!(!routes.contains("10.45."), "{routes}");
     let k = lab.run(Ns::Dn, &["ethtool", "-k", iface::N6]).unwrap();
     assert!(k.contains("tx-checksumming: off"), "{k}");
 
@@ -113,15 +117,14 @@ fn lab_options_and_drop_guard() {
         let lab = Lab::up_with(
             prefix,
             LabOptions {
-                forwarding: true,
+                forwarding: false,
                 xdp_pass: false,
             },
         )
         .unwrap()
         .down_on_drop();
-        assert_eq!(sysctl(&lab, Ns::Upf, "net.ipv4.ip_forward"), "1");
-        assert_eq!(sysctl(&lab, Ns::Upf, "net.ipv6.conf.all.forwarding"), "1");
-        assert_eq!(sysctl(&lab, Ns::Gnb, "net.ipv4.ip_forward"), "0");
+        assert_eq!(sysctl(&lab, Ns::Upf, "net.ipv4.ip_forward"), "0");
+        assert_eq!(sysctl(&lab, Ns::Upf, "net.ipv6.conf.all.forwarding"), "0");
         assert!(!lab.xdp_attached(Ns::Gnb, iface::N3).unwrap());
         assert_eq!(Lab::present(prefix).len(), 4);
     }

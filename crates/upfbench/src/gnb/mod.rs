@@ -631,8 +631,13 @@ impl Gnb {
             }
             tuns.push(tun);
         }
-        ip_batch(false, false, &l4)?;
-        ip_batch(true, false, &l6)?;
+        let configured = ip_batch(false, false, &l4).and_then(|_| ip_batch(true, false, &l6));
+        if let Err(e) = configured {
+            // The TUNs go when `tuns` is dropped; the rules added before the failure do not.
+            let _ = ip_batch(false, true, &c4);
+            let _ = ip_batch(true, true, &c6);
+            return Err(e);
+        }
         Ok((sock4, sock6, tuns))
     }
 

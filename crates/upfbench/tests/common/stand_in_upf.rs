@@ -45,9 +45,10 @@ pub struct StandInCounters {
 /// to end before upfd's XDP data path exists. NOT a UPF: no PFCP, no rules, no QoS, no
 /// usage counts. In the upf namespace: a UDP socket on 192.168.3.2:2152 decapsulates
 /// G-PDUs whose TEID is a session's uplink TEID and writes the inner packet to TUN `upf0`;
-/// the kernel (forwarding switched on in upf by the test) routes it out of n6. Downlink:
-/// `10.45.0.0/16 dev upf0`; packets read from upf0 go back to 192.168.3.1:2152 as G-PDUs
-/// with the session's gNB TEID and a DL PDU Session Container, QFI 1.
+/// the kernel (forwarding on in upf, as the lab sets it; the test makes sure) routes it out
+/// of n6. Downlink: `10.45.0.0/16 dev upf0`; packets read from upf0 go back to
+/// 192.168.3.1:2152 as G-PDUs with the session's gNB TEID and a DL PDU Session Container,
+/// QFI 1.
 pub struct StandInUpf {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
