@@ -579,7 +579,7 @@ impl Value for Volume {
     }
 }
 
-/// Volume Measurement, clause 8.2.40: octets and packets, total / uplink / downlink.
+/// Volume Measurement, clause 8.2.44: octets and packets, total / uplink / downlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct VolumeMeasurement {
     #[serde(skip_serializing_if = "Option::is_none")]
