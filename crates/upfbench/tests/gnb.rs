@@ -17,10 +17,26 @@ use common::{eventually, ping, root, run_bounded, wait_bounded};
 use upfbench::gnb::{load_sessions, Gnb, GnbConfig, GnbStats};
 use upfbench::lab::{addr, Lab, Ns};
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
+/// A directory removed when dropped, also when the test fails.
+struct TempDir(std::path::PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(name: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("upfbench-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 /// iperf3 TCP for 3 s from `ue` to the data network (`reverse`: downlink); bits/s received.
@@ -165,7 +181,6 @@ fn gnb_emulator_ping_iperf3_through_stand_in_upf() {
     upf.stop();
     lab.down().unwrap();
     assert!(Lab::present(prefix).is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// TCP at full speed fills some queue until it overflows (a UDP socket buffer of either
@@ -261,7 +276,6 @@ fn gnb_cli_in_netns_prints_counters_on_sigterm() {
     upf.stop();
     lab.down().unwrap();
     assert!(Lab::present(prefix).is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Four UEs, one iperf3 TCP stream each, at once (3 s, uplink then downlink). A measurement,
@@ -310,5 +324,4 @@ fn gnb_four_ues_iperf3_at_once() {
     eprint!("{}", st.table());
     upf.stop();
     lab.down().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
