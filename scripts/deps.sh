@@ -10,7 +10,7 @@ cd "$repo"
 APT_PACKAGES=(
   build-essential pkg-config m4 curl ca-certificates git
   clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool linux-libc-dev
-  iproute2 iperf3 tshark ethtool procps
+  iproute2 iputils-ping iperf3 tshark ethtool procps
   python3 python3-venv python3-pip
 )
 CARGO_FUZZ_VERSION=0.13.2

@@ -6,7 +6,7 @@
 //! Used by the SMF emulator ([`super::Smf`]) and by the capture replayer
 //! ([`crate::replay`]), each holding one [`N4`] per local SMF address.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -134,7 +134,13 @@ struct Shared {
     node_id: NodeId,
     recovery_time_stamp: u32,
     counters: Counters,
+    /// The latest Session Report Requests, as received, for callers that check their
+    /// contents (at most [`REPORTS_KEPT`]; older ones are dropped first).
+    reports: Mutex<VecDeque<Vec<u8>>>,
 }
+
+/// Session Report Requests kept for [`N4::take_session_reports`].
+pub const REPORTS_KEPT: usize = 4096;
 
 /// One local PFCP endpoint of the SMF towards one UPF.
 pub struct N4 {
@@ -184,6 +190,7 @@ impl N4 {
             node_id,
             recovery_time_stamp,
             counters: Counters::default(),
+            reports: Mutex::new(VecDeque::new()),
         });
         let receiver = tokio::spawn(receive_loop(shared.clone()));
         Ok(N4 {
@@ -233,6 +240,12 @@ impl N4 {
 
     pub fn unbind_session(&self, cp_seid: u64) {
         lock(&self.shared.sessions).remove(&cp_seid);
+    }
+
+    /// The Session Report Requests received since the last call (the newest
+    /// [`REPORTS_KEPT`]), oldest first; each was answered with Request accepted.
+    pub fn take_session_reports(&self) -> Vec<Vec<u8>> {
+        lock(&self.shared.reports).drain(..).collect()
     }
 
     pub fn upf_requests(&self) -> UpfRequests {
@@ -331,6 +344,13 @@ async fn receive_loop(shared: Arc<Shared>) {
             }
         };
         if mt::is_request(header.message_type) {
+            if header.message_type == mt::SESSION_REPORT_REQUEST {
+                let mut r = lock(&shared.reports);
+                if r.len() == REPORTS_KEPT {
+                    r.pop_front();
+                }
+                r.push_back(bytes.to_vec());
+            }
             if let Some(answer) = answer_upf_request(&shared, &header) {
                 let _ = shared.sock.send_to(&answer, from).await;
             }

@@ -11,6 +11,7 @@
 
 #![allow(dead_code)]
 
+pub mod lab;
 pub mod tap;
 
 use std::io::{BufRead, BufReader};
