@@ -5,4 +5,5 @@
 pub mod gnb;
 pub mod lab;
 pub mod replay;
+pub mod report;
 pub mod smf;

@@ -1,0 +1,536 @@
+//! The report of a benchmark run (BENCHMARKS.md, "What every report shows"): one [`Report`]
+//! holds what a run measured, every section optional, and is written as `report.json`, a
+//! plain-text summary ([`render_text`]), one PNG chart per table ([`render_charts`]) and one
+//! self-contained `report.html` that holds the tables and the charts (inlined).
+//!
+//! Every rate is shown beside the limits measured in the same run (generator limit: the
+//! generator into a drop program; I/O limit: bare XDP decap/encap and redirect), because
+//! only ratios hold on a noisy shared machine.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use upfbench::report::*;
+//!
+//! let mut r = Report::new("upfd capacity, veth lab");
+//! r.machine = Some(Machine::probe(&[0], &[1], Duration::from_millis(200)));
+//! r.limits.push(Limit { direction: Direction::Uplink, packet_bytes: 64,
+//!                       generator_mpps: Some(17.5), io_mpps: Some(4.2) });
+//! r.throughput.push(ThroughputPoint::measured(Direction::Uplink, 64, 1, 17.5, 3.1));
+//! r.fill_ratios();
+//! print!("{}", render_text(&r));
+//! let written = r.write_all("out/run1")?;
+//! for w in &written.warnings { eprintln!("warning: {w}"); }
+//! # Ok::<(), ReportError>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+mod charts;
+mod html;
+mod machine;
+mod table;
+mod text;
+
+pub use charts::{render_charts, render_charts_without_text, Chart, Charts, FONT};
+pub use html::render_html;
+pub use machine::{Machine, ProcessLoad};
+pub use text::render_text;
+
+/// Version of the JSON layout; raised when a field changes meaning or is removed.
+pub const SCHEMA: u32 = 1;
+
+/// One benchmark run. Sections a run did not measure stay `None` or empty and are left out
+/// of every rendering.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: u32,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upf: Option<UpfUnderTest>,
+    /// The ceilings of this machine, measured in this run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<Limit>,
+    /// The carrier capacity test (Free5GC cloud paper, Table II layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityTable>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throughput: Vec<ThroughputPoint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_drop: Vec<NoDropRate>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency: Vec<LatencyPoint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<SessionRatePoint>,
+}
+
+/// Direction of user traffic: uplink is gNB (N3, GTP-U) to data network (N6), downlink the
+/// reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Uplink,
+    Downlink,
+}
+
+impl Direction {
+    pub const BOTH: [Direction; 2] = [Direction::Uplink, Direction::Downlink];
+
+    /// "UL" or "DL", as tables show it.
+    pub fn short(self) -> &'static str {
+        match self {
+            Direction::Uplink => "UL",
+            Direction::Downlink => "DL",
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.short())
+    }
+}
+
+/// The UPF under test and how it was configured.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpfUnderTest {
+    /// e.g. "upfd 0.1.0", "eUPF v0.7.1".
+    pub name: String,
+    /// N4 (PFCP) address, e.g. "192.168.4.2:8805".
+    pub n4: String,
+    /// N3 (GTP-U) address.
+    pub n3: String,
+    /// N6 (data network) address.
+    pub n6: String,
+    /// Options that change what is measured, e.g. "CHOOSE" = "on",
+    /// "PDU Session Container" = "off", "data path" = "native XDP".
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+/// The ceilings of the machine for one direction and packet size, measured in the same run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    pub direction: Direction,
+    /// Size of the user's IP packet (the inner packet for GTP-U), bytes.
+    pub packet_bytes: u32,
+    /// The generator into an XDP_DROP program, Mpps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_mpps: Option<f64>,
+    /// Bare XDP GTP-U decap (uplink) or encap (downlink) and redirect, no session logic, Mpps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_mpps: Option<f64>,
+}
+
+/// Traffic models of BENCHMARKS.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrafficModel {
+    /// Carrier capacity test (Free5GC cloud evaluation, Spirent Landslide).
+    Carrier,
+    /// Operator UPF model (ZTE/Intel cloud-native UPF).
+    Zte,
+    /// vEPC model (Affirmed/Intel).
+    Vepc,
+    /// Small packets (LH5GC thesis).
+    Small,
+}
+
+impl TrafficModel {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrafficModel::Carrier => "carrier",
+            TrafficModel::Zte => "zte",
+            TrafficModel::Vepc => "vepc",
+            TrafficModel::Small => "small",
+        }
+    }
+
+    /// What one subscriber sends, as BENCHMARKS.md gives it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TrafficModel::Carrier => {
+                "per user UL 2089 kbit/s 422 pps, DL 3948 kbit/s 696 pps; HTTP + UDP; 600-700 B"
+            }
+            TrafficModel::Zte => "HTTP 85 % / UDP 15 %; 690 B average",
+            TrafficModel::Vepc => "UDP, or HTTP with DPI; 650 B",
+            TrafficModel::Small => "1 session; ICMP/UDP; 68 B upward",
+        }
+    }
+}
+
+impl fmt::Display for TrafficModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The capacity test: one row per subscriber step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityTable {
+    pub model: TrafficModel,
+    pub rows: Vec<CapacityRow>,
+}
+
+/// One subscriber step of the capacity test (columns of the Free5GC paper's Table II, plus
+/// packet rates).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityRow {
+    pub users: u64,
+    pub ul_gbps: f64,
+    pub ul_loss_pct: f64,
+    pub dl_gbps: f64,
+    pub dl_loss_pct: f64,
+    pub ul_mpps: f64,
+    pub dl_mpps: f64,
+}
+
+/// Throughput at one offered rate (usually saturation) for a direction, packet size and
+/// number of sessions installed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputPoint {
+    pub direction: Direction,
+    /// Size of the user's IP packet (the inner packet for GTP-U), bytes.
+    pub packet_bytes: u32,
+    pub sessions: u64,
+    pub offered_mpps: f64,
+    pub received_mpps: f64,
+    /// Received user bytes (`packet_bytes` each), Gbit/s.
+    pub gbps: f64,
+    pub loss_pct: f64,
+    /// received / generator limit of the same direction and size ([`Report::fill_ratios`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_generator: Option<f64>,
+    /// received / I/O limit of the same direction and size ([`Report::fill_ratios`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_io: Option<f64>,
+}
+
+impl ThroughputPoint {
+    /// A point from offered and received packet rates; Gbit/s and loss derived.
+    pub fn measured(
+        direction: Direction,
+        packet_bytes: u32,
+        sessions: u64,
+        offered_mpps: f64,
+        received_mpps: f64,
+    ) -> ThroughputPoint {
+        ThroughputPoint {
+            direction,
+            packet_bytes,
+            sessions,
+            offered_mpps,
+            received_mpps,
+            gbps: gbps(received_mpps, packet_bytes),
+            loss_pct: loss_pct(offered_mpps, received_mpps),
+            vs_generator: None,
+            vs_io: None,
+        }
+    }
+}
+
+/// The largest offered rate with zero loss, and what happened above it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoDropRate {
+    pub direction: Direction,
+    pub packet_bytes: u32,
+    pub sessions: u64,
+    pub mpps: f64,
+    pub gbps: f64,
+    /// Offered rates tried (search steps and higher rates), ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<LossPoint>,
+}
+
+/// One offered rate of a loss curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LossPoint {
+    pub offered_mpps: f64,
+    pub received_mpps: f64,
+    pub loss_pct: f64,
+}
+
+impl LossPoint {
+    pub fn measured(offered_mpps: f64, received_mpps: f64) -> LossPoint {
+        LossPoint {
+            offered_mpps,
+            received_mpps,
+            loss_pct: loss_pct(offered_mpps, received_mpps),
+        }
+    }
+}
+
+/// Latency through the UPF at a fraction of the no-drop rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyPoint {
+    pub direction: Direction,
+    pub packet_bytes: u32,
+    /// 10, 50 or 90 (% of the no-drop rate).
+    pub percent_of_no_drop: u8,
+    pub offered_mpps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    /// Packets timed.
+    pub samples: u64,
+}
+
+/// PFCP session establishment with a number of sessions already resident.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRatePoint {
+    pub resident: u64,
+    pub established_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Growth of the UPF's memory per session, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_session: Option<u64>,
+}
+
+/// What went wrong writing a report, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: report JSON: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("chart {chart}: {message}")]
+    Chart {
+        chart: &'static str,
+        message: String,
+    },
+}
+
+/// What [`Report::write_all`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub json: PathBuf,
+    pub charts: Vec<PathBuf>,
+    pub html: PathBuf,
+    /// Things the reader should know, e.g. charts drawn without text for want of a font.
+    pub warnings: Vec<String>,
+}
+
+impl Written {
+    /// Every file written: report.json, the PNGs, report.html.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.json.clone()];
+        v.extend(self.charts.iter().cloned());
+        v.push(self.html.clone());
+        v
+    }
+}
+
+impl Report {
+    pub fn new(title: impl Into<String>) -> Report {
+        Report {
+            schema: SCHEMA,
+            title: title.into(),
+            machine: None,
+            upf: None,
+            limits: Vec::new(),
+            capacity: None,
+            throughput: Vec::new(),
+            no_drop: Vec::new(),
+            latency: Vec::new(),
+            sessions: Vec::new(),
+        }
+    }
+
+    /// The limits measured for a direction and packet size.
+    pub fn limit(&self, direction: Direction, packet_bytes: u32) -> Option<&Limit> {
+        self.limits
+            .iter()
+            .find(|l| l.direction == direction && l.packet_bytes == packet_bytes)
+    }
+
+    /// Sets each throughput point's ratios to the limits of its direction and packet size,
+    /// where such a limit was measured (others are left as they are).
+    pub fn fill_ratios(&mut self) {
+        let limits = self.limits.clone();
+        for p in &mut self.throughput {
+            let Some(l) = limits
+                .iter()
+                .find(|l| l.direction == p.direction && l.packet_bytes == p.packet_bytes)
+            else {
+                continue;
+            };
+            if let Some(g) = l.generator_mpps.filter(|g| *g > 0.0) {
+                p.vs_generator = Some(p.received_mpps / g);
+            }
+            if let Some(io) = l.io_mpps.filter(|io| *io > 0.0) {
+                p.vs_io = Some(p.received_mpps / io);
+            }
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        // A Report holds only strings, numbers and maps with string keys: it always encodes.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    pub fn write_json(&self, path: impl AsRef<Path>) -> Result<(), ReportError> {
+        let path = path.as_ref();
+        let mut s = self.to_json();
+        s.push('\n');
+        write_file(path, s.as_bytes())
+    }
+
+    pub fn read_json(path: impl AsRef<Path>) -> Result<Report, ReportError> {
+        let path = path.as_ref();
+        let s = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        serde_json::from_str(&s).map_err(|source| ReportError::Json {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Writes `report.json`, one PNG per table that has data, and `report.html` (tables,
+    /// charts inlined, a link to report.json) into `dir`, creating it if needed.
+    pub fn write_all(&self, dir: impl AsRef<Path>) -> Result<Written, ReportError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let json = dir.join("report.json");
+        self.write_json(&json)?;
+        let charts = render_charts(self)?;
+        let mut chart_paths = Vec::new();
+        for c in &charts.charts {
+            let p = dir.join(c.file_name());
+            write_file(&p, &c.png)?;
+            chart_paths.push(p);
+        }
+        let html = dir.join("report.html");
+        write_file(&html, render_html(self, &charts.charts).as_bytes())?;
+        Ok(Written {
+            json,
+            charts: chart_paths,
+            html,
+            warnings: charts.warnings,
+        })
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    std::fs::write(path, bytes).map_err(|source| ReportError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Gbit/s of `mpps` million packets per second of `packet_bytes` each.
+pub fn gbps(mpps: f64, packet_bytes: u32) -> f64 {
+    mpps * f64::from(packet_bytes) * 8.0 / 1000.0
+}
+
+/// Loss in % of what was offered; 0 when nothing was offered or more came back.
+pub fn loss_pct(offered: f64, received: f64) -> f64 {
+    if offered > 0.0 && received < offered {
+        (offered - received) / offered * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// 3 significant digits, no exponent: 17.5, 3.10, 0.0420, 1234.
+pub fn sig3(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    if x == 0.0 {
+        return "0".to_string();
+    }
+    let digits = x.abs().log10().floor() as i32;
+    let decimals = (2 - digits).max(0) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// A count as people say it: 1000 -> "1k", 100000 -> "100k", 1000000 -> "1M", 1500 -> "1500".
+pub fn count_short(n: u64) -> String {
+    if n >= 1_000_000 && n % 1_000_000 == 0 {
+        format!("{}M", n / 1_000_000)
+    } else if n >= 1000 && n % 1000 == 0 {
+        format!("{}k", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sig3_keeps_three_digits() {
+        assert_eq!(sig3(17.5), "17.5");
+        assert_eq!(sig3(3.1), "3.10");
+        assert_eq!(sig3(4.2), "4.20");
+        assert_eq!(sig3(0.042), "0.0420");
+        assert_eq!(sig3(1234.4), "1234");
+        assert_eq!(sig3(0.0), "0");
+    }
+
+    #[test]
+    fn gbps_and_loss() {
+        assert!((gbps(1.0, 1000) - 8.0).abs() < 1e-12);
+        assert_eq!(loss_pct(2.0, 1.5), 25.0);
+        assert_eq!(loss_pct(0.0, 0.0), 0.0);
+        assert_eq!(loss_pct(1.0, 1.1), 0.0);
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(count_short(1000), "1k");
+        assert_eq!(count_short(100_000), "100k");
+        assert_eq!(count_short(1_000_000), "1M");
+        assert_eq!(count_short(1500), "1500");
+        assert_eq!(count_short(1), "1");
+    }
+
+    #[test]
+    fn ratios_use_the_limit_of_the_same_direction_and_size() {
+        let mut r = Report::new("test");
+        r.limits.push(Limit {
+            direction: Direction::Uplink,
+            packet_bytes: 64,
+            generator_mpps: Some(20.0),
+            io_mpps: Some(4.0),
+        });
+        r.throughput.push(ThroughputPoint::measured(
+            Direction::Uplink,
+            64,
+            1,
+            20.0,
+            2.0,
+        ));
+        r.throughput.push(ThroughputPoint::measured(
+            Direction::Downlink,
+            64,
+            1,
+            20.0,
+            2.0,
+        ));
+        r.fill_ratios();
+        assert_eq!(r.throughput[0].vs_generator, Some(0.1));
+        assert_eq!(r.throughput[0].vs_io, Some(0.5));
+        assert_eq!(r.throughput[1].vs_generator, None);
+        assert_eq!(r.throughput[1].vs_io, None);
+    }
+}

@@ -1,0 +1,490 @@
+//! The report's content as sections of lines and tables, shared by the text and the HTML
+//! renderings so both always show the same figures.
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Align {
+    Left,
+    Right,
+}
+
+/// A table of preformatted cells.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Table {
+    pub headers: Vec<String>,
+    pub align: Vec<Align>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(headers: &[&str], align: &[Align]) -> Table {
+        debug_assert_eq!(headers.len(), align.len());
+        Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            align: align.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.headers.len());
+        self.rows.push(cells);
+    }
+
+    /// Columns padded to their widest cell, " | " between them, a rule under the header.
+    pub fn to_text(&self) -> String {
+        let n = self.headers.len();
+        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (w, c) in width.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                if i > 0 {
+                    s.push_str(" | ");
+                }
+                let pad = width[i] - c.chars().count();
+                match self.align[i] {
+                    Align::Left => {
+                        s.push_str(c);
+                        if i + 1 < n {
+                            s.extend(std::iter::repeat_n(' ', pad));
+                        }
+                    }
+                    Align::Right => {
+                        s.extend(std::iter::repeat_n(' ', pad));
+                        s.push_str(c);
+                    }
+                }
+            }
+            s.push('\n');
+            s
+        };
+        let mut out = line(&self.headers);
+        let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+        out.push_str(&rule.join("-+-"));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+}
+
+/// A part of the report: a heading, sentences, tables, and the chart that draws them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Section {
+    /// Stable identifier (HTML anchor), e.g. "capacity".
+    pub id: &'static str,
+    pub heading: String,
+    pub lines: Vec<String>,
+    pub tables: Vec<Table>,
+    /// File stem of the chart of this section, if the report has one.
+    pub chart: Option<&'static str>,
+}
+
+use Align::{Left as L, Right as R};
+
+fn f(x: f64, decimals: usize) -> String {
+    format!("{x:.decimals$}")
+}
+
+fn opt_ratio(x: Option<f64>) -> String {
+    x.map(|x| f(x, 2)).unwrap_or_else(|| "-".to_string())
+}
+
+pub(crate) fn sessions_word(n: u64) -> String {
+    if n == 1 {
+        "1 session".to_string()
+    } else {
+        format!("{} sessions", count_short(n))
+    }
+}
+
+fn cpus(v: &[usize]) -> String {
+    if v.is_empty() {
+        "not pinned".to_string()
+    } else {
+        v.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Every section the report has data for, in the order of the HTML page.
+pub(crate) fn sections(r: &Report) -> Vec<Section> {
+    let mut out = Vec::new();
+    if let Some(m) = &r.machine {
+        out.push(machine_section(m));
+    }
+    if let Some(u) = &r.upf {
+        out.push(upf_section(u));
+    }
+    if let Some(c) = r.capacity.as_ref().filter(|c| !c.rows.is_empty()) {
+        out.push(capacity_section(c));
+    }
+    if !r.limits.is_empty() {
+        out.push(limits_section(&r.limits));
+    }
+    if !r.throughput.is_empty() {
+        out.push(throughput_section(r));
+    }
+    if !r.no_drop.is_empty() {
+        out.push(no_drop_section(&r.no_drop));
+    }
+    if !r.latency.is_empty() {
+        out.push(latency_section(&r.latency));
+    }
+    if !r.sessions.is_empty() {
+        out.push(sessions_section(&r.sessions));
+    }
+    out
+}
+
+fn machine_section(m: &Machine) -> Section {
+    let mut t = Table::new(&["fact", "value"], &[L, L]);
+    let mut kv = |k: &str, v: String| t.row(vec![k.to_string(), v]);
+    kv("date", m.date.clone());
+    kv("CPU", m.cpu_model.clone());
+    kv("CPUs online", m.cpus.to_string());
+    kv("kernel", m.kernel.clone());
+    kv("generator CPUs", cpus(&m.generator_cpus));
+    kv("forwarder CPUs", cpus(&m.forwarder_cpus));
+    let [a, b, c] = m.load_average;
+    kv("load average", format!("{a:.2} {b:.2} {c:.2}"));
+    let busy = m
+        .busy_processes
+        .iter()
+        .map(|p| format!("{} ({}) {:.0} %", p.name, p.pid, p.cpu_pct))
+        .collect::<Vec<_>>()
+        .join(", ");
+    kv(
+        "busiest processes",
+        if busy.is_empty() {
+            "-".to_string()
+        } else {
+            busy
+        },
+    );
+    kv("upfbench", m.upfbench_version.clone());
+    kv("command", m.command_line.join(" "));
+    Section {
+        id: "machine",
+        heading: "Machine".to_string(),
+        lines: Vec::new(),
+        tables: vec![t],
+        chart: None,
+    }
+}
+
+fn upf_section(u: &UpfUnderTest) -> Section {
+    let mut t = Table::new(&["setting", "value"], &[L, L]);
+    t.row(vec!["name".into(), u.name.clone()]);
+    t.row(vec!["N4".into(), u.n4.clone()]);
+    t.row(vec!["N3".into(), u.n3.clone()]);
+    t.row(vec!["N6".into(), u.n6.clone()]);
+    for (k, v) in &u.options {
+        t.row(vec![k.clone(), v.clone()]);
+    }
+    Section {
+        id: "upf",
+        heading: "UPF under test".to_string(),
+        lines: Vec::new(),
+        tables: vec![t],
+        chart: None,
+    }
+}
+
+/// The capacity table in the column order of the Free5GC cloud paper's Table II.
+pub(crate) fn capacity_table(c: &CapacityTable) -> Table {
+    let mut t = Table::new(
+        &[
+            "users",
+            "upload Gbit/s",
+            "upload loss %",
+            "download Gbit/s",
+            "download loss %",
+            "UL Mpps",
+            "DL Mpps",
+        ],
+        &[R, R, R, R, R, R, R],
+    );
+    for row in &c.rows {
+        t.row(vec![
+            row.users.to_string(),
+            f(row.ul_gbps, 3),
+            f(row.ul_loss_pct, 3),
+            f(row.dl_gbps, 3),
+            f(row.dl_loss_pct, 3),
+            f(row.ul_mpps, 3),
+            f(row.dl_mpps, 3),
+        ]);
+    }
+    t
+}
+
+fn capacity_section(c: &CapacityTable) -> Section {
+    Section {
+        id: "capacity",
+        heading: format!("Capacity test (traffic model: {})", c.model),
+        lines: vec![c.model.describe().to_string()],
+        tables: vec![capacity_table(c)],
+        chart: Some("capacity"),
+    }
+}
+
+fn limits_section(limits: &[Limit]) -> Section {
+    let mut t = Table::new(
+        &["dir", "packet B", "generator limit Mpps", "I/O limit Mpps"],
+        &[L, R, R, R],
+    );
+    for l in limits {
+        t.row(vec![
+            l.direction.to_string(),
+            l.packet_bytes.to_string(),
+            l.generator_mpps.map(|x| f(x, 3)).unwrap_or("-".into()),
+            l.io_mpps.map(|x| f(x, 3)).unwrap_or("-".into()),
+        ]);
+    }
+    Section {
+        id: "limits",
+        heading: "Limits of this machine (same run)".to_string(),
+        lines: vec![
+            "generator limit: the generator into XDP_DROP; I/O limit: bare XDP decap (UL) or \
+             encap (DL) and redirect, no session logic"
+                .to_string(),
+        ],
+        tables: vec![t],
+        chart: None,
+    }
+}
+
+/// A point's rate as a share of a limit: (ratio, limit Mpps).
+type Ratio = Option<(f64, f64)>;
+
+/// A point against the generator and the I/O limit: the ratio the point holds, else one
+/// computed from the report's limits.
+fn ratios(r: &Report, p: &ThroughputPoint) -> (Ratio, Ratio) {
+    let l = r.limit(p.direction, p.packet_bytes);
+    let pick = |stored: Option<f64>, limit: Option<f64>| {
+        let limit = limit.filter(|x| *x > 0.0)?;
+        Some((stored.unwrap_or(p.received_mpps / limit), limit))
+    };
+    (
+        pick(p.vs_generator, l.and_then(|l| l.generator_mpps)),
+        pick(p.vs_io, l.and_then(|l| l.io_mpps)),
+    )
+}
+
+/// "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit
+/// 17.5 Mpps".
+pub(crate) fn ratio_line(r: &Report, p: &ThroughputPoint) -> String {
+    let head = format!(
+        "{} {} B, {}: {} Mpps",
+        p.direction,
+        p.packet_bytes,
+        sessions_word(p.sessions),
+        sig3(p.received_mpps)
+    );
+    let (gen, io) = ratios(r, p);
+    let mut parts = Vec::new();
+    if let Some((x, l)) = io {
+        parts.push(format!("{x:.2} x I/O limit {} Mpps", sig3(l)));
+    }
+    if let Some((x, l)) = gen {
+        parts.push(format!("{x:.2} x generator limit {} Mpps", sig3(l)));
+    }
+    if parts.is_empty() {
+        format!(
+            "{head}; no limit measured for {} {} B",
+            p.direction, p.packet_bytes
+        )
+    } else {
+        format!("{head} = {}", parts.join(", "))
+    }
+}
+
+fn throughput_section(r: &Report) -> Section {
+    let mut t = Table::new(
+        &[
+            "dir",
+            "packet B",
+            "sessions",
+            "offered Mpps",
+            "received Mpps",
+            "Gbit/s",
+            "loss %",
+            "x I/O limit",
+            "x generator limit",
+        ],
+        &[L, R, R, R, R, R, R, R, R],
+    );
+    for p in &r.throughput {
+        let (gen, io) = ratios(r, p);
+        t.row(vec![
+            p.direction.to_string(),
+            p.packet_bytes.to_string(),
+            count_short(p.sessions),
+            f(p.offered_mpps, 3),
+            f(p.received_mpps, 3),
+            f(p.gbps, 3),
+            f(p.loss_pct, 3),
+            opt_ratio(io.map(|x| x.0)),
+            opt_ratio(gen.map(|x| x.0)),
+        ]);
+    }
+    Section {
+        id: "throughput",
+        heading: "Throughput".to_string(),
+        lines: r.throughput.iter().map(|p| ratio_line(r, p)).collect(),
+        tables: vec![t],
+        chart: Some("throughput"),
+    }
+}
+
+fn no_drop_section(v: &[NoDropRate]) -> Section {
+    let lines = v
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {} B, {}: no-drop rate {} Mpps ({} Gbit/s)",
+                n.direction,
+                n.packet_bytes,
+                sessions_word(n.sessions),
+                sig3(n.mpps),
+                sig3(n.gbps)
+            )
+        })
+        .collect();
+    let mut t = Table::new(
+        &["dir", "packet B", "offered Mpps", "received Mpps", "loss %"],
+        &[L, R, R, R, R],
+    );
+    for n in v {
+        for p in &n.curve {
+            t.row(vec![
+                n.direction.to_string(),
+                n.packet_bytes.to_string(),
+                f(p.offered_mpps, 3),
+                f(p.received_mpps, 3),
+                f(p.loss_pct, 3),
+            ]);
+        }
+    }
+    let has_curve = !t.rows.is_empty();
+    Section {
+        id: "no-drop",
+        heading: "No-drop rate and loss above it".to_string(),
+        lines,
+        tables: if has_curve { vec![t] } else { Vec::new() },
+        chart: has_curve.then_some("loss"),
+    }
+}
+
+fn latency_section(v: &[LatencyPoint]) -> Section {
+    let mut t = Table::new(
+        &[
+            "dir",
+            "packet B",
+            "% of no-drop",
+            "offered Mpps",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "samples",
+        ],
+        &[L, R, R, R, R, R, R, R],
+    );
+    for p in v {
+        t.row(vec![
+            p.direction.to_string(),
+            p.packet_bytes.to_string(),
+            p.percent_of_no_drop.to_string(),
+            f(p.offered_mpps, 3),
+            f(p.p50_us, 1),
+            f(p.p99_us, 1),
+            f(p.p999_us, 1),
+            p.samples.to_string(),
+        ]);
+    }
+    Section {
+        id: "latency",
+        heading: "Latency through the UPF".to_string(),
+        lines: Vec::new(),
+        tables: vec![t],
+        chart: Some("latency"),
+    }
+}
+
+fn sessions_section(v: &[SessionRatePoint]) -> Section {
+    let mut t = Table::new(
+        &[
+            "resident sessions",
+            "established/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "bytes/session",
+        ],
+        &[R, R, R, R, R, R],
+    );
+    for p in v {
+        t.row(vec![
+            count_short(p.resident),
+            f(p.established_per_s, 0),
+            f(p.p50_ms, 2),
+            f(p.p99_ms, 2),
+            f(p.max_ms, 2),
+            p.bytes_per_session
+                .map(|b| b.to_string())
+                .unwrap_or("-".into()),
+        ]);
+    }
+    Section {
+        id: "sessions",
+        heading: "PFCP session establishment".to_string(),
+        lines: Vec::new(),
+        tables: vec![t],
+        chart: Some("sessions"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_table_aligns_and_leaves_no_trailing_space() {
+        let mut t = Table::new(&["name", "n"], &[L, R]);
+        t.row(vec!["a".into(), "100".into()]);
+        t.row(vec!["longer".into(), "2".into()]);
+        assert_eq!(
+            t.to_text(),
+            "name   |   n\n-------+----\na      | 100\nlonger |   2\n"
+        );
+        let mut t = Table::new(&["n", "name"], &[R, L]);
+        t.row(vec!["1".into(), "x".into()]);
+        assert_eq!(t.to_text(), "n | name\n--+-----\n1 | x\n");
+    }
+
+    #[test]
+    fn ratio_line_without_limits_says_so() {
+        let mut r = Report::new("test");
+        r.throughput.push(ThroughputPoint::measured(
+            Direction::Downlink,
+            128,
+            1000,
+            5.0,
+            2.5,
+        ));
+        assert_eq!(
+            ratio_line(&r, &r.throughput[0]),
+            "DL 128 B, 1k sessions: 2.50 Mpps; no limit measured for DL 128 B"
+        );
+    }
+}
