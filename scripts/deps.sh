@@ -11,6 +11,7 @@ APT_PACKAGES=(
   build-essential pkg-config m4 curl ca-certificates git
   clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool linux-libc-dev
   iproute2 iputils-ping iperf3 tshark ethtool procps
+  fonts-dejavu-core  # the text of upfbench's report charts
   python3 python3-venv python3-pip
 )
 CARGO_FUZZ_VERSION=0.13.2
