@@ -871,8 +871,10 @@ impl Datapath {
     /// released, in order, once their FAR forwards. Returns the XDP action.
     pub fn inject(&self, role: Role, ifindex: u32, frame: &[u8]) -> Result<u32, FastPathError> {
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
-        // egress_ifindex.
+        // egress_ifindex. The kernel wants data_end = the frame's length (else EINVAL).
+        let len = u32::try_from(frame.len()).map_err(|_| io("frame too long"))?;
         let mut ctx = [0u8; 24];
+        ctx[4..8].copy_from_slice(&len.to_ne_bytes());
         ctx[12..16].copy_from_slice(&ifindex.to_ne_bytes());
         let input = libbpf_rs::ProgramInput {
             context_in: Some(&mut ctx),
