@@ -171,3 +171,729 @@ fn ping_and_iperf3_from_several_ues_both_directions() {
     drop(upfd);
     lab.down().unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// Helpers for the tests below: raw packets, custom sessions.
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+
+use common::lab::{eventually, udp_in};
+use pfcp::ie::{
+    apply_action, measurement_method, pfcpsm_req_flags, report_type, reporting_triggers,
+    usage_report_trigger, FTeid, Flags, Interface, OuterHeaderCreation, OuterHeaderRemoval, Volume,
+};
+use pfcp::msg::{
+    Msg, SessionDeletionRequest, SessionEstablishmentRequest, SessionReportRequest, UsageReport,
+};
+use pfcp::CauseValue;
+use upfbench::smf::{Session, SessionState};
+
+/// IPv4/UDP around `payload` (checksums filled in).
+fn udp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    capture::ip_udp_packet(src.into(), dst.into(), sport, dport, payload)
+}
+
+/// A G-PDU for `teid` around `inner`, with a UL PDU Session Container if `qfi` is given.
+fn gpdu(teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; 32 + inner.len()];
+    let psc = qfi.map(|qfi| gtpu::PscFields::Ul { qfi });
+    let n = gtpu::write_gpdu_header(&mut b, teid, psc, inner.len()).expect("G-PDU header");
+    b.truncate(n);
+    b.extend_from_slice(inner);
+    b
+}
+
+/// Datagrams a socket receives within `window` after the last one (at most `max`).
+fn drain(sock: &UdpSocket, max: usize, window: Duration) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut last = Instant::now();
+    while out.len() < max && last.elapsed() < window {
+        if let Ok(n) = sock.recv(&mut buf) {
+            out.push(buf[..n].to_vec());
+            last = Instant::now();
+        }
+    }
+    out
+}
+
+/// The `k`-th datagram's payload: its sequence number and padding to `len` octets.
+fn numbered(k: u32, len: usize) -> Vec<u8> {
+    let mut p = k.to_be_bytes().to_vec();
+    p.resize(len, 0xa5);
+    p
+}
+
+fn seq_of(p: &[u8]) -> u32 {
+    u32::from_be_bytes([p[0], p[1], p[2], p[3]])
+}
+
+/// A session record for the SMF emulator's request templates (index `i`: UE 10.45.0.1+i,
+/// downlink TEID i + 1, CP SEID 0x5000 + i).
+fn template(i: usize) -> Session {
+    Session {
+        index: i,
+        cp_seid: 0x5000 + i as u64,
+        ue_ip: Ipv4Addr::from(u32::from(addr::UE_POOL) + 1 + i as u32),
+        gnb_teid: i as u32 + 1,
+        up_fseid: None,
+        n3_fteid: None,
+        state: SessionState::Established,
+    }
+}
+
+/// Establish the emulator's session template for `s`, changed by `edit`; returns the UP
+/// SEID and the F-TEIDs the UPF allocated, by PDR ID.
+fn establish_custom(
+    smf: &LabSmf,
+    s: &Session,
+    edit: impl FnOnce(&mut SessionEstablishmentRequest),
+) -> (u64, Vec<(u16, FTeid)>) {
+    let mut req = smf.smf.establishment_request(s);
+    edit(&mut req);
+    let rsp = match smf.transact(&Msg::SessionEstablishmentRequest(req), Some(0)) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        other => panic!("not an establishment response: {other:?}"),
+    };
+    assert_eq!(rsp.cause, CauseValue::REQUEST_ACCEPTED, "{rsp:?}");
+    let up = rsp.up_fseid.expect("UP F-SEID").seid;
+    smf.smf.n4().bind_session(s.cp_seid, up);
+    let fteids = rsp
+        .created_pdrs
+        .iter()
+        .filter_map(|c| Some((c.pdr_id, c.local_fteid?)))
+        .collect();
+    (up, fteids)
+}
+
+fn ue_session(s: &Session, ul: FTeid) -> UeSession {
+    UeSession {
+        index: s.index,
+        ue_ip: Some(s.ue_ip),
+        ue_ip6: None,
+        gnb_teid: s.gnb_teid,
+        ul_teid: ul.teid.expect("TEID"),
+        upf: IpAddr::V4(ul.ipv4.expect("IPv4 F-TEID")),
+    }
+}
+
+fn delete(smf: &LabSmf, up_seid: u64) -> Vec<UsageReport> {
+    match smf.transact(
+        &Msg::SessionDeletionRequest(SessionDeletionRequest { other: vec![] }),
+        Some(up_seid),
+    ) {
+        Msg::SessionDeletionResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+            r.usage_reports
+        }
+        other => panic!("not a deletion response: {other:?}"),
+    }
+}
+
+fn triggers(r: &UsageReport) -> Vec<u16> {
+    r.usage_report_trigger.bits().collect()
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// QER MBR 10 Mbit/s each way, iperf3 UDP offering 50 Mbit/s for 5 s: what arrives is
+/// 10 Mbit/s within 5 %, counted at the IP layer (the QER meters IP packets: 1228 octets
+/// per 1200-octet datagram), and the rest is dropped for `mbr_exceeded`.
+#[test]
+fn mbr_of_10_mbit_holds_under_50_mbit_udp() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-mbr-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let mut smf = LabSmf::associate(&lab, |c| c.mbr_kbps = 10_000);
+    smf.establish(1);
+    smf.modify();
+    let sessions = smf.ue_sessions();
+    let g = gnb(&lab, &sessions);
+    let ue0 = ue(&sessions[0]);
+    let mut lines = Vec::new();
+    for (reverse, port) in [(false, 5301), (true, 5302)] {
+        let v = iperf3(&lab, ue0, port, 5, reverse, Some(50_000_000));
+        let sum = &v["end"]["sum"];
+        let packets = sum["packets"].as_f64().expect("packets");
+        let lost = sum["lost_packets"].as_f64().expect("lost_packets");
+        let secs = sum["seconds"].as_f64().expect("seconds");
+        let sent_bps = packets * 1228.0 * 8.0 / secs;
+        let got_bps = (packets - lost) * 1228.0 * 8.0 / secs;
+        let dir = if reverse { "downlink" } else { "uplink" };
+        lines.push(format!(
+            "{dir}: offered {:.1} Mbit/s, received {:.3} Mbit/s (IP), {:.1} % dropped",
+            sent_bps / 1e6,
+            got_bps / 1e6,
+            lost * 100.0 / packets
+        ));
+        assert!(sent_bps > 40e6, "the offered load was not reached: {sum}");
+        assert!(
+            (got_bps - 10e6).abs() <= 0.05 * 10e6,
+            "{dir}: {got_bps} bit/s through a 10 Mbit/s MBR: {sum}"
+        );
+    }
+    eprintln!("MBR 10 Mbit/s:\n  {}", lines.join("\n  "));
+    assert!(upfd.metric("upf_dropped_packets_total{reason=\"mbr_exceeded\"}") > 1000);
+    drop(g);
+}
+
+/// Downlink FAR BUFF|NOCP: the first packet brings exactly one Downlink Data Report; the
+/// UPF keeps `packets_per_session` (50) and counts the rest as dropped; FAR FORW releases
+/// the 50 in order, and later packets follow them.
+#[test]
+fn buffering_notifies_once_and_releases_in_order() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-buf-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(
+        &lab,
+        &UpfdOptions {
+            buffering: vec!["packets_per_session: 50".into()],
+            ..UpfdOptions::default()
+        },
+    );
+    let mut smf = LabSmf::associate(&lab, |c| c.dl_buffer = true);
+    smf.establish(1);
+    let s = smf.smf.sessions()[0].clone();
+    let ue = UeSession {
+        index: 0,
+        ue_ip: Some(s.ue_ip),
+        ue_ip6: None,
+        gnb_teid: s.gnb_teid,
+        ul_teid: s.n3_fteid.and_then(|f| f.teid).expect("UL TEID"),
+        upf: IpAddr::V4(addr::UPF_N3),
+    };
+    let g = gnb(&lab, std::slice::from_ref(&ue));
+    let rx = udp_in(&lab, Ns::Gnb, SocketAddr::new(s.ue_ip.into(), 7000));
+    let tx = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 0));
+    let to = SocketAddr::new(s.ue_ip.into(), 7000);
+    for k in 0..80 {
+        tx.send_to(&numbered(k, 200), to).unwrap();
+    }
+    let mut reports = Vec::new();
+    assert!(smf.wait_reports(&mut reports, 1, Duration::from_secs(3)));
+    assert!(eventually(Duration::from_secs(3), || upfd
+        .metric("upf_buffered_packets")
+        == 50));
+    std::thread::sleep(Duration::from_millis(500));
+    reports.extend(smf.reports());
+    assert_eq!(reports.len(), 1, "one Downlink Data Report: {reports:?}");
+    let r: &SessionReportRequest = &reports[0];
+    assert!(r.report_type.get(report_type::DLDR), "{r:?}");
+    let dldr = r
+        .downlink_data_report
+        .as_ref()
+        .expect("Downlink Data Report");
+    assert_eq!(dldr.pdr_ids, vec![2], "the downlink PDR");
+    assert!(
+        drain(&rx, 1, Duration::from_millis(300)).is_empty(),
+        "nothing delivered while buffering"
+    );
+    let m = upfd.metrics();
+    assert_eq!(
+        common::lab::metric(&m, "upf_slowpath_buffered_total"),
+        50,
+        "{m}"
+    );
+    assert_eq!(
+        common::lab::metric(&m, "upf_slowpath_buffer_dropped_full_total"),
+        30,
+        "{m}"
+    );
+
+    smf.modify();
+    let got = drain(&rx, 50, Duration::from_secs(2));
+    let seqs: Vec<u32> = got.iter().map(|p| seq_of(p)).collect();
+    assert_eq!(
+        seqs,
+        (0..50).collect::<Vec<u32>>(),
+        "buffered packets in order"
+    );
+    for k in 80..85 {
+        tx.send_to(&numbered(k, 200), to).unwrap();
+    }
+    let got = drain(&rx, 5, Duration::from_secs(2));
+    let seqs: Vec<u32> = got.iter().map(|p| seq_of(p)).collect();
+    assert_eq!(seqs, (80..85).collect::<Vec<u32>>(), "after the release");
+    assert!(smf.reports().is_empty(), "no second Downlink Data Report");
+    assert_eq!(upfd.metric("upf_slowpath_buffer_released_total"), 50);
+    assert_eq!(upfd.metric("upf_buffered_packets"), 0);
+    drop(g);
+}
+
+/// Volume threshold 100,000 octets on the session's URR: 84 uplink datagrams of 1200 IP
+/// octets (100,800) cross it; the report says VOLTH with exactly 100,800 octets and 84
+/// packets uplink, nothing downlink, and the deletion's final report adds nothing.
+#[test]
+fn volume_threshold_report_counts_exactly_what_crossed() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-vol-").unwrap().down_on_drop();
+    let _upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let mut smf = LabSmf::associate(&lab, |c| c.volume_threshold = 100_000);
+    smf.establish(1);
+    smf.modify();
+    let sessions = smf.ue_sessions();
+    let g = gnb(&lab, &sessions);
+    let ue0 = ue(&sessions[0]);
+    let sink = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 7001));
+    let tx = udp_in(&lab, Ns::Gnb, SocketAddr::new(ue0.into(), 0));
+    for k in 0..84 {
+        tx.send_to(
+            &numbered(k, 1172),
+            SocketAddr::new(addr::DN_N6.into(), 7001),
+        )
+        .unwrap();
+        if k % 16 == 15 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let arrived = drain(&sink, 84, Duration::from_secs(2));
+    assert_eq!(arrived.len(), 84, "every datagram crossed");
+    let mut reports = Vec::new();
+    assert!(smf.wait_reports(&mut reports, 1, Duration::from_secs(3)));
+    std::thread::sleep(Duration::from_millis(300));
+    reports.extend(smf.reports());
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let r = &reports[0];
+    assert!(r.report_type.get(report_type::USAR), "{r:?}");
+    let u = &r.usage_reports[0];
+    assert!(triggers(u).contains(&usage_report_trigger::VOLTH), "{u:?}");
+    let v = u.volume_measurement.as_ref().expect("Volume Measurement");
+    assert_eq!(
+        (v.total, v.uplink, v.downlink),
+        (Some(84 * 1200), Some(84 * 1200), Some(0)),
+        "{v:?}"
+    );
+    assert_eq!(
+        (v.total_packets, v.uplink_packets),
+        (Some(84), Some(84)),
+        "{v:?}"
+    );
+    let s = smf.smf.sessions()[0].clone();
+    let last = delete(&smf, s.up_fseid.expect("UP F-SEID").seid);
+    let rest: u64 = last
+        .iter()
+        .filter_map(|u| u.volume_measurement.as_ref()?.total)
+        .sum();
+    assert_eq!(rest, 0, "the deletion's report: {last:?}");
+    drop(g);
+}
+
+/// Volume quota 60,000 octets: 50 datagrams of 1200 IP octets pass, then the data path
+/// stops the session on its own (drop reason quota_exhausted) and upfd reports VOLQU.
+#[test]
+fn volume_quota_stops_forwarding() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-quo-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let smf = LabSmf::associate(&lab, |_| {});
+    let s = template(0);
+    let (_up, fteids) = establish_custom(&smf, &s, |req| {
+        let u = &mut req.create_urrs[0];
+        u.measurement_method = Flags::from_bits(&[measurement_method::VOLUM], 1);
+        u.reporting_triggers = Flags::from_bits(&[reporting_triggers::VOLQU], 3);
+        u.volume_threshold = None;
+        u.volume_quota = Some(Volume {
+            total: Some(60_000),
+            uplink: None,
+            downlink: None,
+        });
+    });
+    let ul = fteids
+        .iter()
+        .find(|(id, _)| *id == 1)
+        .expect("PDR 1 F-TEID")
+        .1;
+    let g = gnb(&lab, &[ue_session(&s, ul)]);
+    let sink = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 7002));
+    let tx = udp_in(&lab, Ns::Gnb, SocketAddr::new(s.ue_ip.into(), 0));
+    for k in 0..100 {
+        tx.send_to(
+            &numbered(k, 1172),
+            SocketAddr::new(addr::DN_N6.into(), 7002),
+        )
+        .unwrap();
+        if k % 16 == 15 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let arrived = drain(&sink, 100, Duration::from_secs(2));
+    assert_eq!(arrived.len(), 50, "60,000 octets of quota: 50 x 1200");
+    let mut reports = Vec::new();
+    assert!(smf.wait_reports(&mut reports, 1, Duration::from_secs(3)));
+    let u = &reports[0].usage_reports[0];
+    assert!(triggers(u).contains(&usage_report_trigger::VOLQU), "{u:?}");
+    assert_eq!(
+        u.volume_measurement.as_ref().and_then(|v| v.total),
+        Some(60_000),
+        "{u:?}"
+    );
+    assert!(eventually(Duration::from_secs(2), || upfd.metric(
+        "upf_dropped_packets_total{reason=\"quota_exhausted\"}"
+    ) == 50));
+    // Still stopped.
+    tx.send_to(
+        &numbered(100, 1172),
+        SocketAddr::new(addr::DN_N6.into(), 7002),
+    )
+    .unwrap();
+    assert!(drain(&sink, 1, Duration::from_millis(500)).is_empty());
+    drop(g);
+}
+
+/// Path switch: Update FAR with a new gNB F-TEID and SNDEM. The old gNB gets one End
+/// Marker with the old TEID, new downlink G-PDUs go to the new gNB address with the new
+/// TEID and a DL PDU Session Container with QFI 1.
+#[test]
+fn path_switch_sends_end_marker_to_old_gnb() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-em-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let mut smf = LabSmf::associate(&lab, |_| {});
+    smf.establish(1);
+    smf.modify();
+    let sessions = smf.ue_sessions();
+    let g = gnb(&lab, &sessions);
+    let ue0 = ue(&sessions[0]);
+    assert_eq!(ping(&lab, Ns::Dn, None, ue0, 2), 2);
+
+    let new_gnb = addr::GNB_N3_EXTRA[0];
+    let target = udp_in(&lab, Ns::Gnb, SocketAddr::new(new_gnb.into(), 2152));
+    let s = smf.smf.sessions()[0].clone();
+    let mut req = smf.smf.modification_request(&s);
+    {
+        let f = req.update_fars[0]
+            .update_forwarding_parameters
+            .as_mut()
+            .expect("template");
+        f.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(0x7777, new_gnb));
+        f.pfcpsm_req_flags = Some(Flags::from_bits(&[pfcpsm_req_flags::SNDEM], 1));
+    }
+    match smf.transact(
+        &Msg::SessionModificationRequest(req),
+        Some(s.up_fseid.unwrap().seid),
+    ) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || g.stats().end_markers == 1),
+        "End Marker at the old gNB: {:?}",
+        g.stats()
+    );
+    assert_eq!(upfd.metric("upf_slowpath_end_markers_sent_total"), 1);
+
+    let dn = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 0));
+    dn.send_to(b"after the switch", SocketAddr::new(ue0.into(), 9))
+        .unwrap();
+    // upfd also starts path management towards the new peer (an Echo Request, TS 29.281
+    // clause 7.2.1): look for the G-PDU among what arrives.
+    let got = drain(&target, 4, Duration::from_secs(1));
+    let g_pdu = got
+        .iter()
+        .find(|d| gtpu::parse_gpdu(d).is_ok())
+        .unwrap_or_else(|| panic!("no G-PDU at the new gNB: {got:?}"));
+    let info = gtpu::parse_gpdu(g_pdu).unwrap();
+    assert_eq!((info.teid, info.qfi), (0x7777, Some(1)));
+    assert!(info.payload(g_pdu).ends_with(b"after the switch"));
+    let st = g.stop();
+    assert_eq!(st.end_markers, 1);
+}
+
+/// An N9 hop: the uplink FAR forwards to another UPF (GTP-U/UDP/IPv4 towards its N9
+/// address) and the downlink PDR takes G-PDUs on this UPF's N9 F-TEID. The other UPF is
+/// emulated in dn on a separate link (n9): it answers each ICMP echo request it receives
+/// in a G-PDU with the echo reply in a G-PDU, so a UE's ping succeeds only if both
+/// directions cross N9.
+#[test]
+fn n9_hop_carries_ping_both_ways() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-n9-").unwrap().down_on_drop();
+    let (upf_n9, psa_n9) = (Ipv4Addr::new(192, 168, 9, 2), Ipv4Addr::new(192, 168, 9, 1));
+    add_n9_link(&lab, upf_n9, psa_n9);
+    let upfd = LabUpfd::start(
+        &lab,
+        &UpfdOptions {
+            n9: Some((upf_n9, "n9".into())),
+            ..UpfdOptions::default()
+        },
+    );
+    let smf = LabSmf::associate(&lab, |_| {});
+    let s = template(0);
+    const PSA_TEID: u32 = 0x9001;
+    let (_up, fteids) = establish_custom(&smf, &s, |req| {
+        let far = req
+            .create_fars
+            .iter_mut()
+            .find(|f| f.far_id == 1)
+            .expect("FAR 1");
+        far.forwarding_parameters
+            .as_mut()
+            .expect("FAR 1 forwards")
+            .outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(PSA_TEID, psa_n9));
+        let dl = req
+            .create_pdrs
+            .iter_mut()
+            .find(|p| p.pdr_id == 2)
+            .expect("PDR 2");
+        dl.pdi.source_interface = Interface::CORE;
+        dl.pdi.local_fteid = Some(FTeid::choose(true, false, None));
+        dl.outer_header_removal = Some(OuterHeaderRemoval {
+            description: 0,
+            ext_header_deletion: None,
+        });
+        // FAR 2 forwards to the gNB right away.
+        let far2 = req
+            .create_fars
+            .iter_mut()
+            .find(|f| f.far_id == 2)
+            .expect("FAR 2");
+        far2.apply_action = Flags::from_bits(&[apply_action::FORW], 2);
+    });
+    let ul = fteids.iter().find(|(id, _)| *id == 1).expect("PDR 1").1;
+    let n9 = fteids.iter().find(|(id, _)| *id == 2).expect("PDR 2").1;
+    assert_eq!(n9.ipv4, Some(upf_n9), "the N9 F-TEID is on the N9 address");
+    let g = gnb(&lab, &[ue_session(&s, ul)]);
+
+    let psa = udp_in(&lab, Ns::Dn, SocketAddr::new(psa_n9.into(), 2152));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let psa_thread = {
+        let (stop, seen) = (stop.clone(), seen.clone());
+        let n9_teid = n9.teid.unwrap();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 4096];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((n, from)) = psa.recv_from(&mut buf) else {
+                    continue;
+                };
+                let Ok(info) = gtpu::parse_gpdu(&buf[..n]) else {
+                    continue;
+                };
+                seen.lock().unwrap().push((info.teid, info.qfi, from));
+                if let Some(reply) = echo_reply(info.payload(&buf[..n])) {
+                    let out = gpdu(n9_teid, None, &reply);
+                    let _ = psa.send_to(&out, SocketAddr::new(upf_n9.into(), 2152));
+                }
+            }
+        })
+    };
+    let replies = ping(&lab, Ns::Gnb, Some(s.ue_ip), addr::DN_HOSTS[0], 3);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    psa_thread.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(replies, 3, "ping over N9; the PSA saw {seen:?}");
+    assert!(seen.len() >= 3);
+    for (teid, _qfi, from) in &seen {
+        assert_eq!(*teid, PSA_TEID);
+        assert_eq!(from.ip(), IpAddr::V4(upf_n9), "sent from the N9 address");
+    }
+    assert!(upfd.metric("upf_datapath_packets_total{outcome=\"forwarded_n9\"}") >= 3);
+    let st = g.stop();
+    assert!(st.ues[0].dl_packets >= 3, "{st:?}");
+}
+
+/// A veth n9 between upf and dn, fixed MACs, permanent neighbours, XDP_PASS on the dn end.
+fn add_n9_link(lab: &Lab, upf: Ipv4Addr, psa: Ipv4Addr) {
+    let (upf_mac, psa_mac) = ("02:00:00:00:09:02", "02:00:00:00:09:01");
+    let dn = lab.ns(Ns::Dn);
+    lab.ip(
+        Ns::Upf,
+        &[
+            "link", "add", "n9", "address", upf_mac, "type", "veth", "peer", "name", "n9",
+            "address", psa_mac, "netns", &dn,
+        ],
+    )
+    .unwrap();
+    for (ns, me, peer, mac) in [(Ns::Upf, upf, psa, psa_mac), (Ns::Dn, psa, upf, upf_mac)] {
+        lab.ip(ns, &["addr", "add", &format!("{me}/24"), "dev", "n9"])
+            .unwrap();
+        lab.ip(ns, &["link", "set", "n9", "up"]).unwrap();
+        lab.ip(
+            ns,
+            &[
+                "neigh",
+                "replace",
+                &peer.to_string(),
+                "lladdr",
+                mac,
+                "dev",
+                "n9",
+                "nud",
+                "permanent",
+            ],
+        )
+        .unwrap();
+    }
+    let obj = std::env::temp_dir().join(format!("upfd-lab-pass-{}.o", std::process::id()));
+    std::fs::write(&obj, upf_bpf::PASS_OBJECT).unwrap();
+    lab.ip(
+        Ns::Dn,
+        &[
+            "link",
+            "set",
+            "dev",
+            "n9",
+            "xdpdrv",
+            "obj",
+            obj.to_str().unwrap(),
+            "sec",
+            "xdp",
+        ],
+    )
+    .unwrap();
+    let _ = std::fs::remove_file(&obj);
+}
+
+/// The ICMPv4 echo reply to an echo request (addresses swapped), or None.
+fn echo_reply(p: &[u8]) -> Option<Vec<u8>> {
+    if p.len() < 28 || p[0] >> 4 != 4 || p[9] != 1 {
+        return None;
+    }
+    let ihl = usize::from(p[0] & 15) * 4;
+    if p.len() < ihl + 8 || p[ihl] != 8 {
+        return None;
+    }
+    let mut r = p.to_vec();
+    r[12..16].copy_from_slice(&p[16..20]);
+    r[16..20].copy_from_slice(&p[12..16]);
+    r[8] = 64;
+    r[10..12].copy_from_slice(&[0, 0]);
+    let c = capture::checksum(&r[..ihl], 0);
+    r[10..12].copy_from_slice(&c.to_be_bytes());
+    r[ihl] = 0;
+    r[ihl + 2..ihl + 4].copy_from_slice(&[0, 0]);
+    let c = capture::checksum(&r[ihl..], 0);
+    r[ihl + 2..ihl + 4].copy_from_slice(&c.to_be_bytes());
+    Some(r)
+}
+
+/// GTP-U signalling and bad input on N3: an Echo Request is answered with a Recovery IE;
+/// G-PDUs with a session's TEID but a source address that is not the UE's are dropped as
+/// spoofed; G-PDUs for an unknown TEID are dropped and counted, and Error Indications go
+/// back at no more than `error_indications_per_sec` (burst of as many), never one per
+/// packet.
+#[test]
+fn echo_spoofing_unknown_teid_and_error_indication_rate() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-sig-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(
+        &lab,
+        &UpfdOptions {
+            error_indications_per_sec: 10,
+            ..UpfdOptions::default()
+        },
+    );
+    let mut smf = LabSmf::associate(&lab, |_| {});
+    smf.establish(1);
+    smf.modify();
+    let sessions = smf.ue_sessions();
+    let peer = udp_in(
+        &lab,
+        Ns::Gnb,
+        SocketAddr::new(addr::GNB_N3_EXTRA[1].into(), 2152),
+    );
+    let upf = SocketAddr::new(addr::UPF_N3.into(), 2152);
+
+    // Echo.
+    peer.send_to(&gtpu::Message::echo_request(77).to_vec().unwrap(), upf)
+        .unwrap();
+    let got = drain(&peer, 1, Duration::from_secs(2));
+    assert_eq!(got.len(), 1, "Echo Response");
+    match gtpu::Message::parse(&got[0]).unwrap() {
+        gtpu::Message::EchoResponse { header, body } => {
+            assert_eq!(header.sequence_number, Some(77));
+            let _ = body;
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Spoofed inner source on a valid TEID.
+    let dn = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 7003));
+    let spoofed = udp4(
+        Ipv4Addr::new(10, 99, 0, 1),
+        addr::DN_N6,
+        4000,
+        7003,
+        b"spoofed",
+    );
+    for _ in 0..10 {
+        peer.send_to(&gpdu(sessions[0].ul_teid, Some(1), &spoofed), upf)
+            .unwrap();
+    }
+    assert!(
+        drain(&dn, 1, Duration::from_millis(500)).is_empty(),
+        "spoofed packet delivered"
+    );
+    assert_eq!(
+        upfd.metric("upf_dropped_packets_total{reason=\"spoofed_source\"}"),
+        10
+    );
+    // The same with the UE's own address goes through (the TEID is right).
+    let good = udp4(ue(&sessions[0]), addr::DN_N6, 4000, 7003, b"genuine");
+    peer.send_to(&gpdu(sessions[0].ul_teid, Some(1), &good), upf)
+        .unwrap();
+    assert_eq!(drain(&dn, 1, Duration::from_secs(1)).len(), 1);
+
+    // Unknown TEID: 300 G-PDUs in a burst, then 300 more a second later.
+    let inner = udp4(ue(&sessions[0]), addr::DN_N6, 4000, 7003, b"x");
+    let start = Instant::now();
+    for round in 0..2 {
+        for _ in 0..300 {
+            peer.send_to(&gpdu(0xdead_beef, Some(1), &inner), upf)
+                .unwrap();
+        }
+        if round == 0 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    let eis = drain(&peer, 1000, Duration::from_millis(700));
+    let elapsed = start.elapsed().as_secs_f64();
+    assert!(drain(&dn, 1, Duration::from_millis(100)).is_empty());
+    assert_eq!(
+        upfd.metric("upf_dropped_packets_total{reason=\"unknown_teid\"}"),
+        600
+    );
+    let bound = 10.0 + 10.0 * elapsed;
+    assert!(
+        !eis.is_empty() && eis.len() as f64 <= bound,
+        "{} Error Indications in {elapsed:.2} s (bound {bound:.0})",
+        eis.len()
+    );
+    for e in &eis {
+        match gtpu::Message::parse(e).unwrap() {
+            gtpu::Message::ErrorIndication { body, .. } => {
+                assert_eq!(body.teid_data_i, 0xdead_beef);
+                assert_eq!(body.peer_address, IpAddr::V4(addr::UPF_N3));
+            }
+            other => panic!("not an Error Indication: {other:?}"),
+        }
+    }
+    eprintln!(
+        "600 G-PDUs with an unknown TEID: {} Error Indications in {elapsed:.2} s",
+        eis.len()
+    );
+    assert!(upfd.metric("upf_slowpath_error_indications_suppressed_total") > 0);
+}
