@@ -791,7 +791,7 @@ fn echo_reply(p: &[u8]) -> Option<Vec<u8>> {
 /// G-PDUs with a session's TEID but a source address that is not the UE's are dropped as
 /// spoofed; G-PDUs for an unknown TEID are dropped and counted, and Error Indications go
 /// back at no more than `error_indications_per_sec` (burst of as many), never one per
-/// packet.
+/// packet; a downlink packet too big for N3 once encapsulated is dropped and counted.
 #[test]
 fn echo_spoofing_unknown_teid_and_error_indication_rate() {
     if !root() {
@@ -896,4 +896,22 @@ fn echo_spoofing_unknown_teid_and_error_indication_rate() {
         eis.len()
     );
     assert!(upfd.metric("upf_slowpath_error_indications_suppressed_total") > 0);
+
+    // A downlink packet of the N3 MTU cannot take the 36 octets of GTP-U/UDP/IPv4 and
+    // container: dropped and counted (not fragmented, not passed to the kernel).
+    let big = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 0));
+    big.send_to(&[0u8; 1472], SocketAddr::new(ue(&sessions[0]).into(), 9))
+        .unwrap();
+    assert!(eventually(Duration::from_secs(2), || upfd
+        .metric("upf_dropped_packets_total{reason=\"mtu_exceeded\"}")
+        == 1));
+    big.send_to(&[0u8; 1400], SocketAddr::new(ue(&sessions[0]).into(), 9))
+        .unwrap();
+    assert!(eventually(Duration::from_secs(2), || upfd
+        .metric("upf_datapath_packets_total{outcome=\"forwarded_downlink\"}")
+        >= 1));
+    assert_eq!(
+        upfd.metric("upf_dropped_packets_total{reason=\"mtu_exceeded\"}"),
+        1
+    );
 }
