@@ -6,4 +6,5 @@ pub mod gnb;
 pub mod lab;
 pub mod replay;
 pub mod report;
+pub mod sessions;
 pub mod smf;

@@ -32,6 +32,9 @@ enum Cmd {
     Lab(upfbench::lab::Args),
     /// gNB/UE emulator: a TUN device per UE, GTP-U to and from the UPF over N3.
     Gnb(upfbench::gnb::cli::Args),
+    /// PFCP establishment rate and latency with 1k, 100k and 1M sessions resident, and
+    /// the UPF's memory per session.
+    Sessions(upfbench::sessions::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +46,7 @@ fn main() -> std::process::ExitCode {
         Cmd::FakeUpf(a) => upfbench::smf::cli::run_fake(a),
         Cmd::Lab(a) => upfbench::lab::run(a),
         Cmd::Gnb(a) => upfbench::gnb::cli::run(a),
+        Cmd::Sessions(a) => upfbench::sessions::run(a),
     };
     match r {
         Ok(code) => code,
