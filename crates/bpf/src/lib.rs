@@ -19,4 +19,5 @@ pub const PASS_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_pas
 
 pub use libbpf_rs;
 
+pub mod bench;
 pub mod datapath;

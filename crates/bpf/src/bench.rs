@@ -1,0 +1,1715 @@
+//! The bench programs of bpf/bench/: a traffic generator, sinks and the programs that
+//! measure the machine's own limits, for `upfbench capacity` (BENCHMARKS.md).
+//!
+//! - [`Generator`]: an XDP program run by `BPF_PROG_RUN` with
+//!   `BPF_F_TEST_XDP_LIVE_FRAMES`; every run writes one packet (uplink GTP-U, or downlink
+//!   plain IPv4/UDP) of the next session into the frame and sends it out of a veth, to
+//!   the veth's peer. [`Generator::run`] is one call; [`Generator::send`] sends a
+//!   count, paced or as fast as it goes, bounded in time.
+//! - [`Sink`]: on a receiving end (gnb `n3`, dn `n6`), counts the generator's packets per
+//!   session and direction, records their latency, drops them; passes everything else.
+//! - [`DropSink`]: counts and drops everything: the generator limit.
+//! - [`BareForwarder`]: GTP-U decapsulation and encapsulation with fixed next hops and no
+//!   session logic, in place of upfd: the I/O limit.
+//!
+//! Where they go in the lab (`upfbench::lab`):
+//!
+//! ```text
+//!   ns gnb, n3: Generator uplink (GenConfig::uplink, ifindex = gnb n3: XDP_TX sends
+//!               to upf n3) and Sink (counts downlink)
+//!   ns upf, n3 + n6: upfd; or BareForwarder (I/O limit); or DropSink on n3 alone
+//!               (generator limit)
+//!   ns dn, n6:  Generator downlink (GenConfig::downlink, ifindex = dn n6) and Sink
+//!               (counts uplink)
+//! ```
+//!
+//! CPUs: pin the generators ([`GenConfig::cpu`], e.g. CPU 0). A veth receives in the
+//! softirq of the CPU that sent to it, so by default the UPF's XDP programs and the
+//! sinks run on the generator's CPU too ("one core"). [`napi_thread`] on upf `n3` and
+//! `n6` (CPU 1) and [`set_fifo`] on the returned threads move the forwarding to CPU 1;
+//! the sinks then run in CPU 1's softirq, as they are reached by redirects from there.
+//! Giving the sinks NAPI threads on CPU 0 as well needs SCHED_FIFO (the spinning
+//! generator starves them otherwise) and costs throughput on a VM (cross-CPU wakeups).
+//!
+//! Everything that names an interface by ifindex works in the network namespace of the
+//! thread that loaded or attached it: a [`Generator`] runs there, a [`Sink`] is detached
+//! there, whatever thread calls later (`upfbench::lab::in_netns` starts such a thread).
+//! Each holds that namespace open, so drop them before removing the lab (a deleted
+//! namespace lives on, nameless, until then). Attaching replaces the interface's XDP
+//! program (the lab's XDP_PASS) and puts it back on drop. A veth accepts XDP_TX and
+//! redirected frames only while its peer runs an XDP program, so every receiving end
+//! needs one of these (or the lab's XDP_PASS).
+//!
+//! Table layouts are those of bpf/bench/bench.h (generated types in [`skel`]); the
+//! constants below mirror it and the tests check them against the programs.
+
+use std::fs::File;
+use std::io;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::libbpf_sys;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, Xdp, XdpFlags};
+
+/// The skeletons of bpf/bench/*.bpf.c (built by build.rs as `bench_<name>`).
+#[allow(clippy::all)]
+pub mod skel {
+    /// bpf/bench/gen.bpf.c: `bench_gen`, maps `gen_cfg`, `gen_sessions`, `gen_state`.
+    pub mod gen {
+        include!(concat!(env!("OUT_DIR"), "/bench_gen.skel.rs"));
+    }
+    /// bpf/bench/sink.bpf.c: `bench_sink`, maps `sink_sessions`, `sink_totals`,
+    /// `sink_latency`.
+    pub mod sink {
+        include!(concat!(env!("OUT_DIR"), "/bench_sink.skel.rs"));
+    }
+    /// bpf/bench/drop.bpf.c: `bench_drop`, map `drop_count`.
+    pub mod drop {
+        include!(concat!(env!("OUT_DIR"), "/bench_drop.skel.rs"));
+    }
+    /// bpf/bench/bare_fwd.bpf.c: `bare_n3`, `bare_n6`, maps `bare_cfg`, `bare_stats`.
+    pub mod bare_fwd {
+        include!(concat!(env!("OUT_DIR"), "/bench_bare_fwd.skel.rs"));
+    }
+}
+
+use skel::bare_fwd::{types as bare_types, BenchBareFwdSkel, BenchBareFwdSkelBuilder};
+use skel::drop::{BenchDropSkel, BenchDropSkelBuilder};
+use skel::gen::{types as gen_types, BenchGenSkel, BenchGenSkelBuilder};
+use skel::sink::{types as sink_types, BenchSinkSkel, BenchSinkSkelBuilder};
+
+/// `BENCH_MAGIC`: the first payload word of every generated packet ("UPFB").
+pub const MAGIC: u32 = 0x5550_4642;
+/// `BENCH_MAX_SIZES`: entries of the generator's size table (weights expanded).
+pub const MAX_SIZES: usize = 64;
+/// Octets of `struct bench_payload`: magic, session, sequence, timestamp.
+pub const PAYLOAD_LEN: usize = 20;
+/// The largest frame accepted: `BPF_PROG_RUN` in live-frames mode takes a page less
+/// headroom and tailroom (3400 works on 6.18, 3500 does not). A veth drops frames
+/// longer than its MTU + 18, so in the lab (MTU 1500) 1514 is the useful maximum.
+pub const MAX_FRAME_LEN: usize = 3400;
+/// `HIST_LINEAR_BITS`: buckets below 2^7 us are 1 us wide.
+pub const HIST_LINEAR_BITS: u32 = 7;
+/// `HIST_SUB_BITS`: 16 buckets per power of two above.
+pub const HIST_SUB_BITS: u32 = 4;
+/// `HIST_MAX_BITS`: the last bucket holds everything from 2^32 us on.
+pub const HIST_MAX_BITS: u32 = 32;
+/// `HIST_BUCKETS`.
+pub const HIST_BUCKETS: usize =
+    (1 << HIST_LINEAR_BITS) + ((HIST_MAX_BITS - HIST_LINEAR_BITS) as usize) * (1 << HIST_SUB_BITS);
+/// GTP-U's UDP port (TS 29.281 clause 4.4.2.3).
+pub const GTPU_PORT: u16 = 2152;
+
+/// BPF_F_TEST_XDP_LIVE_FRAMES: BPF_PROG_RUN sends what the program transmits.
+const TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+/// Which way traffic goes; the index of a sink's counters (`BENCH_UL`, `BENCH_DL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// UE -> data network: GTP-U from the gNB, plain IP at the data network.
+    Uplink = 0,
+    /// Data network -> UE: plain IP from the data network, GTP-U at the gNB.
+    Downlink = 1,
+}
+
+impl Direction {
+    /// Both, uplink first.
+    pub const BOTH: [Direction; 2] = [Direction::Uplink, Direction::Downlink];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Octets in front of the payload of a generated frame: Ethernet, then for uplink outer
+/// IPv4, UDP, GTP-U (with `psc`: its optional fields and a PDU Session Container), then
+/// the (inner) IPv4 and UDP headers.
+pub fn header_len(dir: Direction, psc: bool) -> usize {
+    match dir {
+        Direction::Uplink => 14 + 20 + 8 + 8 + if psc { 8 } else { 0 } + 20 + 8,
+        Direction::Downlink => 14 + 20 + 8,
+    }
+}
+
+/// The shortest frame the generator can build (headers and payload).
+pub fn min_frame_len(dir: Direction, psc: bool) -> usize {
+    header_len(dir, psc) + PAYLOAD_LEN
+}
+
+/// The frame length whose user IP packet (inner for uplink, the packet itself for
+/// downlink) is `ip_len` octets: how the field states packet sizes ("64 B inner").
+pub fn frame_len_for_ip_len(dir: Direction, psc: bool, ip_len: usize) -> usize {
+    header_len(dir, psc) - 28 + ip_len
+}
+
+fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg.into())
+}
+
+fn io_err(what: &str, e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("{what}: {e}"))
+}
+
+fn bytes_of<T: Copy>(t: &T) -> &[u8] {
+    // SAFETY: T is a plain-old-data repr(C) type generated from BTF; reading its octets
+    // (padding included, zero-initialised by Default) is defined.
+    unsafe { std::slice::from_raw_parts(t as *const T as *const u8, std::mem::size_of::<T>()) }
+}
+
+fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
+    let mut t = T::default();
+    let n = b.len().min(std::mem::size_of::<T>());
+    // SAFETY: as above; at most size_of::<T>() octets are copied into t.
+    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), &mut t as *mut T as *mut u8, n) };
+    t
+}
+
+/// A loaded skeleton together with the object storage it borrows from; the skeleton is
+/// dropped first.
+struct Loaded<S> {
+    skel: ManuallyDrop<S>,
+    _obj: Box<MaybeUninit<OpenObject>>,
+}
+
+impl<S> Loaded<S> {
+    /// Opens the skeleton, lets `prepare` adjust it (map sizes), loads it.
+    fn new<'a, B, O>(
+        builder: B,
+        what: &str,
+        prepare: impl FnOnce(&mut O) -> io::Result<()>,
+    ) -> io::Result<Self>
+    where
+        B: SkelBuilder<'a, Output = O>,
+        O: OpenSkel<'a, Output = S>,
+        S: 'a,
+    {
+        let mut obj = Box::new(MaybeUninit::uninit());
+        // SAFETY: the skeleton borrows the boxed storage, which lives at a stable heap
+        // address as long as `Loaded` and is dropped after the skeleton (see Drop).
+        let storage: &'a mut MaybeUninit<OpenObject> =
+            unsafe { &mut *(obj.as_mut() as *mut MaybeUninit<OpenObject>) };
+        let mut open = builder
+            .open(storage)
+            .map_err(|e| io_err(&format!("opening {what}"), e))?;
+        prepare(&mut open)?;
+        let skel = open
+            .load()
+            .map_err(|e| io_err(&format!("loading {what} (needs CAP_BPF)"), e))?;
+        Ok(Loaded {
+            skel: ManuallyDrop::new(skel),
+            _obj: obj,
+        })
+    }
+}
+
+impl<S> Drop for Loaded<S> {
+    fn drop(&mut self) {
+        // SAFETY: dropped exactly once, before `_obj`, which it borrows.
+        unsafe { ManuallyDrop::drop(&mut self.skel) };
+    }
+}
+
+impl<S> std::ops::Deref for Loaded<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.skel
+    }
+}
+
+/// A network namespace, kept open: where an ifindex means something.
+#[derive(Debug)]
+struct Netns(File);
+
+impl Netns {
+    /// The calling thread's.
+    fn current() -> io::Result<Netns> {
+        File::open("/proc/thread-self/ns/net").map(Netns)
+    }
+
+    fn id(m: &std::fs::Metadata) -> (u64, u64) {
+        (m.dev(), m.ino())
+    }
+
+    fn is_current(&self) -> io::Result<bool> {
+        let here = std::fs::metadata("/proc/thread-self/ns/net")?;
+        Ok(Netns::id(&self.0.metadata()?) == Netns::id(&here))
+    }
+
+    /// Runs `f` in this namespace: on the calling thread if it is already there,
+    /// otherwise on a new thread that enters it (the caller does not move).
+    fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+        if self.is_current()? {
+            return Ok(f());
+        }
+        let fd = self.0.as_raw_fd();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: setns on a namespace file we hold open; moves this new thread only.
+                if unsafe { libc::setns(fd, libc::CLONE_NEWNET) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(f())
+            })
+            .join()
+            .map_err(|_| io::Error::other("thread in network namespace panicked"))?
+        })
+    }
+}
+
+/// Pins the calling thread to `cpu` (`sched_setaffinity`).
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    set_affinity(0, cpu)
+}
+
+/// Pins thread `pid` (0: the calling one) to `cpu`.
+fn set_affinity(pid: i32, cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(invalid(format!("cpu {cpu} out of range")));
+    }
+    // SAFETY: cpu_set_t is plain data; cpu is within CPU_SETSIZE.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        return Err(io_err(
+            &format!("pinning thread {pid} to CPU {cpu}"),
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `f` with the calling thread pinned to `cpu`, then restores its affinity.
+fn pinned<T>(cpu: Option<usize>, f: impl FnOnce() -> T) -> io::Result<T> {
+    let Some(cpu) = cpu else {
+        return Ok(f());
+    };
+    // SAFETY: cpu_set_t is plain data filled by the kernel.
+    let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: writes into `old`, which we own.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    pin_current_thread(cpu)?;
+    let t = f();
+    // SAFETY: restores the set read above.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
+    Ok(t)
+}
+
+/// Gives the NAPI instance of `dev` in the named network namespace (an `ip netns`
+/// name) its own kernel thread ("threaded NAPI") and pins that thread to `cpu`; returns
+/// its pid. Without this a veth receives in the softirq of the CPU that sent to it, so
+/// sender and receiver share a core whatever the pinning of the sender.
+///
+/// The interface must run an XDP program (a veth has a NAPI instance only then; the
+/// thread lives while one is attached, replacing it keeps it). Toggles
+/// `/sys/class/net/DEV/threaded` through `ip netns exec` (which mounts the namespace's
+/// sysfs) and tells the new `napi/DEV-ID` thread by comparing thread lists, so it must
+/// not race with another threaded-NAPI change of an interface of the same name.
+pub fn napi_thread(netns: &str, dev: &str, cpu: usize) -> io::Result<i32> {
+    let set = |v: u8| set_threaded(netns, dev, v);
+    let prefix = format!("napi/{dev}-");
+    let threads = || -> Vec<i32> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .map(|c| c.trim_end().starts_with(&prefix))
+                    .unwrap_or(false)
+            })
+            .collect()
+    };
+    // Off stops the thread, on starts a new one: the one not there before is ours.
+    set(0)?;
+    let before = threads();
+    set(1)?;
+    let new: Vec<i32> = threads()
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    let [pid] = new[..] else {
+        return Err(io::Error::other(format!(
+            "{netns} {dev}: expected one new {prefix}* thread, found {new:?}"
+        )));
+    };
+    set_affinity(pid, cpu)?;
+    Ok(pid)
+}
+
+/// Turns threaded NAPI of `dev` in the named namespace off again (the flag outlives
+/// the XDP program: an interface that gets one again would get an unpinned thread).
+pub fn napi_unthread(netns: &str, dev: &str) -> io::Result<()> {
+    set_threaded(netns, dev, 0)
+}
+
+/// Writes `/sys/class/net/DEV/threaded` of a namespace (`ip netns exec` mounts its sysfs).
+fn set_threaded(netns: &str, dev: &str, v: u8) -> io::Result<()> {
+    if dev.is_empty()
+        || !dev
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(invalid(format!("interface name {dev:?}")));
+    }
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c"])
+        .arg(format!("echo {v} > /sys/class/net/{dev}/threaded"))
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{netns} {dev}: threaded={v}: {} (no XDP program attached?)",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Makes a thread (0: the calling one) SCHED_FIFO at `priority` (1-99). For NAPI
+/// threads of sinks that share a core with a spinning generator: at normal priority
+/// they wait for their time slice, their 256-frame veth queue overflows within
+/// milliseconds, and packets are lost at rates as low as 100 kpps. (With
+/// CONFIG_RT_GROUP_SCHED a user thread outside the root cgroup may be refused; kernel
+/// threads are in the root cgroup.)
+pub fn set_fifo(pid: i32, priority: i32) -> io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: plain syscall on a sched_param we own.
+    if unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) } != 0 {
+        return Err(io_err(
+            &format!("SCHED_FIFO {priority} for thread {pid}"),
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+fn ncpus() -> io::Result<usize> {
+    libbpf_rs::num_possible_cpus().map_err(|e| io_err("possible CPUs", e))
+}
+
+/// Reads entries `0..n` of a per-CPU array: `f(index, cpu, value octets)` for each.
+fn read_percpu_array(
+    map: &impl MapCore,
+    n: u32,
+    mut f: impl FnMut(usize, usize, &[u8]),
+) -> io::Result<()> {
+    let cpus = ncpus()?;
+    let vsize = (map.value_size() as usize).div_ceil(8) * 8;
+    // Batches of up to 4096 entries: one syscall each instead of one per entry.
+    let chunk: u32 = 4096;
+    let mut keys = vec![0u32; chunk as usize];
+    let mut values = vec![0u8; chunk as usize * cpus * vsize];
+    let mut next: u32 = 0;
+    let mut first = true;
+    let mut done = 0u32;
+    while done < n {
+        let mut count = chunk.min(n - done);
+        let mut out_batch: u32 = 0;
+        let opts = libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        // SAFETY: keys and values hold `count` entries (count <= chunk), as the kernel
+        // requires; in/out batch tokens are u32 for an array map.
+        let r = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_fd().as_raw_fd(),
+                if first {
+                    std::ptr::null_mut()
+                } else {
+                    &mut next as *mut u32 as *mut _
+                },
+                &mut out_batch as *mut u32 as *mut _,
+                keys.as_mut_ptr() as *mut _,
+                values.as_mut_ptr() as *mut _,
+                &mut count,
+                &opts,
+            )
+        };
+        let err = if r < 0 {
+            Some(io::Error::last_os_error())
+        } else {
+            None
+        };
+        if let Some(e) = &err {
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                return Err(io_err("reading per-CPU counters", e));
+            }
+        }
+        for (i, key) in keys.iter().take(count as usize).enumerate() {
+            if *key >= n {
+                continue;
+            }
+            for cpu in 0..cpus {
+                let o = (i * cpus + cpu) * vsize;
+                f(*key as usize, cpu, &values[o..o + vsize]);
+            }
+        }
+        done += count;
+        if err.is_some() || count == 0 {
+            break;
+        }
+        first = false;
+        next = out_batch;
+    }
+    Ok(())
+}
+
+/// The values of one per-CPU entry, one per possible CPU.
+fn percpu_one<T: Copy + Default>(map: &impl MapCore, key: u32) -> io::Result<Vec<T>> {
+    let v = map
+        .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|e| io_err("reading per-CPU entry", e))?
+        .ok_or_else(|| io::Error::other("per-CPU entry missing"))?;
+    Ok(v.iter().map(|b| from_bytes::<T>(b)).collect())
+}
+
+/// Writes entries `first..first + n` of an array map from `values` (`n` values of
+/// `vsize` octets each; for a per-CPU map, one per possible CPU each, `vsize` rounded up
+/// to 8), 4096 entries per syscall.
+fn update_array(map: &impl MapCore, first: u32, values: &[u8], vsize: usize) -> io::Result<()> {
+    let n = (values.len() / vsize.max(1)) as u32;
+    let chunk: u32 = 4096;
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        ..Default::default()
+    };
+    let mut done = 0u32;
+    while done < n {
+        let mut count = chunk.min(n - done);
+        let keys: Vec<u32> = (first + done..first + done + count).collect();
+        let v = &values[done as usize * vsize..];
+        // SAFETY: `count` keys and at least `count` values of `vsize` octets.
+        let r = unsafe {
+            libbpf_sys::bpf_map_update_batch(
+                map.as_fd().as_raw_fd(),
+                keys.as_ptr() as *const _,
+                v.as_ptr() as *const _,
+                &mut count,
+                &opts,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        done += count.max(1);
+    }
+    Ok(())
+}
+
+/// Zeroes entries `0..n` of a per-CPU array.
+fn zero_percpu_array(map: &impl MapCore, n: u32) -> io::Result<()> {
+    let vsize = (map.value_size() as usize).div_ceil(8) * 8 * ncpus()?;
+    update_array(map, 0, &vec![0u8; n as usize * vsize], vsize)
+        .map_err(|e| io_err("zeroing counters", e))
+}
+
+/// Packets and octets (whole frames as seen at that point, Ethernet header included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Count {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Count {
+    fn add(&mut self, c: &sink_types::bench_count) {
+        self.packets += c.packets;
+        self.bytes += c.bytes;
+    }
+}
+
+impl std::ops::Sub for Count {
+    type Output = Count;
+    fn sub(self, o: Count) -> Count {
+        Count {
+            packets: self.packets.saturating_sub(o.packets),
+            bytes: self.bytes.saturating_sub(o.bytes),
+        }
+    }
+}
+
+/// An XDP program attached (native mode) to an interface in a namespace; the previous
+/// program goes back on drop.
+#[derive(Debug)]
+struct Attachment {
+    ifindex: u32,
+    netns: Netns,
+    /// What ran before (the lab's XDP_PASS), held open so it survives being replaced.
+    previous: Option<OwnedFd>,
+}
+
+impl Attachment {
+    fn new(prog: BorrowedFd<'_>, ifindex: u32) -> io::Result<Attachment> {
+        let netns = Netns::current()?;
+        let xdp = Xdp::new(prog);
+        let previous = match xdp.query_id(ifindex as i32, XdpFlags::DRV_MODE) {
+            Ok(0) | Err(_) => None,
+            Ok(id) => {
+                // SAFETY: plain syscall wrapper; a non-negative return is a new fd we own.
+                let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+                // SAFETY: fd was just returned to us by the kernel.
+                (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+            }
+        };
+        xdp.attach(ifindex as i32, XdpFlags::DRV_MODE)
+            .map_err(|e| io_err(&format!("attaching XDP (native) to ifindex {ifindex}"), e))?;
+        Ok(Attachment {
+            ifindex,
+            netns,
+            previous,
+        })
+    }
+
+    fn restore(&mut self, ours: RawFd) -> io::Result<()> {
+        let ifindex = self.ifindex as i32;
+        let previous = self.previous.take();
+        self.netns.run(move || {
+            // SAFETY: `ours` is the program fd of a skeleton that outlives this call.
+            let ours = unsafe { BorrowedFd::borrow_raw(ours) };
+            match &previous {
+                Some(p) => Xdp::new(p.as_fd()).attach(ifindex, XdpFlags::DRV_MODE),
+                None => Xdp::new(ours).detach(ifindex, XdpFlags::DRV_MODE),
+            }
+            .map_err(|e| io_err(&format!("restoring XDP on ifindex {ifindex}"), e))
+        })?
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Generator
+
+/// One session of the generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Session {
+    /// Uplink: the UPF's F-TEID for the session.
+    pub teid: u32,
+    /// The UE's address.
+    pub ue: Ipv4Addr,
+    /// The data-network host it talks to.
+    pub dn: Ipv4Addr,
+}
+
+/// What the generator sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenConfig {
+    /// Uplink (GTP-U, from gnb `n3`) or downlink (plain IPv4, from dn `n6`).
+    pub direction: Direction,
+    /// The interface the frames are run as received on, in the loading thread's
+    /// namespace: XDP_TX sends them out of it, to its veth peer.
+    pub ifindex: u32,
+    /// Send with `bpf_redirect` to this ifindex instead of XDP_TX.
+    pub redirect: Option<u32>,
+    /// Ethernet source: the sending veth's MAC.
+    pub src_mac: [u8; 6],
+    /// Ethernet destination: its peer's MAC.
+    pub dst_mac: [u8; 6],
+    /// Uplink: the outer source (the gNB's N3 address).
+    pub src_ip: Ipv4Addr,
+    /// Uplink: the outer destination (the UPF's N3 address).
+    pub dst_ip: Ipv4Addr,
+    /// Inner UDP port on the UE side.
+    pub ue_port: u16,
+    /// Inner UDP port on the data-network side.
+    pub dn_port: u16,
+    /// Uplink: add a PDU Session Container (TS 38.415, UL PDU SESSION INFORMATION).
+    pub psc: bool,
+    /// Its QFI.
+    pub qfi: u8,
+    /// Frame sizes (Ethernet header to end, no FCS) and their weights; cycled so every
+    /// session sees every size. Weights sum to at most [`MAX_SIZES`].
+    pub sizes: Vec<(u16, u32)>,
+    /// Write `bpf_ktime_get_ns()` into every payload (latency; costs a little rate).
+    pub timestamps: bool,
+    /// Size of the session table.
+    pub max_sessions: u32,
+    /// The CPU to generate on: the thread that makes the BPF_PROG_RUN calls is pinned
+    /// there while it runs (`sched_setaffinity`). Without it, runs may move between
+    /// CPUs, each with its own round robin over the sessions: the per-session counts
+    /// stay exact ([`Generator::sent_per_session`]) but are no longer equal.
+    pub cpu: Option<usize>,
+    /// Frames per batch of the kernel's live-frames loop (0: the kernel's 64; at most
+    /// 256).
+    pub batch: u32,
+}
+
+impl GenConfig {
+    /// Uplink G-PDUs with a PDU Session Container (QFI 9), 64-octet inner packets.
+    pub fn uplink(
+        ifindex: u32,
+        src_mac: [u8; 6],
+        dst_mac: [u8; 6],
+        src_ip: Ipv4Addr,
+        dst_ip: Ipv4Addr,
+    ) -> GenConfig {
+        GenConfig {
+            direction: Direction::Uplink,
+            ifindex,
+            redirect: None,
+            src_mac,
+            dst_mac,
+            src_ip,
+            dst_ip,
+            ue_port: 40000,
+            dn_port: 9,
+            psc: true,
+            qfi: 9,
+            sizes: vec![(frame_len_for_ip_len(Direction::Uplink, true, 64) as u16, 1)],
+            timestamps: true,
+            max_sessions: 1024,
+            cpu: None,
+            batch: 0,
+        }
+    }
+
+    /// Downlink IPv4/UDP packets of 64 octets (78-octet frames).
+    pub fn downlink(ifindex: u32, src_mac: [u8; 6], dst_mac: [u8; 6]) -> GenConfig {
+        GenConfig {
+            direction: Direction::Downlink,
+            sizes: vec![(
+                frame_len_for_ip_len(Direction::Downlink, false, 64) as u16,
+                1,
+            )],
+            psc: false,
+            ..GenConfig::uplink(
+                ifindex,
+                src_mac,
+                dst_mac,
+                Ipv4Addr::UNSPECIFIED,
+                Ipv4Addr::UNSPECIFIED,
+            )
+        }
+    }
+
+    /// One frame size.
+    pub fn frame_len(mut self, len: u16) -> GenConfig {
+        self.sizes = vec![(len, 1)];
+        self
+    }
+
+    /// The size table the program cycles through: the weights spread out (smooth
+    /// weighted round robin), so a mix of 7:4:1 does not send 7 equal sizes in a row.
+    pub fn size_table(&self) -> io::Result<Vec<u16>> {
+        let total: u64 = self.sizes.iter().map(|&(_, w)| w as u64).sum();
+        if self.sizes.is_empty() || total == 0 {
+            return Err(invalid("no frame size"));
+        }
+        if total > MAX_SIZES as u64 {
+            return Err(invalid(format!(
+                "size weights sum to {total}, at most {MAX_SIZES}"
+            )));
+        }
+        let min = min_frame_len(self.direction, self.psc);
+        for &(len, _) in &self.sizes {
+            if (len as usize) < min || len as usize > MAX_FRAME_LEN {
+                return Err(invalid(format!(
+                    "frame size {len}: must be {min}..={MAX_FRAME_LEN} for {:?}{}",
+                    self.direction,
+                    if self.psc {
+                        " with PDU Session Container"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
+        let mut current = vec![0i64; self.sizes.len()];
+        let mut out = Vec::with_capacity(total as usize);
+        for _ in 0..total {
+            for (c, &(_, w)) in current.iter_mut().zip(&self.sizes) {
+                *c += w as i64;
+            }
+            let (i, _) = current
+                .iter()
+                .enumerate()
+                .max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i)))
+                .expect("non-empty");
+            current[i] -= total as i64;
+            out.push(self.sizes[i].0);
+        }
+        Ok(out)
+    }
+}
+
+/// The generator's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GenCounters {
+    /// Packets generated (each was handed to XDP_TX / redirect; the veth may still drop
+    /// it when its peer's queue is full).
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// The result of one [`Generator::run`] call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunReport {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Wall time of the call, the kernel's waits included.
+    pub elapsed: Duration,
+}
+
+impl RunReport {
+    /// Packets per second over the call.
+    pub fn pps(&self) -> f64 {
+        self.packets as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// The result of [`Generator::send`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SendReport {
+    pub packets: u64,
+    pub bytes: u64,
+    /// BPF_PROG_RUN calls made.
+    pub calls: u64,
+    pub elapsed: Duration,
+    /// Achieved packets per second.
+    pub pps: f64,
+    /// All `total` packets were sent before the deadline.
+    pub complete: bool,
+}
+
+impl SendReport {
+    /// Achieved Gbit/s (frame octets, no Ethernet preamble or FCS).
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64().max(1e-9) / 1e9
+    }
+}
+
+/// The traffic generator (bpf/bench/gen.bpf.c).
+pub struct Generator {
+    skel: Loaded<BenchGenSkel<'static>>,
+    cfg: GenConfig,
+    raw: gen_types::gen_config,
+    frame: Vec<u8>,
+    netns: Netns,
+    n_sessions: u32,
+    /// Per-CPU packet counts when the sessions were last set.
+    baseline: Vec<u64>,
+}
+
+impl std::fmt::Debug for Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generator")
+            .field("cfg", &self.cfg)
+            .field("n_sessions", &self.n_sessions)
+            .finish()
+    }
+}
+
+impl Generator {
+    /// Loads the generator for `cfg`. `cfg.ifindex` (and `redirect`) are interfaces of
+    /// the calling thread's network namespace; runs happen there. Needs CAP_BPF and
+    /// CAP_NET_ADMIN.
+    pub fn load(cfg: GenConfig) -> io::Result<Generator> {
+        let table = cfg.size_table()?;
+        if cfg.max_sessions == 0 {
+            return Err(invalid("max_sessions is 0"));
+        }
+        if cfg.batch > 256 {
+            return Err(invalid("batch is at most 256"));
+        }
+        let max_sessions = cfg.max_sessions;
+        let skel = Loaded::new(BenchGenSkelBuilder::default(), "bench_gen", |open| {
+            open.maps
+                .gen_sessions
+                .set_max_entries(max_sessions)
+                .map_err(|e| io_err("sizing gen_sessions", e))
+        })?;
+        let max_size = *table.iter().max().expect("size table is not empty");
+        let mut raw = gen_types::gen_config {
+            dst_mac: cfg.dst_mac,
+            src_mac: cfg.src_mac,
+            src_ip: u32::from_ne_bytes(cfg.src_ip.octets()),
+            dst_ip: u32::from_ne_bytes(cfg.dst_ip.octets()),
+            n_sessions: 0,
+            n_sizes: table.len() as u32,
+            redirect: cfg.redirect.unwrap_or(0),
+            ue_port: cfg.ue_port,
+            dn_port: cfg.dn_port,
+            dir: cfg.direction as u8,
+            psc: cfg.psc as u8,
+            qfi: cfg.qfi & 0x3f,
+            timestamps: cfg.timestamps as u8,
+            max_size,
+            ..Default::default()
+        };
+        raw.sizes[..table.len()].copy_from_slice(&table);
+        let cpus = ncpus()?;
+        let g = Generator {
+            skel,
+            frame: vec![0u8; max_size as usize],
+            cfg,
+            raw,
+            netns: Netns::current()?,
+            n_sessions: 0,
+            baseline: vec![0; cpus],
+        };
+        g.write_config()?;
+        Ok(g)
+    }
+
+    /// The configuration it was loaded with.
+    pub fn config(&self) -> &GenConfig {
+        &self.cfg
+    }
+
+    fn write_config(&self) -> io::Result<()> {
+        self.skel
+            .maps
+            .gen_cfg
+            .update(&0u32.to_ne_bytes(), bytes_of(&self.raw), MapFlags::ANY)
+            .map_err(|e| io_err("writing gen_cfg", e))
+    }
+
+    /// Sets the sessions packets go to, round robin from the first, and restarts the
+    /// round robin (so [`Generator::sent_per_session`] counts from here).
+    pub fn set_sessions(&mut self, sessions: &[Session]) -> io::Result<()> {
+        if sessions.is_empty() || sessions.len() > self.cfg.max_sessions as usize {
+            return Err(invalid(format!(
+                "{} sessions: must be 1..={}",
+                sessions.len(),
+                self.cfg.max_sessions
+            )));
+        }
+        let mut table = Vec::with_capacity(sessions.len() * 12);
+        for s in sessions {
+            let v = gen_types::gen_session {
+                teid: s.teid,
+                ue: u32::from_ne_bytes(s.ue.octets()),
+                dn: u32::from_ne_bytes(s.dn.octets()),
+            };
+            table.extend_from_slice(bytes_of(&v));
+        }
+        let vsize = std::mem::size_of::<gen_types::gen_session>();
+        update_array(&self.skel.maps.gen_sessions, 0, &table, vsize)
+            .map_err(|e| io_err("writing gen_sessions", e))?;
+        self.raw.n_sessions = sessions.len() as u32;
+        self.write_config()?;
+        // Restart every CPU's round robin; keep its counters.
+        let state = percpu_one::<gen_types::gen_cpu>(&self.skel.maps.gen_state, 0)?;
+        let values: Vec<Vec<u8>> = state
+            .iter()
+            .map(|s| {
+                let s = gen_types::gen_cpu {
+                    packets: s.packets,
+                    bytes: s.bytes,
+                    ..Default::default()
+                };
+                bytes_of(&s).to_vec()
+            })
+            .collect();
+        self.skel
+            .maps
+            .gen_state
+            .update_percpu(&0u32.to_ne_bytes(), &values, MapFlags::ANY)
+            .map_err(|e| io_err("resetting gen_state", e))?;
+        self.baseline = state.iter().map(|s| s.packets).collect();
+        self.n_sessions = sessions.len() as u32;
+        Ok(())
+    }
+
+    /// Packets and octets generated since loading, all CPUs.
+    pub fn counters(&self) -> io::Result<GenCounters> {
+        let state = percpu_one::<gen_types::gen_cpu>(&self.skel.maps.gen_state, 0)?;
+        Ok(state.iter().fold(GenCounters::default(), |mut c, s| {
+            c.packets += s.packets;
+            c.bytes += s.bytes;
+            c
+        }))
+    }
+
+    /// Packets generated per session since the sessions were last set: exact, from
+    /// each CPU's count (every CPU goes round robin from session 0).
+    pub fn sent_per_session(&self) -> io::Result<Vec<u64>> {
+        let n = self.n_sessions as u64;
+        let mut out = vec![0u64; n as usize];
+        if n == 0 {
+            return Ok(out);
+        }
+        let state = percpu_one::<gen_types::gen_cpu>(&self.skel.maps.gen_state, 0)?;
+        for (s, base) in state.iter().zip(&self.baseline) {
+            let p = s.packets - base;
+            let (full, rest) = (p / n, p % n);
+            for (i, o) in out.iter_mut().enumerate() {
+                *o += full + u64::from((i as u64) < rest);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One BPF_PROG_RUN call generating `repeat` packets (as fast as the CPU goes; a
+    /// call waits twice for an RCU grace period, so large counts are efficient).
+    pub fn run(&mut self, repeat: u32) -> io::Result<RunReport> {
+        if self.n_sessions == 0 {
+            return Err(invalid("no sessions: call set_sessions first"));
+        }
+        let before = self.counters()?;
+        let start = Instant::now();
+        let prog = self.prog_fd();
+        let (frame, ifindex, batch, cpu) =
+            (&self.frame, self.cfg.ifindex, self.cfg.batch, self.cfg.cpu);
+        self.netns
+            .run(|| pinned(cpu, || prog_run(prog, frame, ifindex, repeat, batch)))???;
+        let elapsed = start.elapsed();
+        let after = self.counters()?;
+        Ok(RunReport {
+            packets: after.packets - before.packets,
+            bytes: after.bytes - before.bytes,
+            elapsed,
+        })
+    }
+
+    /// The program, for BPF_PROG_RUN tests (without live frames it returns the frame).
+    pub fn program(&self) -> &libbpf_rs::ProgramMut<'static> {
+        &self.skel.progs.bench_gen
+    }
+
+    /// The frame handed to BPF_PROG_RUN (zeros, as long as the largest size).
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+
+    fn prog_fd(&self) -> RawFd {
+        self.skel.progs.bench_gen.as_fd().as_raw_fd()
+    }
+
+    /// Sends `total` packets, or as many as fit before `deadline`: at `rate_pps` if
+    /// given, as fast as possible otherwise. Returns what was sent and the achieved
+    /// rate (over the whole time, the kernel's waits between calls included).
+    ///
+    /// Paced, the program spaces packets itself (`struct gen_pace`): it spins on the
+    /// CPU between packets and bursts at most [`PACE_BURST`] packets to catch up; calls
+    /// last up to half a second, and each call's fixed cost (two RCU grace periods)
+    /// is a pause in the stream, so the achieved rate is a few percent under the
+    /// asked one. Unpaced, every run sends, in calls of about half a second.
+    pub fn send(
+        &mut self,
+        rate_pps: Option<u64>,
+        total: u64,
+        deadline: Duration,
+    ) -> io::Result<SendReport> {
+        if self.n_sessions == 0 {
+            return Err(invalid("no sessions: call set_sessions first"));
+        }
+        if rate_pps == Some(0) {
+            return Err(invalid("rate 0"));
+        }
+        let before = self.counters()?;
+        if let Some(rate) = rate_pps {
+            let interval = 1_000_000_000_000 / rate.min(1_000_000_000_000);
+            self.write_pace(gen_types::gen_pace {
+                interval_ps: interval,
+                next_ps: 0,
+                burst_ps: interval * PACE_BURST,
+                budget: total,
+            })?;
+        }
+        let prog = self.prog_fd();
+        // Raw descriptors: the loop may run on a thread inside the namespace.
+        let pace = self.skel.maps.gen_pace.as_fd().as_raw_fd();
+        let (frame, ifindex, batch, cpu) =
+            (&self.frame, self.cfg.ifindex, self.cfg.batch, self.cfg.cpu);
+        let result = self.netns.run(|| {
+            pinned(cpu, || {
+                let mut left = total;
+                drive(rate_pps, total, deadline, |n| {
+                    prog_run(prog, frame, ifindex, n, batch)?;
+                    if rate_pps.is_none() {
+                        return Ok(n as u64);
+                    }
+                    let b = read_pace(pace)?.budget;
+                    let sent = left.saturating_sub(b);
+                    left = b;
+                    Ok(sent)
+                })
+            })
+        });
+        let result = result.and_then(|r| r).and_then(|r| r);
+        if rate_pps.is_some() {
+            // Unpaced again, whatever happened.
+            self.write_pace(gen_types::gen_pace::default())?;
+        }
+        let (sent, calls, elapsed) = result?;
+        let after = self.counters()?;
+        let packets = after.packets - before.packets;
+        Ok(SendReport {
+            packets,
+            bytes: after.bytes - before.bytes,
+            calls,
+            elapsed,
+            pps: packets as f64 / elapsed.as_secs_f64().max(1e-9),
+            complete: sent >= total,
+        })
+    }
+
+    /// Pacing state now (the budget left, when paced).
+    pub fn pace(&self) -> io::Result<gen_types::gen_pace> {
+        read_pace(self.skel.maps.gen_pace.as_fd().as_raw_fd())
+    }
+
+    fn write_pace(&self, p: gen_types::gen_pace) -> io::Result<()> {
+        self.skel
+            .maps
+            .gen_pace
+            .update(&0u32.to_ne_bytes(), bytes_of(&p), MapFlags::ANY)
+            .map_err(|e| io_err("writing gen_pace", e))
+    }
+}
+
+fn read_pace(fd: RawFd) -> io::Result<gen_types::gen_pace> {
+    let mut p = gen_types::gen_pace::default();
+    let key = 0u32;
+    // SAFETY: key and value buffers of the map's sizes (u32, struct gen_pace).
+    let r = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(
+            fd,
+            &key as *const u32 as *const _,
+            &mut p as *mut gen_types::gen_pace as *mut _,
+        )
+    };
+    if r < 0 {
+        return Err(io_err("reading gen_pace", io::Error::last_os_error()));
+    }
+    Ok(p)
+}
+
+/// Packets a paced generator may send back to back to catch up with its schedule
+/// (veth queues hold 256 frames).
+pub const PACE_BURST: u64 = 32;
+
+/// How long one BPF_PROG_RUN call of [`Generator::send`] aims to last.
+const CALL_TARGET: f64 = 0.5;
+
+/// The loop of [`Generator::send`]: `run(repeat)` makes one call and returns the
+/// packets it sent (all of them unpaced; those that were due, paced). Stops when
+/// `total` went or `deadline` passed; sizes calls to [`CALL_TARGET`] from the last
+/// call's speed, shorter near the deadline or the end. Returns (packets, calls, elapsed).
+fn drive(
+    rate_pps: Option<u64>,
+    total: u64,
+    deadline: Duration,
+    mut run: impl FnMut(u32) -> io::Result<u64>,
+) -> io::Result<(u64, u64, Duration)> {
+    let start = Instant::now();
+    let end = start + deadline;
+    let mut sent = 0u64;
+    let mut calls = 0u64;
+    // Paced, runs that are not due cost a few tens of ns each; start at a few ms.
+    let mut repeat: u64 = if rate_pps.is_some() { 1 << 18 } else { 1 << 16 };
+    while sent < total && calls < MAX_CALLS {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        let n = match rate_pps {
+            Some(_) => repeat,
+            None => repeat.min(total - sent),
+        };
+        let got = run(n as u32)?;
+        calls += 1;
+        sent += got.min(total - sent);
+        let took = now.elapsed().as_secs_f64().max(1e-6);
+        let mut want = CALL_TARGET.min(end.saturating_duration_since(Instant::now()).as_secs_f64());
+        if let Some(rate) = rate_pps {
+            // No longer than the rest needs (plus a little), so the tail does not spin.
+            want = want.min((total - sent) as f64 / rate as f64 * 1.05 + 0.002);
+        }
+        repeat = ((n as f64 * want / took) as u64).clamp(64, MAX_REPEAT);
+    }
+    Ok((sent, calls, start.elapsed()))
+}
+
+/// Bounds on [`drive`]: runs per call, calls per send.
+const MAX_REPEAT: u64 = 1 << 30;
+const MAX_CALLS: u64 = 1 << 20;
+
+/// BPF_PROG_RUN in live-frames mode: `repeat` runs of `prog` on `frame`, as received on
+/// `ifindex` of the calling thread's namespace.
+fn prog_run(prog: RawFd, frame: &[u8], ifindex: u32, repeat: u32, batch: u32) -> io::Result<()> {
+    // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+    // egress_ifindex.
+    let mut ctx = [0u32; 6];
+    ctx[1] = frame.len() as u32;
+    ctx[3] = ifindex;
+    let opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: frame.as_ptr() as *const _,
+        data_size_in: frame.len() as u32,
+        ctx_in: ctx.as_ptr() as *const _,
+        ctx_size_in: std::mem::size_of_val(&ctx) as u32,
+        // The kernel reads repeat as an unsigned count.
+        repeat: repeat as i32,
+        flags: TEST_XDP_LIVE_FRAMES,
+        batch_size: batch,
+        ..Default::default()
+    };
+    let mut opts = opts;
+    // SAFETY: data and context buffers outlive the call; the kernel only reads them
+    // (no output buffers are given).
+    let r = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog, &mut opts) };
+    if r < 0 {
+        return Err(io_err(
+            "BPF_PROG_RUN (live frames)",
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Latency histogram
+
+/// The bucket of a latency of `us` microseconds (bench.h, `hist_bucket` in sink.bpf.c).
+pub fn hist_bucket(us: u64) -> usize {
+    let linear = 1u64 << HIST_LINEAR_BITS;
+    if us < linear {
+        return us as usize;
+    }
+    if us >> HIST_MAX_BITS != 0 {
+        return HIST_BUCKETS - 1;
+    }
+    let e = 63 - us.leading_zeros();
+    let sub = (us >> (e - HIST_SUB_BITS)) & ((1 << HIST_SUB_BITS) - 1);
+    linear as usize + (((e - HIST_LINEAR_BITS) as usize) << HIST_SUB_BITS) + sub as usize
+}
+
+/// The microseconds bucket `i` holds: `[low, high)`.
+pub fn hist_bounds(i: usize) -> (u64, u64) {
+    let linear = 1usize << HIST_LINEAR_BITS;
+    if i < linear {
+        return (i as u64, i as u64 + 1);
+    }
+    let j = i - linear;
+    let e = HIST_LINEAR_BITS + (j >> HIST_SUB_BITS) as u32;
+    let sub = (j & ((1 << HIST_SUB_BITS) - 1)) as u64;
+    let width = 1u64 << (e - HIST_SUB_BITS);
+    let low = (1u64 << e) + sub * width;
+    (low, low + width)
+}
+
+/// A latency histogram ([`HIST_BUCKETS`] log-linear buckets of microseconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Histogram {
+    pub buckets: Vec<u64>,
+}
+
+/// Latency percentiles, each the upper edge of its bucket (at most 1 us high below
+/// 128 us, about 6 % above).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Percentiles {
+    pub samples: u64,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub p999: Duration,
+    pub max: Duration,
+}
+
+impl Histogram {
+    /// Samples recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The `q`-quantile (0 < q <= 1), as its bucket's upper edge; None when empty.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        // The rank of the sample, 1-based, rounded up.
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(Duration::from_micros(hist_bounds(i).1));
+            }
+        }
+        None
+    }
+
+    /// p50, p99, p99.9 and the maximum; None when empty.
+    pub fn percentiles(&self) -> Option<Percentiles> {
+        Some(Percentiles {
+            samples: self.count(),
+            p50: self.quantile(0.5)?,
+            p99: self.quantile(0.99)?,
+            p999: self.quantile(0.999)?,
+            max: self.quantile(1.0)?,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sink
+
+/// A sink's totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkTotals {
+    /// The generator's packets, counted and dropped, by [`Direction`] index.
+    pub dir: [Count; 2],
+    /// Other frames, passed to the kernel.
+    pub other: Count,
+    /// The generator's packets with a session index beyond the table (dropped).
+    pub bad_session: u64,
+}
+
+impl SinkTotals {
+    /// Counted packets of one direction.
+    pub fn of(&self, dir: Direction) -> Count {
+        self.dir[dir.index()]
+    }
+}
+
+/// Counts the generator's packets on a receiving end (bpf/bench/sink.bpf.c).
+pub struct Sink {
+    skel: Loaded<BenchSinkSkel<'static>>,
+    attachment: Option<Attachment>,
+    max_sessions: u32,
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sink")
+            .field("attachment", &self.attachment)
+            .field("max_sessions", &self.max_sessions)
+            .finish()
+    }
+}
+
+impl Sink {
+    /// Loads a sink for session indices `0..max_sessions` without attaching it (for
+    /// BPF_PROG_RUN tests).
+    pub fn load(max_sessions: u32) -> io::Result<Sink> {
+        if max_sessions == 0 {
+            return Err(invalid("max_sessions is 0"));
+        }
+        let skel = Loaded::new(BenchSinkSkelBuilder::default(), "bench_sink", |open| {
+            open.maps
+                .sink_sessions
+                .set_max_entries(max_sessions)
+                .map_err(|e| io_err("sizing sink_sessions", e))
+        })?;
+        let entries = skel.maps.sink_latency.max_entries();
+        if entries as usize != 2 * HIST_BUCKETS {
+            return Err(io::Error::other(format!(
+                "sink_latency has {entries} entries, upf_bpf::bench expects {}: bench.h and bench.rs disagree",
+                2 * HIST_BUCKETS
+            )));
+        }
+        Ok(Sink {
+            skel,
+            attachment: None,
+            max_sessions,
+        })
+    }
+
+    /// Loads a sink and attaches it (native XDP) to `ifindex` of the calling thread's
+    /// namespace, in place of what ran there (put back on drop).
+    pub fn attach(ifindex: u32, max_sessions: u32) -> io::Result<Sink> {
+        let mut s = Sink::load(max_sessions)?;
+        s.attachment = Some(Attachment::new(s.skel.progs.bench_sink.as_fd(), ifindex)?);
+        Ok(s)
+    }
+
+    /// The program, for BPF_PROG_RUN.
+    pub fn program(&self) -> &libbpf_rs::ProgramMut<'static> {
+        &self.skel.progs.bench_sink
+    }
+
+    /// Packets and octets per session `0..max_sessions` in one direction.
+    pub fn counts(&self, dir: Direction) -> io::Result<Vec<Count>> {
+        let mut out = vec![Count::default(); self.max_sessions as usize];
+        read_percpu_array(
+            &self.skel.maps.sink_sessions,
+            self.max_sessions,
+            |i, _, b| {
+                let s: sink_types::sink_session = from_bytes(b);
+                out[i].add(&s.dir[dir.index()]);
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// The totals, all CPUs.
+    pub fn totals(&self) -> io::Result<SinkTotals> {
+        let v = percpu_one::<sink_types::sink_totals>(&self.skel.maps.sink_totals, 0)?;
+        let mut t = SinkTotals::default();
+        for c in &v {
+            t.dir[0].add(&c.dir[0]);
+            t.dir[1].add(&c.dir[1]);
+            t.other.add(&c.other);
+            t.bad_session += c.bad_session;
+        }
+        Ok(t)
+    }
+
+    /// The latency histogram of one direction.
+    pub fn latency(&self, dir: Direction) -> io::Result<Histogram> {
+        let mut buckets = vec![0u64; 2 * HIST_BUCKETS];
+        read_percpu_array(
+            &self.skel.maps.sink_latency,
+            2 * HIST_BUCKETS as u32,
+            |i, _, b| {
+                buckets[i] += from_bytes::<u64>(b);
+            },
+        )?;
+        let o = dir.index() * HIST_BUCKETS;
+        Ok(Histogram {
+            buckets: buckets[o..o + HIST_BUCKETS].to_vec(),
+        })
+    }
+
+    /// p50/p99/p99.9/max latency of one direction; None without samples.
+    pub fn latency_percentiles(&self, dir: Direction) -> io::Result<Option<Percentiles>> {
+        Ok(self.latency(dir)?.percentiles())
+    }
+
+    /// Zeroes every counter and the histogram (between measurements).
+    pub fn reset(&self) -> io::Result<()> {
+        let m = &self.skel.maps;
+        zero_percpu_array(&m.sink_sessions, self.max_sessions)?;
+        zero_percpu_array(&m.sink_totals, 1)?;
+        zero_percpu_array(&m.sink_latency, 2 * HIST_BUCKETS as u32)
+    }
+
+    /// Detaches now, putting back what ran before; errors are reported, not ignored.
+    pub fn detach(mut self) -> io::Result<()> {
+        self.restore()
+    }
+
+    fn restore(&mut self) -> io::Result<()> {
+        let fd = self.skel.progs.bench_sink.as_fd().as_raw_fd();
+        match self.attachment.take() {
+            Some(mut a) => a.restore(fd),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore() {
+            eprintln!("bench sink: {e}");
+        }
+    }
+}
+
+/// Counts and drops every frame on an interface (bpf/bench/drop.bpf.c): the receiving
+/// end of the generator-limit measurement.
+pub struct DropSink {
+    skel: Loaded<BenchDropSkel<'static>>,
+    attachment: Option<Attachment>,
+}
+
+impl std::fmt::Debug for DropSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DropSink")
+            .field("attachment", &self.attachment)
+            .finish()
+    }
+}
+
+impl DropSink {
+    /// Loads it and attaches it to `ifindex` of the calling thread's namespace (the
+    /// previous program goes back on drop).
+    pub fn attach(ifindex: u32) -> io::Result<DropSink> {
+        let skel = Loaded::new(BenchDropSkelBuilder::default(), "bench_drop", |_| Ok(()))?;
+        let attachment = Some(Attachment::new(skel.progs.bench_drop.as_fd(), ifindex)?);
+        Ok(DropSink { skel, attachment })
+    }
+
+    /// Frames dropped, all CPUs.
+    pub fn count(&self) -> io::Result<Count> {
+        let v = percpu_one::<sink_types::bench_count>(&self.skel.maps.drop_count, 0)?;
+        let mut c = Count::default();
+        v.iter().for_each(|x| c.add(x));
+        Ok(c)
+    }
+}
+
+impl Drop for DropSink {
+    fn drop(&mut self) {
+        let fd = self.skel.progs.bench_drop.as_fd().as_raw_fd();
+        if let Some(mut a) = self.attachment.take() {
+            if let Err(e) = a.restore(fd) {
+                eprintln!("bench drop: {e}");
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Bare forwarder
+
+/// The bare forwarder's fixed next hops and addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BareConfig {
+    /// upf `n3`, in the attaching thread's namespace.
+    pub n3_ifindex: u32,
+    /// upf `n6`.
+    pub n6_ifindex: u32,
+    /// upf `n3`'s MAC (source of downlink frames).
+    pub n3_mac: [u8; 6],
+    /// gnb `n3`'s MAC.
+    pub gnb_mac: [u8; 6],
+    /// upf `n6`'s MAC (source of uplink frames).
+    pub n6_mac: [u8; 6],
+    /// dn `n6`'s MAC.
+    pub dn_mac: [u8; 6],
+    /// Our N3 address: uplink G-PDUs to it are decapsulated; downlink's outer source.
+    pub n3_ip: Ipv4Addr,
+    /// The gNB: downlink's outer destination.
+    pub gnb_ip: Ipv4Addr,
+    /// Our N6 address: downlink packets to it are left to the kernel.
+    pub n6_ip: Ipv4Addr,
+    /// Downlink TEID.
+    pub teid: u32,
+    /// Downlink: add a PDU Session Container (DL PDU SESSION INFORMATION) with `qfi`.
+    pub psc: bool,
+    pub qfi: u8,
+}
+
+/// The bare forwarder's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BareStats {
+    /// Decapsulated and redirected to N6.
+    pub uplink: Count,
+    /// Encapsulated and redirected to N3.
+    pub downlink: Count,
+    /// Left to the kernel.
+    pub passed: Count,
+    /// Failed to adjust the frame (dropped).
+    pub errors: Count,
+}
+
+/// GTP-U decapsulation (N3 -> N6) and encapsulation (N6 -> N3) with fixed next hops and
+/// no session logic (bpf/bench/bare_fwd.bpf.c): the I/O limit, in place of upfd.
+pub struct BareForwarder {
+    skel: Loaded<BenchBareFwdSkel<'static>>,
+    n3: Option<Attachment>,
+    n6: Option<Attachment>,
+}
+
+impl std::fmt::Debug for BareForwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BareForwarder")
+            .field("n3", &self.n3)
+            .field("n6", &self.n6)
+            .finish()
+    }
+}
+
+impl BareForwarder {
+    /// Loads it and attaches `bare_n3` to `cfg.n3_ifindex` and `bare_n6` to
+    /// `cfg.n6_ifindex`, interfaces of the calling thread's namespace (upf).
+    pub fn attach(cfg: BareConfig) -> io::Result<BareForwarder> {
+        let mut b = BareForwarder::load(cfg)?;
+        b.n3 = Some(Attachment::new(
+            b.skel.progs.bare_n3.as_fd(),
+            cfg.n3_ifindex,
+        )?);
+        b.n6 = Some(Attachment::new(
+            b.skel.progs.bare_n6.as_fd(),
+            cfg.n6_ifindex,
+        )?);
+        Ok(b)
+    }
+
+    /// Loads and configures it without attaching (for BPF_PROG_RUN tests).
+    pub fn load(cfg: BareConfig) -> io::Result<BareForwarder> {
+        let skel = Loaded::new(BenchBareFwdSkelBuilder::default(), "bench_bare_fwd", |_| {
+            Ok(())
+        })?;
+        let raw = bare_types::bare_config {
+            n3_ifindex: cfg.n3_ifindex,
+            n6_ifindex: cfg.n6_ifindex,
+            n3_src_mac: cfg.n3_mac,
+            n3_dst_mac: cfg.gnb_mac,
+            n6_src_mac: cfg.n6_mac,
+            n6_dst_mac: cfg.dn_mac,
+            n3_ip: u32::from_ne_bytes(cfg.n3_ip.octets()),
+            gnb_ip: u32::from_ne_bytes(cfg.gnb_ip.octets()),
+            n6_ip: u32::from_ne_bytes(cfg.n6_ip.octets()),
+            teid: cfg.teid,
+            psc: cfg.psc as u8,
+            qfi: cfg.qfi & 0x3f,
+            pad: [0; 2],
+        };
+        skel.maps
+            .bare_cfg
+            .update(&0u32.to_ne_bytes(), bytes_of(&raw), MapFlags::ANY)
+            .map_err(|e| io_err("writing bare_cfg", e))?;
+        Ok(BareForwarder {
+            n3: None,
+            n6: None,
+            skel,
+        })
+    }
+
+    /// `bare_n3` (uplink, decapsulates) and `bare_n6` (downlink, encapsulates).
+    pub fn programs(
+        &self,
+    ) -> (
+        &libbpf_rs::ProgramMut<'static>,
+        &libbpf_rs::ProgramMut<'static>,
+    ) {
+        (&self.skel.progs.bare_n3, &self.skel.progs.bare_n6)
+    }
+
+    /// Its counters, all CPUs.
+    pub fn stats(&self) -> io::Result<BareStats> {
+        let m = &self.skel.maps.bare_stats;
+        let get = |k: u32| -> io::Result<Count> {
+            let v = percpu_one::<sink_types::bench_count>(m, k)?;
+            let mut c = Count::default();
+            v.iter().for_each(|x| c.add(x));
+            Ok(c)
+        };
+        Ok(BareStats {
+            uplink: get(0)?,
+            downlink: get(1)?,
+            passed: get(2)?,
+            errors: get(3)?,
+        })
+    }
+}
+
+impl Drop for BareForwarder {
+    fn drop(&mut self) {
+        let n3 = self.skel.progs.bare_n3.as_fd().as_raw_fd();
+        let n6 = self.skel.progs.bare_n6.as_fd().as_raw_fd();
+        for (a, fd) in [(self.n3.take(), n3), (self.n6.take(), n6)] {
+            if let Some(mut a) = a {
+                if let Err(e) = a.restore(fd) {
+                    eprintln!("bench bare forwarder: {e}");
+                }
+            }
+        }
+    }
+}
+
+// SAFETY: each of these owns its whole libbpf object (libbpf-rs declares `Object` Send);
+// the map and program handles inside point into that object only, and every use goes
+// through &self or &mut self, so moving the owner to another thread is sound.
+unsafe impl Send for Generator {}
+unsafe impl Send for Sink {}
+unsafe impl Send for DropSink {}
+unsafe impl Send for BareForwarder {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets() {
+        assert_eq!(HIST_BUCKETS, 528);
+        for us in [
+            0u64,
+            1,
+            99,
+            127,
+            128,
+            129,
+            255,
+            256,
+            1000,
+            5000,
+            1 << 20,
+            (1 << 32) - 1,
+        ] {
+            let b = hist_bucket(us);
+            let (lo, hi) = hist_bounds(b);
+            assert!(lo <= us && us < hi, "{us} in bucket {b} [{lo}, {hi})");
+        }
+        assert_eq!(hist_bucket(1 << 40), HIST_BUCKETS - 1);
+        // Contiguous and increasing.
+        for i in 1..HIST_BUCKETS {
+            assert_eq!(hist_bounds(i - 1).1, hist_bounds(i).0, "bucket {i}");
+        }
+    }
+
+    #[test]
+    fn quantiles() {
+        let mut h = Histogram {
+            buckets: vec![0; HIST_BUCKETS],
+        };
+        assert_eq!(h.percentiles(), None);
+        h.buckets[10] = 990;
+        h.buckets[hist_bucket(1000)] = 9;
+        h.buckets[hist_bucket(20_000)] = 1;
+        let p = h.percentiles().unwrap();
+        assert_eq!(p.samples, 1000);
+        assert_eq!(p.p50, Duration::from_micros(11));
+        assert_eq!(p.p99, Duration::from_micros(11));
+        assert_eq!(
+            p.p999,
+            Duration::from_micros(hist_bounds(hist_bucket(1000)).1)
+        );
+        assert_eq!(
+            p.max,
+            Duration::from_micros(hist_bounds(hist_bucket(20_000)).1)
+        );
+    }
+
+    #[test]
+    fn size_table_spreads_weights() {
+        let mut c = GenConfig::downlink(1, [0; 6], [0; 6]);
+        c.sizes = vec![(100, 3), (200, 1)];
+        assert_eq!(c.size_table().unwrap(), vec![100, 100, 200, 100]);
+        c.sizes = vec![(60, 1)];
+        assert!(c.size_table().is_err(), "shorter than headers and payload");
+        c.sizes = vec![(100, 65)];
+        assert!(c.size_table().is_err(), "more than MAX_SIZES");
+    }
+
+    #[test]
+    fn constants_match_bench_h() {
+        assert_eq!(gen_types::gen_config::default().sizes.len(), MAX_SIZES);
+        assert_eq!(std::mem::size_of::<gen_types::gen_session>(), 12);
+    }
+
+    #[test]
+    fn lengths() {
+        assert_eq!(min_frame_len(Direction::Downlink, false), 62);
+        assert_eq!(min_frame_len(Direction::Uplink, true), 106);
+        assert_eq!(min_frame_len(Direction::Uplink, false), 98);
+        assert_eq!(frame_len_for_ip_len(Direction::Uplink, true, 64), 122);
+        assert_eq!(frame_len_for_ip_len(Direction::Downlink, false, 64), 78);
+    }
+
+    #[test]
+    fn sending_is_bounded() {
+        // Unpaced: exactly `total`, in calls.
+        let mut runs = Vec::new();
+        let (sent, calls, _) = drive(None, 200_000, Duration::from_secs(5), |n| {
+            runs.push(n);
+            Ok(n as u64)
+        })
+        .unwrap();
+        assert_eq!(sent, 200_000);
+        assert_eq!(runs.iter().map(|&n| n as u64).sum::<u64>(), 200_000);
+        assert_eq!(calls, runs.len() as u64);
+        // Paced, nothing ever due: ends at the deadline.
+        let t = Instant::now();
+        let (sent, _, _) = drive(Some(10), 1_000, Duration::from_millis(100), |_| {
+            std::thread::sleep(Duration::from_millis(1));
+            Ok(0)
+        })
+        .unwrap();
+        assert_eq!(sent, 0);
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
+}
