@@ -1,0 +1,900 @@
+//! The bench programs (bpf/bench/, upf_bpf::bench).
+//!
+//! - Frames: BPF_PROG_RUN without live frames returns what the generator builds, the
+//!   sink counts and the bare forwarder forwards; they are parsed and checked octet by
+//!   octet against the spec (the gtpu crate parses the GTP-U).
+//! - Traffic: namespaces tg-gnb, tg-upf, tg-dn (the lab's addresses and MACs; removed at
+//!   the end, also on failure); the bare forwarder in upf, sinks in gnb and dn; 10,000
+//!   uplink packets for 100 sessions and 10,000 downlink packets arrive exactly, session
+//!   by session; the generator into a drop program works.
+//! - `measure_limits` (ignored; run by hand) prints the generator limit and the bare
+//!   forwarder's rate:
+//!   `cargo test --release -p upf-bpf --test bench -- --ignored --nocapture measure_limits`
+//!
+//! Needs root (CAP_BPF, CAP_NET_ADMIN, `ip netns`); skipped with a message otherwise.
+
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::ProgramInput;
+use upf_bpf::bench::*;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+macro_rules! require_root {
+    () => {
+        if !is_root() {
+            eprintln!("skipped: needs root (CAP_BPF, CAP_NET_ADMIN, network namespaces)");
+            return;
+        }
+    };
+}
+
+// The lab's addresses and MACs (upfbench::lab::{addr, mac}).
+const GNB_N3: Ipv4Addr = Ipv4Addr::new(192, 168, 3, 1);
+const UPF_N3: Ipv4Addr = Ipv4Addr::new(192, 168, 3, 2);
+const UPF_N6: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 2);
+const DN_N6: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
+const DN_HOSTS: [Ipv4Addr; 2] = [
+    Ipv4Addr::new(192, 168, 6, 10),
+    Ipv4Addr::new(192, 168, 6, 11),
+];
+const MAC_GNB_N3: [u8; 6] = [0x02, 0, 0, 0, 0x03, 0x01];
+const MAC_UPF_N3: [u8; 6] = [0x02, 0, 0, 0, 0x03, 0x02];
+const MAC_UPF_N6: [u8; 6] = [0x02, 0, 0, 0, 0x06, 0x02];
+const MAC_DN_N6: [u8; 6] = [0x02, 0, 0, 0, 0x06, 0x01];
+const DL_TEID: u32 = 0x00bb_0001;
+
+fn sessions(n: u32) -> Vec<Session> {
+    (0..n)
+        .map(|i| Session {
+            teid: 0x1000 + i,
+            ue: Ipv4Addr::new(10, 45, (i >> 8) as u8, (i & 0xff) as u8 + 1),
+            dn: DN_HOSTS[(i % 2) as usize],
+        })
+        .collect()
+}
+
+fn uplink(ifindex: u32) -> GenConfig {
+    GenConfig::uplink(ifindex, MAC_GNB_N3, MAC_UPF_N3, GNB_N3, UPF_N3)
+}
+
+fn downlink(ifindex: u32) -> GenConfig {
+    GenConfig::downlink(ifindex, MAC_DN_N6, MAC_UPF_N6)
+}
+
+fn bare_config(n3: u32, n6: u32) -> BareConfig {
+    BareConfig {
+        n3_ifindex: n3,
+        n6_ifindex: n6,
+        n3_mac: MAC_UPF_N3,
+        gnb_mac: MAC_GNB_N3,
+        n6_mac: MAC_UPF_N6,
+        dn_mac: MAC_DN_N6,
+        n3_ip: UPF_N3,
+        gnb_ip: GNB_N3,
+        n6_ip: UPF_N6,
+        teid: DL_TEID,
+        psc: true,
+        qfi: 5,
+    }
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs a program once on `frame` (no live frames): (XDP action, output frame).
+fn run_once(prog: &libbpf_rs::ProgramMut<'static>, frame: &[u8]) -> (u32, Vec<u8>) {
+    let mut out = vec![0u8; 4096];
+    let input = ProgramInput {
+        data_in: Some(frame),
+        data_out: Some(&mut out),
+        ..Default::default()
+    };
+    let o = prog.test_run(input).expect("BPF_PROG_RUN");
+    let data = o.data.expect("output").to_vec();
+    (o.return_value, data)
+}
+
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+const XDP_TX: u32 = 3;
+const XDP_REDIRECT: u32 = 4;
+
+fn be16(b: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([b[o], b[o + 1]])
+}
+
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+fn ne32(b: &[u8], o: usize) -> u32 {
+    u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+/// Checks an IPv4/UDP header at `o` of `len` total octets from `src` to `dst`
+/// (checksum included); returns the UDP payload's offset.
+fn check_ipv4_udp(f: &[u8], o: usize, len: usize, src: Ipv4Addr, dst: Ipv4Addr) -> usize {
+    assert_eq!(f[o], 0x45, "IPv4, no options");
+    assert_eq!(be16(f, o + 2) as usize, len, "IPv4 total length");
+    assert_eq!(f[o + 9], 17, "UDP");
+    assert_eq!(Ipv4Addr::from(be32(f, o + 12)), src);
+    assert_eq!(Ipv4Addr::from(be32(f, o + 16)), dst);
+    let sum: u32 = (0..10).map(|i| be16(f, o + 2 * i) as u32).sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    assert_eq!((sum & 0xffff) + (sum >> 16), 0xffff, "IPv4 header checksum");
+    assert_eq!(be16(f, o + 24) as usize, len - 20, "UDP length");
+    assert_eq!(be16(f, o + 26), 0, "no UDP checksum");
+    o + 28
+}
+
+/// Checks a payload: (session, timestamp).
+fn check_payload(f: &[u8], o: usize) -> (u32, u64) {
+    assert_eq!(ne32(f, o), MAGIC);
+    (
+        ne32(f, o + 4),
+        ne32(f, o + 12) as u64 | (ne32(f, o + 16) as u64) << 32,
+    )
+}
+
+#[test]
+fn uplink_frames_are_gpdus_of_each_session_and_size() {
+    require_root!();
+    let mut cfg = uplink(1);
+    cfg.sizes = vec![(122, 1), (300, 1), (1000, 2)];
+    let table = cfg.size_table().unwrap();
+    let mut g = Generator::load(cfg).expect("load generator");
+    let ss = sessions(3);
+    g.set_sessions(&ss).unwrap();
+    let frame = g.frame().to_vec();
+    let before = mono_ns();
+    for k in 0..24usize {
+        let (act, f) = run_once(g.program(), &frame);
+        assert_eq!(act, XDP_TX);
+        let s = k % 3;
+        let size = table[(s % table.len() + (k / 3) % table.len()) % table.len()];
+        assert_eq!(f.len(), size as usize, "packet {k}: size");
+        assert_eq!(&f[0..6], &MAC_UPF_N3);
+        assert_eq!(&f[6..12], &MAC_GNB_N3);
+        assert_eq!(be16(&f, 12), 0x0800);
+        let udp = check_ipv4_udp(&f, 14, f.len() - 14, GNB_N3, UPF_N3);
+        assert_eq!(be16(&f, 34), GTPU_PORT);
+        assert_eq!(be16(&f, 36), GTPU_PORT);
+        let info = gtpu::fastpath::parse_gpdu(&f[udp..]).expect("G-PDU");
+        assert_eq!(info.teid, ss[s].teid);
+        assert_eq!(info.qfi, Some(9));
+        assert_eq!(info.pdu_type, Some(1), "UL PDU SESSION INFORMATION");
+        let inner = udp + info.payload_offset;
+        assert_eq!(info.payload_len, f.len() - inner);
+        let pl = check_ipv4_udp(&f, inner, f.len() - inner, ss[s].ue, ss[s].dn);
+        assert_eq!(be16(&f, inner + 20), 40000);
+        assert_eq!(be16(&f, inner + 22), 9);
+        let (session, ts) = check_payload(&f, pl);
+        assert_eq!(session as usize, s);
+        assert!(ts >= before && ts <= mono_ns(), "timestamp");
+    }
+    assert_eq!(g.sent_per_session().unwrap(), vec![8, 8, 8]);
+    let c = g.counters().unwrap();
+    assert_eq!(c.packets, 24);
+    assert_eq!(
+        c.bytes,
+        (0..24)
+            .map(|k| table[(k % 3 + k / 3) % 4] as u64)
+            .sum::<u64>()
+    );
+}
+
+#[test]
+fn uplink_without_container_and_downlink_frames() {
+    require_root!();
+    let mut cfg = uplink(1);
+    cfg.psc = false;
+    cfg.timestamps = false;
+    let cfg = cfg.frame_len(min_frame_len(Direction::Uplink, false) as u16);
+    let mut g = Generator::load(cfg).unwrap();
+    g.set_sessions(&sessions(1)).unwrap();
+    let (_, f) = run_once(g.program(), g.frame());
+    assert_eq!(f.len(), 98);
+    let info = gtpu::fastpath::parse_gpdu(&f[42..]).unwrap();
+    assert_eq!((info.qfi, info.payload_offset), (None, 8));
+    assert_eq!(f[42], 0x30, "no optional fields");
+    assert_eq!(check_payload(&f, 78), (0, 0), "no timestamp");
+
+    let mut g = Generator::load(downlink(1).frame_len(64)).unwrap();
+    let ss = sessions(2);
+    g.set_sessions(&ss).unwrap();
+    for s in [0usize, 1, 0] {
+        let (act, f) = run_once(g.program(), g.frame());
+        assert_eq!(act, XDP_TX);
+        assert_eq!(f.len(), 64);
+        assert_eq!(&f[0..12], &[MAC_UPF_N6, MAC_DN_N6].concat()[..]);
+        let pl = check_ipv4_udp(&f, 14, 50, ss[s].dn, ss[s].ue);
+        assert_eq!(be16(&f, 34), 9);
+        assert_eq!(be16(&f, 36), 40000);
+        assert_eq!(check_payload(&f, pl).0 as usize, s);
+    }
+    // Redirect instead of XDP_TX.
+    let mut cfg = downlink(1);
+    cfg.redirect = Some(7);
+    let mut g = Generator::load(cfg).unwrap();
+    g.set_sessions(&sessions(1)).unwrap();
+    assert_eq!(run_once(g.program(), g.frame()).0, XDP_REDIRECT);
+}
+
+#[test]
+fn sink_counts_ours_and_passes_the_rest() {
+    require_root!();
+    let mut ul = Generator::load(uplink(1)).unwrap();
+    ul.set_sessions(&sessions(4)).unwrap();
+    let mut dl = Generator::load(downlink(1)).unwrap();
+    dl.set_sessions(&sessions(4)).unwrap();
+    let sink = Sink::load(4).unwrap();
+    let mut bytes = [0u64; 2];
+    // Uplink generator frames are GTP-U: the sink counts them as downlink arrivals,
+    // plain ones as uplink arrivals.
+    for _ in 0..5 {
+        let (_, f) = run_once(ul.program(), ul.frame());
+        assert_eq!(run_once(sink.program(), &f).0, XDP_DROP);
+        bytes[1] += f.len() as u64;
+        let (_, f) = run_once(dl.program(), dl.frame());
+        assert_eq!(run_once(sink.program(), &f).0, XDP_DROP);
+        bytes[0] += f.len() as u64;
+    }
+    // Not ours: passed, counted as other.
+    let (_, mut f) = run_once(dl.program(), dl.frame());
+    f[42] ^= 0xff;
+    assert_eq!(run_once(sink.program(), &f).0, XDP_PASS);
+    assert_eq!(run_once(sink.program(), &[0u8; 60]).0, XDP_PASS);
+    // Ours, but no such session.
+    let (_, mut f) = run_once(dl.program(), dl.frame());
+    f[46..50].copy_from_slice(&99u32.to_ne_bytes());
+    assert_eq!(run_once(sink.program(), &f).0, XDP_DROP);
+
+    let t = sink.totals().unwrap();
+    assert_eq!(
+        t.of(Direction::Uplink),
+        Count {
+            packets: 5,
+            bytes: bytes[0]
+        }
+    );
+    assert_eq!(t.of(Direction::Downlink).packets, 5);
+    assert_eq!(t.of(Direction::Downlink).bytes, bytes[1]);
+    assert_eq!(t.other.packets, 2);
+    assert_eq!(t.bad_session, 1);
+    let up: Vec<u64> = sink
+        .counts(Direction::Uplink)
+        .unwrap()
+        .iter()
+        .map(|c| c.packets)
+        .collect();
+    assert_eq!(up, vec![2, 1, 1, 1]);
+    let down: Vec<u64> = sink
+        .counts(Direction::Downlink)
+        .unwrap()
+        .iter()
+        .map(|c| c.packets)
+        .collect();
+    assert_eq!(down, vec![2, 1, 1, 1]);
+    assert_eq!(sink.latency(Direction::Uplink).unwrap().count(), 5);
+
+    // A packet 5 ms old lands in the 5 ms bucket: BPF and Rust agree on the buckets.
+    sink.reset().unwrap();
+    assert_eq!(sink.totals().unwrap(), SinkTotals::default());
+    let (_, mut f) = run_once(dl.program(), dl.frame());
+    let ts = mono_ns() - 5_000_000;
+    f[54..58].copy_from_slice(&(ts as u32).to_ne_bytes());
+    f[58..62].copy_from_slice(&((ts >> 32) as u32).to_ne_bytes());
+    assert_eq!(run_once(sink.program(), &f).0, XDP_DROP);
+    let p = sink
+        .latency_percentiles(Direction::Uplink)
+        .unwrap()
+        .expect("a sample");
+    let (lo, hi) = hist_bounds(hist_bucket(5000));
+    assert!(
+        p.p50 >= Duration::from_micros(lo) && p.p50 <= Duration::from_micros(hi + 400),
+        "{p:?}"
+    );
+    assert_eq!(sink.latency(Direction::Downlink).unwrap().count(), 0);
+}
+
+#[test]
+fn bare_forwarder_decapsulates_and_encapsulates() {
+    require_root!();
+    let b = BareForwarder::load(bare_config(3, 6)).unwrap();
+    let (n3, n6) = b.programs();
+    let mut ul = Generator::load(uplink(1)).unwrap();
+    let ss = sessions(1);
+    ul.set_sessions(&ss).unwrap();
+    let (_, g) = run_once(ul.program(), ul.frame());
+    let (act, f) = run_once(n3, &g);
+    assert_eq!(act, XDP_REDIRECT);
+    assert_eq!(&f[0..12], &[MAC_DN_N6, MAC_UPF_N6].concat()[..]);
+    assert_eq!(be16(&f, 12), 0x0800);
+    assert_eq!(&f[14..], &g[58..], "the inner packet, untouched");
+
+    let mut dl = Generator::load(downlink(1)).unwrap();
+    dl.set_sessions(&ss).unwrap();
+    let (_, g) = run_once(dl.program(), dl.frame());
+    let (act, f) = run_once(n6, &g);
+    assert_eq!(act, XDP_REDIRECT);
+    assert_eq!(&f[0..12], &[MAC_GNB_N3, MAC_UPF_N3].concat()[..]);
+    let udp = check_ipv4_udp(&f, 14, f.len() - 14, UPF_N3, GNB_N3);
+    let info = gtpu::fastpath::parse_gpdu(&f[udp..]).unwrap();
+    assert_eq!(
+        (info.teid, info.qfi, info.pdu_type),
+        (DL_TEID, Some(5), Some(0))
+    );
+    assert_eq!(info.payload(&f[udp..]), &g[14..]);
+
+    // Not for the forwarder: to its own N6 address, or not a G-PDU to its N3 address.
+    let mut to_us = g.clone();
+    to_us[30..34].copy_from_slice(&UPF_N6.octets());
+    assert_eq!(run_once(n6, &to_us).0, XDP_PASS);
+    assert_eq!(run_once(n3, &g).0, XDP_PASS);
+    let s = b.stats().unwrap();
+    assert_eq!(
+        (s.uplink.packets, s.downlink.packets, s.passed.packets),
+        (1, 1, 2)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Namespaces
+
+fn sh(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// gnb --n3-- upf --n6-- dn, as the lab builds them (addresses, MACs, static
+/// neighbours, XDP_PASS on gnb n3 and dn n6). Removed on drop.
+struct Topo {
+    prefix: String,
+}
+
+impl Topo {
+    fn up(prefix: &str) -> Topo {
+        let t = Topo {
+            prefix: prefix.to_string(),
+        };
+        t.remove();
+        t.build()
+            .unwrap_or_else(|e| panic!("building {prefix} namespaces: {e}"));
+        t
+    }
+
+    fn ns(&self, role: &str) -> String {
+        format!("{}{role}", self.prefix)
+    }
+
+    fn build(&self) -> Result<(), String> {
+        let (gnb, upf, dn) = (self.ns("gnb"), self.ns("upf"), self.ns("dn"));
+        for n in [&gnb, &upf, &dn] {
+            sh(&["ip", "netns", "add", n])?;
+            sh(&["ip", "-n", n, "link", "set", "lo", "up"])?;
+        }
+        let mac = |m: [u8; 6]| {
+            m.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        for (a, am, b, bm, dev) in [
+            (&gnb, MAC_GNB_N3, &upf, MAC_UPF_N3, "n3"),
+            (&upf, MAC_UPF_N6, &dn, MAC_DN_N6, "n6"),
+        ] {
+            sh(&[
+                "ip",
+                "link",
+                "add",
+                dev,
+                "netns",
+                a,
+                "address",
+                &mac(am),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                dev,
+                "netns",
+                b,
+                "address",
+                &mac(bm),
+            ])?;
+            sh(&["ip", "-n", a, "link", "set", dev, "up"])?;
+            sh(&["ip", "-n", b, "link", "set", dev, "up"])?;
+        }
+        let addr = |n: &str, a: Ipv4Addr, dev: &str| {
+            sh(&["ip", "-n", n, "addr", "add", &format!("{a}/24"), "dev", dev])
+        };
+        let neigh = |n: &str, a: Ipv4Addr, m: [u8; 6], dev: &str| {
+            sh(&[
+                "ip",
+                "-n",
+                n,
+                "neigh",
+                "replace",
+                &a.to_string(),
+                "lladdr",
+                &mac(m),
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+        };
+        addr(&gnb, GNB_N3, "n3")?;
+        addr(&upf, UPF_N3, "n3")?;
+        addr(&upf, UPF_N6, "n6")?;
+        addr(&dn, DN_N6, "n6")?;
+        neigh(&gnb, UPF_N3, MAC_UPF_N3, "n3")?;
+        neigh(&upf, GNB_N3, MAC_GNB_N3, "n3")?;
+        neigh(&upf, DN_N6, MAC_DN_N6, "n6")?;
+        neigh(&dn, UPF_N6, MAC_UPF_N6, "n6")?;
+        let obj = std::env::temp_dir().join(format!("bench-test-pass-{}.o", std::process::id()));
+        std::fs::write(&obj, upf_bpf::PASS_OBJECT).map_err(|e| e.to_string())?;
+        let obj_s = obj.to_string_lossy().into_owned();
+        let r = (|| {
+            for (n, dev) in [(&gnb, "n3"), (&dn, "n6")] {
+                sh(&[
+                    "ip", "-n", n, "link", "set", "dev", dev, "xdpdrv", "obj", &obj_s, "sec", "xdp",
+                ])?;
+            }
+            Ok(())
+        })();
+        let _ = std::fs::remove_file(&obj);
+        r
+    }
+
+    fn remove(&self) {
+        for role in ["gnb", "upf", "dn"] {
+            let n = self.ns(role);
+            if std::path::Path::new("/var/run/netns").join(&n).exists() {
+                if let Err(e) = sh(&["ip", "netns", "del", &n]) {
+                    eprintln!("{e}");
+                }
+            }
+        }
+    }
+
+    /// The id of the XDP program on `dev` in `role`, if any.
+    fn xdp_prog(&self, role: &str, dev: &str) -> Option<String> {
+        let out = sh(&["ip", "-n", &self.ns(role), "-d", "link", "show", "dev", dev]).ok()?;
+        let i = out.find("prog/xdp id ")?;
+        out[i + 12..].split_whitespace().next().map(str::to_string)
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Moves the calling thread between namespaces; back where it started on drop.
+struct NsGuard {
+    home: File,
+}
+
+impl NsGuard {
+    fn new() -> NsGuard {
+        NsGuard {
+            home: File::open("/proc/thread-self/ns/net").expect("own netns"),
+        }
+    }
+
+    fn enter(&self, name: &str) {
+        let f = File::open(format!("/var/run/netns/{name}")).expect("netns");
+        // SAFETY: setns on an open namespace file; moves this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    }
+
+    fn ifindex(&self, dev: &str) -> u32 {
+        let name = std::ffi::CString::new(dev).unwrap();
+        // SAFETY: a valid C string.
+        let i = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert_ne!(i, 0, "no interface {dev}");
+        i
+    }
+}
+
+impl Drop for NsGuard {
+    fn drop(&mut self) {
+        // SAFETY: as in enter.
+        unsafe { libc::setns(self.home.as_raw_fd(), libc::CLONE_NEWNET) };
+    }
+}
+
+/// The lab with the bare forwarder in upf and sinks in gnb and dn.
+struct Rig {
+    ul: Generator,
+    dl: Generator,
+    gnb_sink: Sink,
+    dn_sink: Sink,
+    bare: Option<BareForwarder>,
+    gnb_n3: u32,
+    upf_n3: u32,
+}
+
+fn rig(ns: &NsGuard, topo: &Topo, max_sessions: u32) -> Rig {
+    ns.enter(&topo.ns("gnb"));
+    let gnb_n3 = ns.ifindex("n3");
+    let gnb_sink = Sink::attach(gnb_n3, max_sessions).expect("sink on gnb n3");
+    let mut cfg = uplink(gnb_n3);
+    cfg.max_sessions = max_sessions;
+    // One CPU: one round robin, so every session gets the same share.
+    cfg.cpu = Some(0);
+    let ul = Generator::load(cfg).expect("uplink generator");
+    ns.enter(&topo.ns("dn"));
+    let dn_n6 = ns.ifindex("n6");
+    let dn_sink = Sink::attach(dn_n6, max_sessions).expect("sink on dn n6");
+    let mut cfg = downlink(dn_n6);
+    cfg.max_sessions = max_sessions;
+    cfg.cpu = Some(0);
+    let dl = Generator::load(cfg).expect("downlink generator");
+    ns.enter(&topo.ns("upf"));
+    let (upf_n3, upf_n6) = (ns.ifindex("n3"), ns.ifindex("n6"));
+    let bare = BareForwarder::attach(bare_config(upf_n3, upf_n6)).expect("bare forwarder");
+    Rig {
+        ul,
+        dl,
+        gnb_sink,
+        dn_sink,
+        bare: Some(bare),
+        gnb_n3,
+        upf_n3,
+    }
+}
+
+fn ping(topo: &Topo, role: &str, to: Ipv4Addr) -> bool {
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &topo.ns(role),
+        "ping",
+        "-c",
+        "1",
+        "-W",
+        "2",
+        &to.to_string(),
+    ])
+    .is_ok()
+}
+
+/// Waits until `f` holds or `limit` passes (frames still in flight in the veths).
+fn settle(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+#[test]
+fn traffic_through_the_bare_forwarder_arrives_exactly() {
+    require_root!();
+    let started = Instant::now();
+    let topo = Topo::up("tg-");
+    let ns = NsGuard::new();
+    let pass_gnb = topo.xdp_prog("gnb", "n3").expect("XDP_PASS on gnb n3");
+    let mut r = rig(&ns, &topo, 128);
+
+    // Foreign traffic still works through sinks and forwarder (ARP and ICMP passed).
+    assert!(
+        ping(&topo, "gnb", UPF_N3),
+        "gnb -> upf n3 ping with the sink attached"
+    );
+    assert!(ping(&topo, "dn", UPF_N6), "dn -> upf n6 ping");
+    assert!(r.gnb_sink.totals().unwrap().other.packets >= 1);
+
+    let ss = sessions(100);
+    // Uplink: 10,000 packets for 100 sessions, paced (no losses on veth at this rate).
+    r.ul.set_sessions(&ss).unwrap();
+    let sent =
+        r.ul.send(Some(50_000), 10_000, Duration::from_secs(10))
+            .unwrap();
+    assert!(sent.complete, "{sent:?}");
+    assert_eq!(sent.packets, 10_000);
+    let per = r.ul.sent_per_session().unwrap();
+    assert_eq!(per, vec![100; 100]);
+    let up = |s: &Sink| s.totals().unwrap().of(Direction::Uplink).packets;
+    settle(Duration::from_secs(2), || up(&r.dn_sink) >= 10_000);
+    let got = r.dn_sink.counts(Direction::Uplink).unwrap();
+    for (i, (c, p)) in got.iter().zip(&per).enumerate() {
+        assert_eq!(c.packets, *p, "uplink session {i}");
+    }
+    assert_eq!(got[100..].iter().map(|c| c.packets).sum::<u64>(), 0);
+    let t = r.dn_sink.totals().unwrap();
+    assert_eq!(t.of(Direction::Uplink).packets, 10_000);
+    // Decapsulated: 44 octets of outer IPv4, UDP, GTP-U and container less.
+    assert_eq!(t.of(Direction::Uplink).bytes, sent.bytes - 44 * 10_000);
+    assert_eq!(t.bad_session, 0);
+    let lat = r
+        .dn_sink
+        .latency_percentiles(Direction::Uplink)
+        .unwrap()
+        .expect("latency");
+    assert_eq!(lat.samples, 10_000);
+    assert!(lat.p50 <= lat.p99 && lat.p99 <= lat.p999 && lat.p999 <= lat.max);
+    assert!(lat.p50 < Duration::from_millis(50), "{lat:?}");
+    eprintln!("uplink {sent:?}, latency {lat:?}");
+
+    // Downlink: 10,000 packets.
+    r.dl.set_sessions(&ss).unwrap();
+    let sent =
+        r.dl.send(Some(50_000), 10_000, Duration::from_secs(10))
+            .unwrap();
+    assert!(sent.complete && sent.packets == 10_000, "{sent:?}");
+    let per = r.dl.sent_per_session().unwrap();
+    let down = |s: &Sink| s.totals().unwrap().of(Direction::Downlink).packets;
+    settle(Duration::from_secs(2), || down(&r.gnb_sink) >= 10_000);
+    let got = r.gnb_sink.counts(Direction::Downlink).unwrap();
+    for (i, (c, p)) in got.iter().zip(&per).enumerate() {
+        assert_eq!(c.packets, *p, "downlink session {i}");
+    }
+    let t = r.gnb_sink.totals().unwrap();
+    assert_eq!(t.of(Direction::Downlink).packets, 10_000);
+    assert_eq!(t.of(Direction::Downlink).bytes, sent.bytes + 44 * 10_000);
+    let lat = r
+        .gnb_sink
+        .latency_percentiles(Direction::Downlink)
+        .unwrap()
+        .expect("latency");
+    assert_eq!(lat.samples, 10_000);
+    eprintln!("downlink {sent:?}, latency {lat:?}");
+    let b = r.bare.as_ref().unwrap().stats().unwrap();
+    assert_eq!(
+        (b.uplink.packets, b.downlink.packets, b.errors.packets),
+        (10_000, 10_000, 0)
+    );
+
+    // A size mix up to the MTU: every frame gets through, the octets add up.
+    ns.enter(&topo.ns("gnb"));
+    let mut cfg = uplink(r.gnb_n3);
+    cfg.cpu = Some(0);
+    cfg.max_sessions = 128;
+    cfg.sizes = vec![(122, 2), (700, 1), (1514, 1)];
+    let mut mix = Generator::load(cfg).unwrap();
+    mix.set_sessions(&ss).unwrap();
+    let before = r.dn_sink.totals().unwrap().of(Direction::Uplink);
+    let sent = mix
+        .send(Some(50_000), 1000, Duration::from_secs(10))
+        .unwrap();
+    assert!(sent.complete, "{sent:?}");
+    assert_eq!(sent.bytes, 250 * (2 * 122 + 700 + 1514));
+    settle(Duration::from_secs(2), || {
+        up(&r.dn_sink) >= before.packets + 1000
+    });
+    let got = r.dn_sink.totals().unwrap().of(Direction::Uplink) - before;
+    assert_eq!(got.packets, 1000);
+    assert_eq!(got.bytes, sent.bytes - 44 * 1000);
+    drop(mix);
+
+    // Generator limit: the uplink generator into a drop program on upf n3.
+    r.bare = None;
+    ns.enter(&topo.ns("upf"));
+    let dropper = DropSink::attach(r.upf_n3).expect("drop on upf n3");
+    let sent = r.ul.send(None, 200_000, Duration::from_secs(5)).unwrap();
+    assert!(sent.packets > 0);
+    settle(Duration::from_secs(2), || {
+        dropper.count().unwrap().packets >= sent.packets
+    });
+    let dropped = dropper.count().unwrap().packets;
+    assert!(
+        dropped <= sent.packets && dropped > sent.packets / 2,
+        "{dropped} of {sent:?}"
+    );
+    eprintln!(
+        "generator -> drop (debug build, not a measurement): {:.2} Mpps",
+        sent.pps / 1e6
+    );
+
+    // Detaching puts the lab's XDP_PASS back.
+    drop(dropper);
+    drop(r);
+    assert_eq!(topo.xdp_prog("gnb", "n3"), Some(pass_gnb));
+    assert!(topo.xdp_prog("upf", "n3").is_none());
+    drop(ns);
+    drop(topo);
+    eprintln!("took {:?}", started.elapsed());
+}
+
+/// Mpps of `n` packets over `d`.
+fn mpps(n: u64, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64() / 1e6
+}
+
+/// Offered, forwarded and received Mpps of the bare forwarder at saturation, each way.
+fn saturate(r: &mut Rig, secs: u64, label: &str) {
+    for dir in Direction::BOTH {
+        let (g, sink) = match dir {
+            Direction::Uplink => (&mut r.ul, &r.dn_sink),
+            Direction::Downlink => (&mut r.dl, &r.gnb_sink),
+        };
+        let bare = r.bare.as_ref().unwrap();
+        let (b0, s0) = (bare.stats().unwrap(), sink.totals().unwrap().of(dir));
+        let c0 = cpu_busy();
+        let s = g.send(None, u64::MAX, Duration::from_secs(secs)).unwrap();
+        let c1 = cpu_busy();
+        std::thread::sleep(Duration::from_millis(200));
+        let (b1, s1) = (bare.stats().unwrap(), sink.totals().unwrap().of(dir));
+        let fwd = match dir {
+            Direction::Uplink => b1.uplink.packets - b0.uplink.packets,
+            Direction::Downlink => b1.downlink.packets - b0.downlink.packets,
+        };
+        println!(
+            "bare forwarder, {label}, {dir:?}, 64 B user packets: offered {:.2} Mpps, forwarded {:.2} Mpps, at the sink {:.2} Mpps",
+            s.pps / 1e6,
+            mpps(fwd, s.elapsed),
+            mpps(s1.packets - s0.packets, s.elapsed)
+        );
+        let busy: Vec<String> = c0
+            .iter()
+            .zip(&c1)
+            .map(|(a, b)| {
+                format!(
+                    "{:.0} %",
+                    100.0 * (b.0 - a.0) as f64 / (b.1 - a.1).max(1) as f64
+                )
+            })
+            .collect();
+        println!("  CPUs busy: {}", busy.join(", "));
+    }
+}
+
+/// Per CPU (busy, total) jiffies from /proc/stat.
+fn cpu_busy() -> Vec<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let total: u64 = v.iter().take(8).sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            (total - idle, total)
+        })
+        .collect()
+}
+
+/// The machine's limits (not an assertion on speed): the generator into a drop
+/// program, and the bare forwarder both ways, 64-octet user packets, 1000 sessions,
+/// generator on CPU 0. BENCH_SECS (default 3) per figure, BENCH_BATCH frames per
+/// live-frames batch (default: the kernel's 64).
+#[test]
+#[ignore = "a measurement: run by hand, in release mode"]
+fn measure_limits() {
+    require_root!();
+    let secs: u64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let topo = Topo::up("tg-m-");
+    let ns = NsGuard::new();
+    let ss = sessions(1000);
+
+    ns.enter(&topo.ns("upf"));
+    let upf_n3 = ns.ifindex("n3");
+    let dropper = DropSink::attach(upf_n3).unwrap();
+    ns.enter(&topo.ns("gnb"));
+    let mut cfg = uplink(ns.ifindex("n3"));
+    cfg.cpu = Some(0);
+    cfg.max_sessions = 1000;
+    cfg.timestamps = false;
+    cfg.batch = std::env::var("BENCH_BATCH")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut g = Generator::load(cfg).unwrap();
+    g.set_sessions(&ss).unwrap();
+
+    // The program alone (no live frames: the kernel times the runs), then the cost of
+    // a live-frames call.
+    let frame = g.frame().to_vec();
+    let input = ProgramInput {
+        data_in: Some(&frame),
+        repeat: 1_000_000,
+        ..Default::default()
+    };
+    let o = g.program().test_run(input).unwrap();
+    println!(
+        "generator program alone, uplink 122 B: {:?} per packet",
+        o.duration
+    );
+    for n in [1u32, 1000, 1_000_000] {
+        let r = g.run(n).unwrap();
+        println!("BPF_PROG_RUN live frames, repeat {n}: {:?}", r.elapsed);
+    }
+
+    // Generator limit: the drop program in the generator's softirq (one core), then
+    // in a real-time NAPI thread on CPU 1.
+    for threaded in [false, true] {
+        if threaded {
+            let pid = napi_thread(&topo.ns("upf"), "n3", 1).unwrap();
+            set_fifo(pid, 50).unwrap();
+        }
+        let before = dropper.count().unwrap();
+        let s = g.send(None, u64::MAX, Duration::from_secs(secs)).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let d = dropper.count().unwrap() - before;
+        println!(
+            "generator -> drop, uplink 122 B, drop {}: generated {:.2} Mpps, dropped {:.2} Mpps",
+            if threaded {
+                "on CPU 1"
+            } else {
+                "on CPU 0 (one core)"
+            },
+            s.pps / 1e6,
+            mpps(d.packets, s.elapsed),
+        );
+    }
+    napi_unthread(&topo.ns("upf"), "n3").unwrap();
+    drop(dropper);
+    drop(g);
+
+    // Bare forwarder on one core (everything in CPU 0's softirq), then its NAPI
+    // threads real-time on CPU 1 (the sinks run in its softirq: a veth receives on the
+    // CPU that sent to it).
+    let mut r = rig(&ns, &topo, 1000);
+    r.ul.set_sessions(&ss).unwrap();
+    r.dl.set_sessions(&ss).unwrap();
+    saturate(&mut r, secs, "one core");
+    for dev in ["n3", "n6"] {
+        let pid = napi_thread(&topo.ns("upf"), dev, 1).unwrap();
+        set_fifo(pid, 50).unwrap();
+    }
+    saturate(&mut r, secs, "NAPI threads on CPU 1");
+
+    // Pacing: achieved rate and loss.
+    for rate in [100_000u64, 1_000_000] {
+        r.dn_sink.reset().unwrap();
+        let fwd0 = r.bare.as_ref().unwrap().stats().unwrap().uplink.packets;
+        let s =
+            r.ul.send(Some(rate), rate * secs, Duration::from_secs(secs * 2))
+                .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let got = r.dn_sink.totals().unwrap().of(Direction::Uplink);
+        let fwd = r.bare.as_ref().unwrap().stats().unwrap().uplink.packets - fwd0;
+        let lat = r.dn_sink.latency_percentiles(Direction::Uplink).unwrap();
+        println!(
+            "paced uplink at {rate} pps: achieved {:.0} pps in {} calls; sent {}, forwarded {fwd}, received {}; latency {lat:?}",
+            s.pps, s.calls, s.packets, got.packets
+        );
+    }
+    drop(r);
+    drop(ns);
+    drop(topo);
+}
