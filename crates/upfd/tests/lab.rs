@@ -907,9 +907,9 @@ fn echo_spoofing_unknown_teid_and_error_indication_rate() {
         == 1));
     big.send_to(&[0u8; 1400], SocketAddr::new(ue(&sessions[0]).into(), 9))
         .unwrap();
-    assert!(eventually(Duration::from_secs(2), || upfd
-        .metric("upf_datapath_packets_total{outcome=\"forwarded_downlink\"}")
-        >= 1));
+    assert!(eventually(Duration::from_secs(2), || upfd.metric(
+        "upf_datapath_packets_total{outcome=\"forwarded_downlink\"}"
+    ) >= 1));
     assert_eq!(
         upfd.metric("upf_dropped_packets_total{reason=\"mtu_exceeded\"}"),
         1
