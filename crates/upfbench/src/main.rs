@@ -35,6 +35,9 @@ enum Cmd {
     /// PFCP establishment rate and latency with 1k, 100k and 1M sessions resident, and
     /// the UPF's memory per session.
     Sessions(upfbench::sessions::Args),
+    /// The operator capacity test in the lab: the machine's limits, throughput, the
+    /// carrier test, no-drop rate and latency through the UPF; tables, charts, HTML.
+    Capacity(upfbench::capacity::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -47,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Lab(a) => upfbench::lab::run(a),
         Cmd::Gnb(a) => upfbench::gnb::cli::run(a),
         Cmd::Sessions(a) => upfbench::sessions::run(a),
+        Cmd::Capacity(a) => upfbench::capacity::run(a),
     };
     match r {
         Ok(code) => code,

@@ -915,3 +915,60 @@ fn echo_spoofing_unknown_teid_and_error_indication_rate() {
         1
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// The capacity generators through upfd (upfbench capacity's rig).
+
+use upfbench::capacity::models::Mix;
+use upfbench::capacity::rig::{GenSession, Rig};
+use upfbench::report::Direction;
+
+/// The XDP generators of `upfbench capacity` at a low rate through upfd, both directions
+/// at once, 100 sessions: every session receives exactly what was sent to it, per
+/// direction (the sinks count per session from the payload).
+#[test]
+fn generators_through_upfd_count_exactly_per_session() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-gen-").unwrap().down_on_drop();
+    let _upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let mut smf = LabSmf::associate(&lab, |_| {});
+    smf.establish(100);
+    let sessions: Vec<GenSession> = smf
+        .smf
+        .sessions()
+        .iter()
+        .map(|s| GenSession {
+            teid: s.n3_fteid.and_then(|f| f.teid).expect("uplink TEID"),
+            ue: s.ue_ip,
+        })
+        .collect();
+    let mut rig = Rig::new(&lab, 0, 1, 1000, true).expect("sinks");
+    rig.pin_forwarder().expect("NAPI threads");
+    rig.set_sessions(&sessions).unwrap();
+    let mix = Mix {
+        name: "test",
+        sizes: vec![(100, 3), (1000, 1)],
+    };
+    // 20,000 packets/s for 0.5 s each way: 100 per session.
+    for d in Direction::BOTH {
+        let t = rig.trial(&[(d, &mix, Some(20_000))], 0.5).unwrap();
+        let (sent, got) = rig.per_session(d).unwrap();
+        assert_eq!(sent.len(), 100, "{d}");
+        assert_eq!(sent.iter().sum::<u64>(), t.sent[d as usize], "{d}");
+        assert!(
+            t.sent[d as usize] >= 9_000,
+            "{d}: only {} sent",
+            t.sent[d as usize]
+        );
+        assert_eq!(
+            &got[..100],
+            &sent[..],
+            "{d}: received per session = sent per session"
+        );
+        assert!(t.latency[d as usize].is_some(), "{d}: latency recorded");
+    }
+    rig.close().unwrap();
+}

@@ -1,0 +1,753 @@
+//! `upfbench capacity`: the operator capacity test of BENCHMARKS.md on one machine, with
+//! the machine's own limits measured in the same run.
+//!
+//! One run, in the lab (`upfbench::lab`):
+//! 1. limits: the generator into a drop program on upf's interfaces (generator limit),
+//!    then a bare XDP decap/encap-and-redirect forwarder in upf (I/O limit), per
+//!    direction and packet size;
+//! 2. the UPF: `upfd` started in upf (or any UPF already running there, `--external`),
+//!    sessions established by the SMF emulator from smf (rate and latency recorded);
+//! 3. throughput at saturation per direction and packet size, at 1 session and at all;
+//! 4. the carrier capacity test: 100, 500, 1000, 2000 subscribers, then doubling until
+//!    loss passes 0.01 %, both directions at once at the per-subscriber rates and mixes
+//!    of the Free5GC cloud evaluation;
+//! 5. the ZTE and vEPC models (full profile): saturation with their size mixes;
+//! 6. the no-drop rate (binary search on the offered rate; zero loss) per direction;
+//! 7. latency p50/p99/p99.9 at 10, 50 and 90 % of the no-drop rate;
+//! 8. a ping and iperf3 TCP through the UPF from a UE of the gNB/UE emulator.
+//!
+//! It prints the tables with every figure as a ratio of the run's limits, and writes
+//! report.json, PNG charts and report.html (`upfbench::report`).
+
+pub mod models;
+pub mod rig;
+pub mod upf;
+
+use std::io::IsTerminal;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::gnb::{Gnb, GnbConfig, UeSession};
+use crate::lab::{addr, Lab, Ns};
+use crate::report::{
+    self, CapacityRow, CapacityTable, Direction, LatencyPoint, Limit, LossPoint, Machine,
+    NoDropRate, Report, SessionRatePoint, ThroughputPoint, TrafficModel, UpfUnderTest,
+};
+use models::Mix;
+use rig::{GenSession, Rig, Trial};
+
+/// How long and how far a run goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// Seconds: for tests.
+    Smoke,
+    /// About a minute: the demo.
+    Quick,
+    /// Everything of BENCHMARKS.md, up to 1M sessions: tens of minutes.
+    Full,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    #[arg(long, value_enum, default_value = "quick")]
+    pub profile: Profile,
+    /// Lab namespace prefix (namespaces PREFIXgnb, PREFIXupf, PREFIXdn, PREFIXsmf).
+    #[arg(long, default_value = "")]
+    pub prefix: String,
+    /// Leave the lab (and nothing else) in place at the end.
+    #[arg(long)]
+    pub keep_lab: bool,
+    /// The upfd binary to test (default: the one next to this upfbench).
+    #[arg(long)]
+    pub upfd: Option<PathBuf>,
+    /// Test a UPF already running in the upf namespace instead of starting upfd: N4 at
+    /// --upf-n4, N3 192.168.3.2 on n3, N6 on n6 (docs/benchmarks.md).
+    #[arg(long)]
+    pub external: bool,
+    /// Name of the UPF under test in the report.
+    #[arg(long)]
+    pub upf_name: Option<String>,
+    /// The UPF's PFCP address.
+    #[arg(long, default_value = "192.168.4.2:8805")]
+    pub upf_n4: SocketAddr,
+    /// Pick uplink TEIDs ourselves (for UPFs without FTUP).
+    #[arg(long)]
+    pub explicit_teid: bool,
+    /// No PDU Session Container in uplink G-PDUs and no QFI in the rules (4G style).
+    #[arg(long)]
+    pub no_psc: bool,
+    /// Sessions to establish (default by profile: smoke 200, quick 4000, full 1000000).
+    #[arg(long)]
+    pub sessions: Option<u64>,
+    /// Seconds per trial (default by profile: smoke 0.3, quick 1.5, full 3).
+    #[arg(long)]
+    pub trial_secs: Option<f64>,
+    /// CPU of the generators and sinks.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// CPU of the forwarding (upf's NAPI threads).
+    #[arg(long, default_value_t = 1)]
+    pub fwd_cpu: usize,
+    /// Where the report goes (default: upfbench-report/<date-time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Skip the ping and iperf3 check.
+    #[arg(long)]
+    pub no_check: bool,
+}
+
+/// What the profile sets, after the command line's overrides.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub sessions: u64,
+    pub trial_secs: f64,
+    /// IP sizes for limits and saturation throughput.
+    pub sizes: Vec<u16>,
+    /// Session counts for saturation throughput (1 and all).
+    pub session_counts: Vec<u64>,
+    pub carrier_max_users: u64,
+    pub models: bool,
+    pub no_drop_iterations: u32,
+    pub latency_percents: Vec<u8>,
+}
+
+impl Plan {
+    pub fn of(a: &Args) -> Plan {
+        let (sessions, secs, sizes, iters, models): (u64, f64, Vec<u16>, u32, bool) =
+            match a.profile {
+                Profile::Smoke => (200, 0.3, vec![650], 3, false),
+                Profile::Quick => (4000, 1.5, vec![64, 650], 5, false),
+                Profile::Full => (
+                    1_000_000,
+                    3.0,
+                    vec![64, 128, 256, 512, 650, 1024, 1400],
+                    8,
+                    true,
+                ),
+            };
+        let sessions = a.sessions.unwrap_or(sessions).max(1);
+        Plan {
+            sessions,
+            trial_secs: a.trial_secs.unwrap_or(secs).max(0.05),
+            sizes,
+            session_counts: if sessions > 1 {
+                vec![1, sessions]
+            } else {
+                vec![1]
+            },
+            carrier_max_users: match a.profile {
+                Profile::Smoke => sessions.min(200),
+                _ => sessions,
+            },
+            models,
+            no_drop_iterations: iters,
+            latency_percents: match a.profile {
+                Profile::Smoke => vec![50],
+                _ => vec![10, 50, 90],
+            },
+        }
+    }
+}
+
+/// A progress bar on stderr: one line per step (redrawn in place on a terminal).
+struct Progress {
+    total: usize,
+    done: usize,
+    start: Instant,
+    tty: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            done: 0,
+            start: Instant::now(),
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn step(&mut self, what: &str) {
+        self.done = (self.done + 1).min(self.total);
+        let width = 30;
+        let filled = self.done * width / self.total.max(1);
+        let line = format!(
+            "[{}{}] {:>3}/{} {:>5.0}s  {what}",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            self.done,
+            self.total,
+            self.start.elapsed().as_secs_f64()
+        );
+        if self.tty {
+            eprint!("\r\x1b[2K{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("capacity builds network namespaces and loads XDP programs: run it as root");
+    }
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if args.gen_cpu >= ncpu || args.fwd_cpu >= ncpu {
+        bail!(
+            "--gen-cpu {} / --fwd-cpu {}: this machine has {ncpu} CPUs",
+            args.gen_cpu,
+            args.fwd_cpu
+        );
+    }
+    let plan = Plan::of(&args);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("upfbench-report").join(chrono_like_now()));
+    let upfd_bin = match &args.upfd {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("upfd"))
+            .context("locating upfd")?,
+    };
+    if !args.external && !upfd_bin.is_file() {
+        bail!(
+            "{}: no upfd binary (build it with `cargo build --release`, or give --upfd PATH, or --external)",
+            upfd_bin.display()
+        );
+    }
+    let lab = Lab::up(&args.prefix).context("building the lab")?;
+    let lab = if args.keep_lab {
+        lab
+    } else {
+        lab.down_on_drop()
+    };
+    let result = bench(&args, &plan, &lab, &upfd_bin, &out);
+    if !args.keep_lab {
+        lab.down().context("removing the lab")?;
+    } else {
+        eprintln!(
+            "lab kept: `upfbench lab down --prefix '{}'` removes it",
+            args.prefix
+        );
+    }
+    let report = result?;
+    print!("{}", report::render_text(&report));
+    let w = report
+        .write_all(&out)
+        .with_context(|| format!("writing the report into {}", out.display()))?;
+    for x in &w.warnings {
+        eprintln!("warning: {x}");
+    }
+    println!(
+        "\nreport: {} (and report.json, the PNG charts beside it)",
+        w.html.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// "YYYYmmdd-HHMMSS" in UTC, for the report directory.
+fn chrono_like_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (d, s) = (secs / 86400, secs % 86400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = d as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        s / 3600,
+        s % 3600 / 60,
+        s % 60
+    )
+}
+
+/// The whole measurement; the report.
+pub fn bench(
+    args: &Args,
+    plan: &Plan,
+    lab: &Lab,
+    upfd_bin: &std::path::Path,
+    out: &std::path::Path,
+) -> anyhow::Result<Report> {
+    let psc = !args.no_psc;
+    let secs = plan.trial_secs;
+    let steps = 2 * plan.sizes.len() * 2 // limits
+        + 2 // UPF up, sessions
+        + plan.sizes.len() * plan.session_counts.len() * 2
+        + models::carrier::steps(plan.carrier_max_users).len()
+        + if plan.models { 2 * 2 * 2 } else { 0 }
+        + 2 * (plan.no_drop_iterations as usize + 1)
+        + 2 * plan.latency_percents.len()
+        + usize::from(!args.no_check);
+    let mut progress = Progress::new(steps);
+    let mut r = Report::new(format!(
+        "{} capacity, veth lab ({:?} profile)",
+        args.upf_name
+            .as_deref()
+            .unwrap_or(if args.external { "UPF" } else { "upfd" }),
+        args.profile
+    ));
+    r.machine = Some(Machine::probe(
+        &[args.gen_cpu],
+        &[args.fwd_cpu],
+        Duration::from_millis(300),
+    ));
+    let max_sessions = u32::try_from(plan.sessions.max(1000)).unwrap_or(u32::MAX);
+    let mut rig = Rig::new(lab, args.gen_cpu, args.fwd_cpu, max_sessions, psc)
+        .context("attaching the sinks")?;
+
+    // 1. Limits, with sessions that only the bare forwarder needs to make sense of.
+    let synthetic: Vec<GenSession> = (0..1000u32)
+        .map(|i| GenSession {
+            teid: 0x1000 + i,
+            ue: Ipv4Addr::from(u32::from(addr::UE_POOL) + 1 + i),
+        })
+        .collect();
+    rig.set_sessions(&synthetic)?;
+    for &size in &plan.sizes {
+        let mix = Mix::single(size);
+        let mut lim = [
+            Limit {
+                direction: Direction::Uplink,
+                packet_bytes: u32::from(size),
+                generator_mpps: None,
+                io_mpps: None,
+            },
+            Limit {
+                direction: Direction::Downlink,
+                packet_bytes: u32::from(size),
+                generator_mpps: None,
+                io_mpps: None,
+            },
+        ];
+        for (i, d) in Direction::BOTH.into_iter().enumerate() {
+            progress.step(&format!("generator limit {d} {size} B"));
+            lim[i].generator_mpps = Some(rig.generator_limit(d, &mix, secs)? / 1e6);
+        }
+        let bare = rig
+            .bare_forwarder(psc)
+            .context("attaching the bare forwarder")?;
+        for (i, d) in Direction::BOTH.into_iter().enumerate() {
+            progress.step(&format!("I/O limit (bare XDP forwarder) {d} {size} B"));
+            let t = rig.trial(&[(d, &mix, None)], secs)?;
+            lim[i].io_mpps = Some(t.received_pps(d) / 1e6);
+        }
+        drop(bare);
+        r.limits.extend(lim);
+    }
+
+    // 2. The UPF and its sessions.
+    progress.step("starting the UPF");
+    let upfd = if args.external {
+        None
+    } else {
+        Some(upf::Upfd::start(
+            lab,
+            upfd_bin,
+            out,
+            plan.sessions.max(1000) + 1000,
+        )?)
+    };
+    // upfd's programs are on upf's interfaces now: give them the forwarding CPU.
+    rig.pin_forwarder().context("pinning upf's NAPI threads")?;
+    progress.step(&format!("establishing {} sessions", plan.sessions));
+    let pool = crate::smf::Ipv4Pool {
+        base: Ipv4Addr::new(10, 64, 0, 0),
+        prefix_len: 10,
+    };
+    // dn routes the lab's UE pool (10.45.0.0/16) to upf; this one too, so that the
+    // data network can answer UEs (ping, iperf3).
+    lab.ip(
+        Ns::Dn,
+        &[
+            "route",
+            "replace",
+            "10.64.0.0/10",
+            "via",
+            &addr::UPF_N6.to_string(),
+        ],
+    )
+    .context("routing the UE pool in dn")?;
+    let mut smf = upf::LabSmf::associate(lab, args.upf_n4, args.explicit_teid, psc, pool)?;
+    let est = smf.establish(plan.sessions as usize);
+    if est.accepted as u64 != plan.sessions {
+        bail!(
+            "the UPF accepted {} of {} sessions: {est:?}",
+            est.accepted,
+            plan.sessions
+        );
+    }
+    let mem = upfd
+        .as_ref()
+        .and_then(|u| crate::sessions::process_memory(u.pid()));
+    r.sessions.push(SessionRatePoint {
+        resident: plan.sessions,
+        established_per_s: est.per_second,
+        p50_ms: est.latency.p50_ms,
+        p99_ms: est.latency.p99_ms,
+        max_ms: est.latency.max_ms,
+        bytes_per_session: mem.map(|(rss, maps)| (rss + maps) / plan.sessions),
+    });
+    let sessions: Vec<GenSession> = smf
+        .smf
+        .sessions()
+        .iter()
+        .filter_map(|s| {
+            Some(GenSession {
+                teid: s.n3_fteid.and_then(|f| f.teid)?,
+                ue: s.ue_ip,
+            })
+        })
+        .collect();
+    if sessions.len() as u64 != plan.sessions {
+        bail!(
+            "{} sessions have an uplink F-TEID, of {}",
+            sessions.len(),
+            plan.sessions
+        );
+    }
+    r.upf = Some(UpfUnderTest {
+        name: args.upf_name.clone().unwrap_or_else(|| {
+            if args.external {
+                "external UPF".into()
+            } else {
+                format!("upfd {}", env!("CARGO_PKG_VERSION"))
+            }
+        }),
+        n4: args.upf_n4.to_string(),
+        n3: addr::UPF_N3.to_string(),
+        n6: addr::UPF_N6.to_string(),
+        options: [
+            (
+                "uplink F-TEID",
+                if smf.smf.uses_choose() {
+                    "CHOOSE"
+                } else {
+                    "explicit"
+                }
+                .to_string(),
+            ),
+            (
+                "PDU Session Container",
+                if psc { "on" } else { "off" }.to_string(),
+            ),
+            (
+                "rules per session",
+                "2 PDRs, 2 FARs, 1 QER (MBR), 1 URR (volume threshold)".to_string(),
+            ),
+            ("generator CPU", args.gen_cpu.to_string()),
+            (
+                "forwarding CPU",
+                format!("{} (upf n3/n6 NAPI threads, SCHED_FIFO)", args.fwd_cpu),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    });
+
+    // 3. Saturation throughput per size, at 1 session and at all.
+    for &n in &plan.session_counts {
+        rig.set_sessions(&sessions[..n as usize])?;
+        for &size in &plan.sizes {
+            let mix = Mix::single(size);
+            for d in Direction::BOTH {
+                progress.step(&format!("saturation {d} {size} B, {n} sessions"));
+                let t = rig.trial(&[(d, &mix, None)], secs)?;
+                r.throughput.push(ThroughputPoint::measured(
+                    d,
+                    u32::from(size),
+                    n,
+                    t.sent_pps(d) / 1e6,
+                    t.received_pps(d) / 1e6,
+                ));
+            }
+        }
+    }
+
+    // 4. The carrier capacity test.
+    let mix_ul = models::carrier::mix(Direction::Uplink);
+    let mix_dl = models::carrier::mix(Direction::Downlink);
+    let mut rows = Vec::new();
+    for users in models::carrier::steps(plan.carrier_max_users) {
+        progress.step(&format!("carrier test, {users} subscribers"));
+        rig.set_sessions(&sessions[..users as usize])?;
+        let t = rig.trial(
+            &[
+                (
+                    Direction::Uplink,
+                    &mix_ul,
+                    Some(users * models::carrier::pps(Direction::Uplink)),
+                ),
+                (
+                    Direction::Downlink,
+                    &mix_dl,
+                    Some(users * models::carrier::pps(Direction::Downlink)),
+                ),
+            ],
+            secs,
+        )?;
+        let row = CapacityRow {
+            users,
+            ul_gbps: t.received_pps(Direction::Uplink) * mix_ul.average() * 8.0 / 1e9,
+            ul_loss_pct: t.loss_pct(Direction::Uplink),
+            dl_gbps: t.received_pps(Direction::Downlink) * mix_dl.average() * 8.0 / 1e9,
+            dl_loss_pct: t.loss_pct(Direction::Downlink),
+            ul_mpps: t.received_pps(Direction::Uplink) / 1e6,
+            dl_mpps: t.received_pps(Direction::Downlink) / 1e6,
+        };
+        let over = row.ul_loss_pct > 0.01 || row.dl_loss_pct > 0.01;
+        rows.push(row);
+        if over {
+            break;
+        }
+    }
+    r.capacity = Some(CapacityTable {
+        model: TrafficModel::Carrier,
+        rows,
+    });
+    rig.set_sessions(&sessions)?;
+
+    // 5. The ZTE and vEPC models at all sessions.
+    if plan.models {
+        for mix in [models::zte(), models::vepc()] {
+            for d in Direction::BOTH {
+                progress.step(&format!("{} {d}", mix.name));
+                let t = rig.trial(&[(d, &mix, None)], secs)?;
+                r.throughput.push(ThroughputPoint::measured(
+                    d,
+                    mix.label_bytes(),
+                    plan.sessions,
+                    t.sent_pps(d) / 1e6,
+                    t.received_pps(d) / 1e6,
+                ));
+            }
+            progress.step(&format!("{} (done)", mix.name));
+            progress.step("");
+        }
+    }
+
+    // 6. No-drop rate at 650 B (the vEPC packet), all sessions.
+    let mix = models::vepc();
+    let mut no_drop = Vec::new();
+    for d in Direction::BOTH {
+        progress.step(&format!("no-drop rate {d}: saturation"));
+        let sat = rig.trial(&[(d, &mix, None)], secs)?;
+        let (mut lo, mut hi) = (0.0f64, sat.sent_pps(d).max(1.0));
+        let mut curve = vec![LossPoint::measured(
+            sat.sent_pps(d) / 1e6,
+            sat.received_pps(d) / 1e6,
+        )];
+        let mut best = None::<Trial>;
+        let mut rate = sat.received_pps(d) * 0.95;
+        for i in 0..plan.no_drop_iterations {
+            progress.step(&format!(
+                "no-drop rate {d}: trial {} at {:.3} Mpps",
+                i + 1,
+                rate / 1e6
+            ));
+            let t = rig.trial(&[(d, &mix, Some(rate.max(1000.0) as u64))], secs)?;
+            curve.push(LossPoint::measured(
+                t.sent_pps(d) / 1e6,
+                t.received_pps(d) / 1e6,
+            ));
+            if t.received[d as usize] >= t.sent[d as usize] {
+                lo = rate;
+                if best.as_ref().is_none_or(|b| b.sent_pps(d) < t.sent_pps(d)) {
+                    best = Some(t);
+                }
+            } else {
+                hi = rate;
+            }
+            rate = (lo + hi) / 2.0;
+        }
+        curve.sort_by(|a, b| a.offered_mpps.total_cmp(&b.offered_mpps));
+        let mpps = best.as_ref().map_or(0.0, |b| b.sent_pps(d) / 1e6);
+        no_drop.push(NoDropRate {
+            direction: d,
+            packet_bytes: mix.label_bytes(),
+            sessions: plan.sessions,
+            mpps,
+            gbps: report::gbps(mpps, mix.label_bytes()),
+            curve,
+        });
+    }
+
+    // 7. Latency at fractions of the no-drop rate.
+    for nd in &no_drop {
+        for &p in &plan.latency_percents {
+            let d = nd.direction;
+            let rate = (nd.mpps * 1e6 * f64::from(p) / 100.0).max(1000.0);
+            progress.step(&format!("latency {d} at {p} % of the no-drop rate"));
+            let t = rig.trial(&[(d, &mix, Some(rate as u64))], secs)?;
+            if let Some(l) = &t.latency[d as usize] {
+                let us = |x: Duration| x.as_secs_f64() * 1e6;
+                r.latency.push(LatencyPoint {
+                    direction: d,
+                    packet_bytes: mix.label_bytes(),
+                    percent_of_no_drop: p,
+                    offered_mpps: t.sent_pps(d) / 1e6,
+                    p50_us: us(l.p50),
+                    p99_us: us(l.p99),
+                    p999_us: us(l.p999),
+                    samples: l.samples,
+                });
+            }
+        }
+    }
+    r.no_drop = no_drop;
+    r.fill_ratios();
+
+    // 8. What a phone's apps see: ping and iperf3 through the UPF.
+    rig.close().context("detaching the sinks")?;
+    if !args.no_check {
+        progress.step("ping and iperf3 through the UPF");
+        let ue = smf.smf.sessions().iter().find_map(UeSession::from_session);
+        match ue.map(|u| check_with_tools(lab, u)) {
+            Some(Ok(lines)) => {
+                progress.finish();
+                for l in lines {
+                    eprintln!("{l}");
+                }
+            }
+            Some(Err(e)) => {
+                progress.finish();
+                eprintln!("ping/iperf3 check failed: {e:#}");
+            }
+            None => progress.finish(),
+        }
+    } else {
+        progress.finish();
+    }
+    if let Some(u) = &upfd {
+        if let Ok(m) = u.metrics() {
+            let d = upf::drops(&m);
+            if !d.is_empty() {
+                let s: Vec<String> = d.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                eprintln!("upfd drops by reason over the run: {}", s.join(", "));
+            }
+        }
+    }
+    drop(smf);
+    drop(upfd);
+    Ok(r)
+}
+
+/// Ping and iperf3 TCP (3 s each way) from one UE through the UPF to the data network.
+fn check_with_tools(lab: &Lab, ue: UeSession) -> anyhow::Result<Vec<String>> {
+    let ip = ue.ue_ip.context("IPv4 UE")?;
+    let gnb = Gnb::start(
+        GnbConfig {
+            netns: Some(lab.ns(Ns::Gnb)),
+            ..GnbConfig::default()
+        },
+        vec![ue],
+    )?;
+    let mut lines = Vec::new();
+    let mut ping = lab.command(Ns::Gnb, "ping");
+    ping.args([
+        "-n",
+        "-q",
+        "-c",
+        "3",
+        "-i",
+        "0.2",
+        "-W",
+        "2",
+        "-I",
+        &ip.to_string(),
+        &addr::DN_N6.to_string(),
+    ]);
+    let out = output_within(ping, Duration::from_secs(8))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    lines.push(format!(
+        "ping UE {ip} -> {}: {}",
+        addr::DN_N6,
+        text.lines()
+            .find(|l| l.contains("packets transmitted"))
+            .unwrap_or("no answer")
+    ));
+    for reverse in [false, true] {
+        let mut server = lab.command(Ns::Dn, "iperf3");
+        server
+            .args(["-s", "-1", "-B", &addr::DN_N6.to_string(), "-p", "5299"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut server = server.spawn().context("iperf3 (apt install iperf3)")?;
+        std::thread::sleep(Duration::from_millis(300));
+        let mut c = lab.command(Ns::Gnb, "iperf3");
+        c.args([
+            "-c",
+            &addr::DN_N6.to_string(),
+            "-B",
+            &ip.to_string(),
+            "-p",
+            "5299",
+            "-t",
+            "3",
+            "-J",
+        ]);
+        if reverse {
+            c.arg("-R");
+        }
+        c.args(["--connect-timeout", "3000"]);
+        let o = output_within(c, Duration::from_secs(10))?;
+        let _ = server.kill();
+        let _ = server.wait();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64();
+        lines.push(format!(
+            "iperf3 TCP {} through the UPF, 3 s: {}",
+            if reverse { "downlink" } else { "uplink" },
+            bps.map_or_else(
+                || format!("failed: {}", v["error"]),
+                |b| format!("{:.2} Gbit/s", b / 1e9)
+            )
+        ));
+    }
+    gnb.stop();
+    Ok(lines)
+}
+
+/// Run a command, killed after `limit`; its output.
+fn output_within(
+    mut c: std::process::Command,
+    limit: Duration,
+) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn()?;
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait_with_output()
+}

@@ -1,0 +1,195 @@
+//! The UPF under test in the lab: `upfd` started by us in the upf namespace, or any UPF
+//! someone started there (`--external`), programmed by the SMF emulator from smf.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::lab::{addr, in_netns, Lab, Ns};
+use crate::smf::{Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
+
+/// upfd's API address in the lab (/metrics).
+pub const API: &str = "192.168.4.2:9100";
+
+/// upfd's configuration for the lab: N4 on the N4 veth, N3 on n3, N6 on n6, the XDP data
+/// path, room for `max_sessions`.
+pub fn upfd_config(max_sessions: u64) -> String {
+    format!(
+        "# Written by upfbench capacity for its lab.\n\
+         node_id: \"{n4}\"\n\
+         n4: {{ address: \"{n4}\", port: 8805, allowed_peers: [\"192.168.4.0/24\"], heartbeat_interval: 60s }}\n\
+         gtpu:\n  n3: {{ ipv4: {n3} }}\n\
+         ue_pools: []\n\
+         limits: {{ max_sessions: {max_sessions} }}\n\
+         datapath: {{ mode: xdp, n3_interface: n3, n6_interface: n6 }}\n\
+         reporting: {{ poll_interval: 1s }}\n\
+         api: {{ listen: \"{API}\" }}\n\
+         log: {{ level: info }}\n",
+        n4 = addr::UPF_N4,
+        n3 = addr::UPF_N3,
+    )
+}
+
+/// upfd running in the lab's upf namespace; stopped (SIGTERM, then SIGKILL) on drop.
+pub struct Upfd {
+    child: Child,
+    pub log: PathBuf,
+    upf_ns: String,
+}
+
+impl Upfd {
+    pub fn start(lab: &Lab, binary: &Path, dir: &Path, max_sessions: u64) -> anyhow::Result<Upfd> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let cfg = dir.join("upfd.yaml");
+        std::fs::write(&cfg, upfd_config(max_sessions))
+            .with_context(|| format!("writing {}", cfg.display()))?;
+        let log = dir.join("upfd.log");
+        let logf = std::fs::File::create(&log)?;
+        let child = lab
+            .command(Ns::Upf, binary)
+            .arg("--config")
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf)
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let mut u = Upfd {
+            child,
+            log,
+            upf_ns: lab.ns(Ns::Upf),
+        };
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = std::fs::read_to_string(&u.log).unwrap_or_default();
+            if u.metrics().is_ok() {
+                return Ok(u);
+            }
+            if let Some(st) = u.child.try_wait()? {
+                bail!("upfd exited ({st}):\n{text}");
+            }
+            if Instant::now() >= end {
+                bail!("upfd did not start within 30 s:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// GET /metrics.
+    pub fn metrics(&self) -> anyhow::Result<String> {
+        in_netns(Some(&self.upf_ns), || http_get(API, "/metrics"))?
+    }
+}
+
+impl Drop for Upfd {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    let a: SocketAddr = addr.parse()?;
+    let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut r = String::new();
+    s.read_to_string(&mut r)?;
+    match r.split_once("\r\n\r\n") {
+        Some((h, body)) if h.contains(" 200") => Ok(body.to_string()),
+        _ => bail!("GET {path}: {r:.200}"),
+    }
+}
+
+/// Drop counters from a Prometheus exposition: (reason, packets), largest first, zeros
+/// left out.
+pub fn drops(metrics: &str) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = metrics
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("upf_dropped_packets_total{reason=\"")?;
+            let (reason, value) = rest.split_once("\"} ")?;
+            let n = value.trim().parse::<f64>().ok()? as u64;
+            (n > 0).then(|| (reason.to_string(), n))
+        })
+        .collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
+    v
+}
+
+/// The SMF emulator in smf, associated with the UPF at `n4`.
+pub struct LabSmf {
+    pub rt: tokio::runtime::Runtime,
+    pub smf: Smf,
+}
+
+impl LabSmf {
+    pub fn associate(
+        lab: &Lab,
+        n4: SocketAddr,
+        explicit_teid: bool,
+        psc: bool,
+        ue_pool: crate::smf::Ipv4Pool,
+    ) -> anyhow::Result<LabSmf> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let mut cfg = SmfConfig::new(n4);
+        cfg.bind = SocketAddr::new(addr::SMF_N4.into(), 0);
+        cfg.gnb = addr::GNB_N3;
+        cfg.psc = psc;
+        cfg.ue_pool = ue_pool;
+        cfg.teid = if explicit_teid {
+            cfg.upf_n3 = Some(addr::UPF_N3);
+            TeidMode::Explicit
+        } else {
+            TeidMode::Auto
+        };
+        cfg.timers = Timers {
+            t1: Duration::from_secs(1),
+            n1: 3,
+        };
+        let h = rt.handle().clone();
+        let ns = lab.ns(Ns::Smf);
+        let mut smf = in_netns(Some(&ns), move || h.block_on(Smf::connect(cfg)))??;
+        let mut last = None;
+        for _ in 0..20 {
+            let r = rt.block_on(smf.associate());
+            if r.accepted == 1 {
+                return Ok(LabSmf { rt, smf });
+            }
+            last = Some(r);
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        bail!("the UPF at {n4} did not accept an association: {last:?}")
+    }
+
+    /// Establish `n` more sessions, 64 requests in flight.
+    pub fn establish(&mut self, n: usize) -> PhaseReport {
+        self.rt.block_on(self.smf.establish(
+            n,
+            Pace {
+                rate: 0.0,
+                in_flight: 64,
+            },
+        ))
+    }
+}
