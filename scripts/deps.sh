@@ -3,7 +3,9 @@
 # apt packages, a Rust toolchain (stable for the product, nightly for cargo-fuzz), pinned
 # cargo-fuzz, the Python venv of the test oracles (scapy), and pfcpsim (Go). Quick when
 # everything is already there. Run as root (or with sudo available) on a fresh machine.
+# `scripts/deps.sh demo`: only what the demo needs (apt packages and stable Rust).
 set -euo pipefail
+mode="${1:-all}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
@@ -42,6 +44,10 @@ if ! command -v rustup >/dev/null; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
 rustup component list --toolchain stable --installed 2>/dev/null | grep -q '^clippy' || rustup component add --toolchain stable clippy rustfmt
+if [[ "$mode" == demo ]]; then
+  echo "deps: ok (demo)"
+  exit 0
+fi
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
   cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
