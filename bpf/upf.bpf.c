@@ -445,12 +445,12 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		 * the neighbour; the frame keeps the link-layer header it came with. */
 		__builtin_memcpy(eth->h_dest, in_dmac, 6);
 		__builtin_memcpy(eth->h_source, in_smac, 6);
-		urr_count(p, rs->uplink, len, now);
+		urr_count(p, rs->uplink, len, now, rs->seid);
 		return pass_up(STAT_PASSED, len);
 	}
 	__builtin_memcpy(eth->h_dest, eg.dmac, 6);
 	__builtin_memcpy(eth->h_source, eg.smac, 6);
-	urr_count(p, rs->uplink, len, now);
+	urr_count(p, rs->uplink, len, now, rs->seid);
 	count(far->ohc == OHC_NONE ? STAT_FWD_UL : (from_gtpu ? STAT_FWD_N9 : STAT_FWD_DL), len);
 	if (eg.ifindex == ctx->ingress_ifindex)
 		return XDP_TX;

@@ -122,6 +122,16 @@ struct urr_quota {
 	__u32 pad;
 };
 
+/* URR volume threshold, clause 5.2.2.2 (VOLTH): octets left before upfd must look at
+ * the URR. upfd arms it; the data path decrements it atomically and raises
+ * EV_THRESHOLD on the one packet that takes it to zero or below, so upfd reads a URR's
+ * counters when its threshold is reached instead of polling every URR. */
+struct urr_threshold {
+	__s64 remaining; /* octets */
+	__u32 armed;
+	__u32 pad;
+};
+
 /* SDF filter entry (one port range per side), crates/upf/src/sdf.rs SdfMatch. */
 #define SDF_F_PROTOCOL (1u << 0)
 #define SDF_F_REMOTE_ADDR (1u << 1)
@@ -223,6 +233,7 @@ struct stat {
 
 #define EV_BUFFER 1     /* a packet for a FAR that buffers (with FAR_NOCP: notify) */
 #define EV_QUOTA 2      /* a URR's volume quota ran out */
+#define EV_THRESHOLD 3  /* a URR's volume threshold was reached */
 
 /* Event header in the ring buffer, followed by `len` packet octets. */
 struct event {
@@ -231,7 +242,7 @@ struct event {
 	__u64 seid;
 	__u32 far_id;
 	__u32 pdr_id;
-	__u32 urr;       /* EV_QUOTA: URR index */
+	__u32 urr;       /* EV_QUOTA, EV_THRESHOLD: URR index */
 	__u8 nocp;
 	__u8 pad[3];
 	__u64 ts_ns;
@@ -321,6 +332,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct urr_quota);
 } quotas SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct urr_threshold);
+} thresholds SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -43,7 +43,24 @@ static __always_inline int urr_quota_ok(const struct pdr *p, __u32 bytes, __u64 
 	return 1;
 }
 
-static __always_inline void urr_count(const struct pdr *p, int uplink, __u32 bytes, __u64 now)
+/* EV_THRESHOLD for URR `idx` of session `seid`. */
+static __always_inline void threshold_event(const struct pdr *p, __u32 idx, __u64 seid, __u64 now)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e)
+		return;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = EV_THRESHOLD;
+	e->seid = seid;
+	e->pdr_id = p->id;
+	e->urr = idx;
+	e->ts_ns = now;
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void urr_count(const struct pdr *p, int uplink, __u32 bytes, __u64 now,
+				      __u64 seid)
 {
 	int i;
 
@@ -70,6 +87,15 @@ static __always_inline void urr_count(const struct pdr *p, int uplink, __u32 byt
 
 		if (q && (q->flags & URR_Q_VOLUME))
 			__sync_fetch_and_sub(&q->remaining, (__s64)bytes);
+		struct urr_threshold *t = bpf_map_lookup_elem(&thresholds, &idx);
+
+		if (t && t->armed) {
+			__s64 old = __sync_fetch_and_sub(&t->remaining, (__s64)bytes);
+
+			/* Only the packet that crosses zero reports it. */
+			if (old > 0 && old <= (__s64)bytes)
+				threshold_event(p, idx, seid, now);
+		}
 	}
 }
 

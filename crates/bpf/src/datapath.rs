@@ -232,6 +232,9 @@ impl Datapath {
         m.quotas
             .set_max_entries(cap.sessions.saturating_add(1024))
             .map_err(io)?;
+        m.thresholds
+            .set_max_entries(cap.sessions.saturating_add(1024))
+            .map_err(io)?;
         m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
         let skel = open.load().map_err(io)?;
         let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
@@ -551,6 +554,36 @@ impl Datapath {
             .map_err(io)
     }
 
+    /// Arm (Some: octets left) or disarm (None) a URR's volume threshold: the data path
+    /// raises EV_THRESHOLD on the packet that uses it up.
+    pub fn write_threshold(
+        &self,
+        seid: u64,
+        urr_id: u32,
+        remaining: Option<i64>,
+    ) -> Result<(), FastPathError> {
+        let Some(idx) = self
+            .sessions
+            .get(&seid)
+            .and_then(|s| s.urrs.get(&urr_id))
+            .copied()
+        else {
+            return Err(FastPathError::Io(format!(
+                "no URR {urr_id} in session {seid:#x}"
+            )));
+        };
+        let v = types::urr_threshold {
+            remaining: remaining.unwrap_or(0),
+            armed: remaining.is_some() as u32,
+            ..Default::default()
+        };
+        self.skel
+            .maps
+            .thresholds
+            .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
+            .map_err(io)
+    }
+
     pub fn capacity(&self) -> Capacity {
         self.cap
     }
@@ -645,6 +678,15 @@ impl FastPath for Datapath {
                         .update(
                             &i.to_ne_bytes(),
                             bytes(&types::urr_quota::default()),
+                            MapFlags::ANY,
+                        )
+                        .map_err(io)?;
+                    self.skel
+                        .maps
+                        .thresholds
+                        .update(
+                            &i.to_ne_bytes(),
+                            bytes(&types::urr_threshold::default()),
                             MapFlags::ANY,
                         )
                         .map_err(io)?;
@@ -809,6 +851,14 @@ impl FastPath for Datapath {
     fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
         let _ = self.write_quota(seid, urr_id, remaining);
     }
+
+    fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        let _ = self.write_threshold(seid, urr_id, remaining);
+    }
+
+    fn signals_volume(&self) -> bool {
+        true
+    }
 }
 
 /// How an XDP program ended up attached.
@@ -915,9 +965,10 @@ pub struct Event {
     pub packet: Vec<u8>,
 }
 
-/// EV_BUFFER and EV_QUOTA.
+/// EV_BUFFER, EV_QUOTA and EV_THRESHOLD (bpf/include/upf_maps.h).
 pub const EV_BUFFER: u32 = 1;
 pub const EV_QUOTA: u32 = 2;
+pub const EV_THRESHOLD: u32 = 3;
 
 impl Event {
     pub fn parse(b: &[u8]) -> Option<Event> {

@@ -125,21 +125,68 @@ fn reason(
     None
 }
 
-/// Poll every URR of every session: the reports due now, grouped by session (SEID).
-/// `may_report(seid)` is asked for each session with a report due; when it says no the
-/// session keeps measuring and reports on a later poll (nothing is lost).
+/// The octets a URR may count before its Volume Threshold is reached, for the data
+/// path's threshold table (None: no VOLTH). Like the quota, the tightest of total,
+/// uplink and downlink: the data path counts both directions against one number and may
+/// signal early; the poll that follows decides, then arms what is left.
+pub fn threshold_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
+    if !urr.rule.reporting_triggers.get(rt::VOLTH) {
+        return None;
+    }
+    let t = urr.rule.volume_threshold?;
+    let mut left: Option<i64> = None;
+    let mut take = |x: Option<u64>, used: u64| {
+        if let Some(x) = x {
+            let l = x as i64 - used as i64;
+            left = Some(left.map_or(l, |m: i64| m.min(l)));
+        }
+    };
+    take(t.total, since_report.total_bytes());
+    take(t.uplink, since_report.ul_bytes);
+    take(t.downlink, since_report.dl_bytes);
+    left
+}
+
+/// Whether a URR needs periodic polling: time-based triggers and duration measurement
+/// always; volume thresholds and quotas only when the data path does not signal them
+/// (`signals_volume`); linked usage reports ride on other URRs' reports.
+pub fn needs_polling(urr: &Urr, signals_volume: bool) -> bool {
+    let t = &urr.rule.reporting_triggers;
+    let volume = [rt::VOLTH, rt::VOLQU, rt::LIUSA];
+    let timed = t.bits().any(|b| !volume.contains(&b));
+    let duration = urr
+        .rule
+        .measurement_method
+        .get(pfcp::ie::measurement_method::DURAT);
+    timed || duration || (!signals_volume && (t.get(rt::VOLTH) || t.get(rt::VOLQU)))
+}
+
+/// Poll the URRs of the sessions that need periodic polling (`Sessions::polled_seids`):
+/// the reports due now, grouped by session (SEID). `may_report(seid)` is asked for each
+/// session with a report due; when it says no the session keeps measuring and reports
+/// on a later poll (nothing is lost).
 pub fn poll(
     sessions: &mut Sessions,
     now: Instant,
-    mut may_report: impl FnMut(u64) -> bool,
+    may_report: impl FnMut(u64) -> bool,
 ) -> Vec<(u64, Vec<Report>)> {
-    let seids: Vec<u64> = sessions
-        .iter()
-        .filter(|s| !s.urrs.is_empty())
-        .map(|s| s.up_seid)
-        .collect();
+    let seids = sessions.polled_seids();
+    poll_sessions(sessions, &seids, now, may_report).0
+}
+
+/// Poll the URRs of `seids` (sessions the data path signalled, or the periodic set).
+/// Returns the reports due, and the sessions that had a report due but were refused by
+/// `may_report` (to be polled again later: a signal does not repeat). Volume thresholds
+/// of the polled sessions are armed again with what is left of them.
+pub fn poll_sessions(
+    sessions: &mut Sessions,
+    seids: &[u64],
+    now: Instant,
+    mut may_report: impl FnMut(u64) -> bool,
+) -> (Vec<(u64, Vec<Report>)>, Vec<u64>) {
     let mut out = Vec::new();
-    for seid in seids {
+    let mut deferred = Vec::new();
+    for &seid in seids {
         let Some(s) = sessions.get_arc(seid) else {
             continue;
         };
@@ -171,7 +218,16 @@ pub fn poll(
                 next_states.push((urr.id, next));
             }
         }
-        if due.is_empty() || !may_report(seid) {
+        if due.is_empty() {
+            for u in s.urrs.values() {
+                if u.rule.reporting_triggers.get(rt::VOLTH) {
+                    sessions.rearm_threshold(seid, u.id);
+                }
+            }
+            continue;
+        }
+        if !may_report(seid) {
+            deferred.push(seid);
             continue;
         }
         for (id, st) in next_states {
@@ -197,7 +253,7 @@ pub fn poll(
             .collect();
         out.push((seid, reports));
     }
-    out
+    (out, deferred)
 }
 
 #[cfg(test)]
@@ -222,6 +278,36 @@ mod tests {
         rule.quota_holding_time = None;
         rule.inactivity_detection_time = None;
         Urr { id: 1, rule }
+    }
+
+    #[test]
+    fn thresholds_for_the_data_path_and_what_needs_polling() {
+        let mut u = urr(&[rt::VOLTH]);
+        u.rule.measurement_method =
+            pfcp::ie::Flags::from_bits(&[pfcp::ie::measurement_method::VOLUM], 1);
+        assert_eq!(threshold_left(&u, &usage(0, 0)), None, "no threshold value");
+        u.rule.volume_threshold = Some(Volume {
+            total: Some(1000),
+            uplink: Some(300),
+            downlink: None,
+        });
+        // The tightest of total and uplink.
+        assert_eq!(threshold_left(&u, &usage(100, 500)), Some(200));
+        assert_eq!(threshold_left(&u, &usage(350, 0)), Some(-50));
+        assert!(
+            !needs_polling(&u, true),
+            "VOLTH is signalled by the data path"
+        );
+        assert!(needs_polling(&u, false), "else polled");
+        let mut t = urr(&[rt::VOLTH, rt::PERIO]);
+        t.rule.measurement_method =
+            pfcp::ie::Flags::from_bits(&[pfcp::ie::measurement_method::VOLUM], 1);
+        assert!(needs_polling(&t, true), "a period is a time trigger");
+        let mut d = urr(&[rt::VOLQU]);
+        d.rule.measurement_method =
+            pfcp::ie::Flags::from_bits(&[pfcp::ie::measurement_method::DURAT], 1);
+        assert!(needs_polling(&d, true), "duration is measured by polling");
+        assert_eq!(threshold_left(&urr(&[rt::PERIO]), &usage(0, 0)), None);
     }
 
     fn usage(ul: u64, dl: u64) -> Usage {

@@ -89,12 +89,19 @@ pub(crate) struct UrrState {
     pub(crate) quota_reported: bool,
     /// The data path holds a quota for this URR.
     pub(crate) quota_set: bool,
+    /// The data path holds an armed volume threshold for this URR.
+    pub(crate) threshold_set: bool,
 }
 
 pub struct Sessions {
     sessions: HashMap<u64, Arc<Session>>,
     by_node: HashMap<NodeId, HashSet<u64>>,
     pub(crate) urr_state: HashMap<(u64, u32), UrrState>,
+    /// Sessions with a URR that report.rs must poll periodically (time triggers, or
+    /// volume triggers when the data path does not signal them). The others report on
+    /// the data path's signals only: polling a million sessions every half second is
+    /// what this set avoids.
+    pub(crate) polled: HashSet<u64>,
     pub res: Resources,
     pub fastpath: Box<dyn FastPath>,
     pub max_sessions: usize,
@@ -117,6 +124,7 @@ impl Sessions {
             sessions: HashMap::new(),
             by_node: HashMap::new(),
             urr_state: HashMap::new(),
+            polled: HashSet::new(),
             res,
             fastpath,
             max_sessions,
@@ -189,12 +197,48 @@ impl Sessions {
                 None => used,
             };
             let left = crate::report::quota_left(u, &since);
-            // Only URRs that have or had a quota cost a table write.
+            let threshold = crate::report::threshold_left(u, &since);
+            // Only URRs that have or had a quota or threshold cost a table write.
             if let Some(st) = self.urr_state.get_mut(&(s.up_seid, u.id)) {
                 if left.is_some() || st.quota_set {
                     st.quota_set = left.is_some();
                     self.fastpath.set_quota(s.up_seid, u.id, left);
                 }
+                if threshold.is_some() || st.threshold_set {
+                    st.threshold_set = threshold.is_some();
+                    self.fastpath.set_threshold(s.up_seid, u.id, threshold);
+                }
+            }
+        }
+        let signals = self.fastpath.signals_volume();
+        if s.urrs
+            .values()
+            .any(|u| crate::report::needs_polling(u, signals))
+        {
+            self.polled.insert(s.up_seid);
+        } else {
+            self.polled.remove(&s.up_seid);
+        }
+    }
+
+    /// Sessions report.rs polls periodically (see `polled`).
+    pub fn polled_seids(&self) -> Vec<u64> {
+        self.polled.iter().copied().collect()
+    }
+
+    /// Arm a URR's volume threshold again with what is left of it since the last report
+    /// (after a report, or after the data path signalled it early: it counts both
+    /// directions against the tightest of total, uplink and downlink).
+    pub fn rearm_threshold(&mut self, seid: u64, urr_id: u32) {
+        let Some(u) = self.sessions.get(&seid).and_then(|s| s.urrs.get(&urr_id)) else {
+            return;
+        };
+        let since = self.unreported(seid, urr_id);
+        let left = crate::report::threshold_left(u, &since);
+        if let Some(st) = self.urr_state.get_mut(&(seid, urr_id)) {
+            if left.is_some() || st.threshold_set {
+                st.threshold_set = left.is_some();
+                self.fastpath.set_threshold(seid, urr_id, left);
             }
         }
     }
@@ -320,6 +364,10 @@ impl Sessions {
         st.reported = total;
         st.start = now;
         st.active_secs = 0;
+        let armed = st.threshold_set;
+        if armed && reason != ReportReason::Termination {
+            self.rearm_threshold(seid, urr_id);
+        }
         r
     }
 
@@ -331,6 +379,7 @@ impl Sessions {
             .map(|u| self.report(seid, u, ReportReason::Termination))
             .collect();
         let s = self.sessions.remove(&seid)?;
+        self.polled.remove(&seid);
         self.deleted.push(seid);
         self.fastpath.remove(&s);
         self.res.release_dropped(&s, None);

@@ -60,6 +60,40 @@ impl FastPath for Shared {
     fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
         self.0.borrow_mut().set_quota(seid, urr_id, remaining)
     }
+    fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        self.0.borrow_mut().set_threshold(seid, urr_id, remaining)
+    }
+    fn signals_volume(&self) -> bool {
+        self.0.borrow().signals_volume()
+    }
+}
+
+/// `datapath.mode: none`: the rules are kept in the reference model, nothing forwards,
+/// so no volume is ever counted and no volume trigger needs polling.
+struct NoForwarding(Model);
+
+impl FastPath for NoForwarding {
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
+        self.0.install(old, new)
+    }
+    fn remove(&mut self, session: &Session) {
+        self.0.remove(session)
+    }
+    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
+        self.0.usage(seid, urr_id)
+    }
+    fn reset_usage(&mut self, seid: u64, urr_id: u32) {
+        self.0.reset_usage(seid, urr_id)
+    }
+    fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        self.0.set_quota(seid, urr_id, remaining)
+    }
+    fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        self.0.set_threshold(seid, urr_id, remaining)
+    }
+    fn signals_volume(&self) -> bool {
+        true
+    }
 }
 
 fn ifindex(name: &str) -> anyhow::Result<u32> {
@@ -236,19 +270,30 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     rt.block_on(serve(cfg))
 }
 
-/// Turn report::poll's due reports into Session Report Requests.
-fn usage_reports(n4: &mut N4, now: Instant) -> Vec<Out> {
+/// Poll the URRs of `seids` (None: the sessions polled periodically) and turn the due
+/// reports into Session Report Requests. Sessions refused for lack of report budget go
+/// to `retry`, polled again on the next tick.
+fn usage_reports(
+    n4: &mut N4,
+    now: Instant,
+    seids: Option<Vec<u64>>,
+    retry: &mut Vec<u64>,
+) -> Vec<Out> {
+    let mut seids = seids.unwrap_or_else(|| n4.sessions.polled_seids());
+    seids.append(retry);
+    seids.sort_unstable();
+    seids.dedup();
     // Each CP function takes at most MAX_OUTSTANDING_REPORTS unanswered reports; the
     // sessions beyond keep measuring and report on a later poll.
     let mut peer_of = std::collections::HashMap::new();
     let mut free = std::collections::HashMap::new();
-    for s in n4.sessions.iter().filter(|s| !s.urrs.is_empty()) {
-        if let Some((peer, f)) = n4.report_budget(s.up_seid) {
-            peer_of.insert(s.up_seid, peer);
+    for &seid in &seids {
+        if let Some((peer, f)) = n4.report_budget(seid) {
+            peer_of.insert(seid, peer);
             free.entry(peer).or_insert(f);
         }
     }
-    let due = upf::report::poll(&mut n4.sessions, now, |seid| {
+    let (due, deferred) = upf::report::poll_sessions(&mut n4.sessions, &seids, now, |seid| {
         let Some(f) = peer_of.get(&seid).and_then(|p| free.get_mut(p)) else {
             return false;
         };
@@ -258,6 +303,7 @@ fn usage_reports(n4: &mut N4, now: Instant) -> Vec<Out> {
         *f -= 1;
         true
     });
+    *retry = deferred;
     let mut out = Vec::new();
     for (seid, reports) in due {
         let Some(s) = n4.sessions.get_arc(seid) else {
@@ -296,7 +342,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     };
     let fastpath: Box<dyn FastPath> = match &xdp {
         Some(x) => Box::new(Shared(x.dp.clone())),
-        None => Box::new(Model::new(cfg.limits.max_sessions * 4)),
+        None => Box::new(NoForwarding(Model::new(cfg.limits.max_sessions * 4))),
     };
     let mut n4 = build(&cfg, fastpath);
     // GTP-U on the N3 address: what the data path hands up.
@@ -355,6 +401,8 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let mut shutdown = std::pin::pin!(shutdown_signal());
     let mut releasing: Option<Instant> = None;
     let mut poll = tokio::time::interval(cfg.reporting.poll_interval);
+    // Sessions with reports due that their SMF had no room for yet.
+    let mut retry: Vec<u64> = Vec::new();
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let deadline = n4
@@ -391,16 +439,16 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                         let outs = x.slow.on_event(&e, &mut n4, now);
                         send_all(&sock, outs).await;
                     }
-                    if x.slow.quota_events > 0 {
-                        x.slow.quota_events = 0;
-                        let outs = usage_reports(&mut n4, now);
+                    if !x.slow.signalled.is_empty() {
+                        let seids = std::mem::take(&mut x.slow.signalled);
+                        let outs = usage_reports(&mut n4, now, Some(seids), &mut retry);
                         send_all(&sock, outs).await;
                     }
                 }
             }
             _ = poll.tick() => {
                 let now = Instant::now();
-                let outs = usage_reports(&mut n4, now);
+                let outs = usage_reports(&mut n4, now, None, &mut retry);
                 send_all(&sock, outs).await;
                 if let Some(x) = xdp.as_mut() {
                     x.slow.expire(&n4, now);

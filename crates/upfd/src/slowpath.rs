@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use pfcp::ie::{report_type, DownlinkDataServiceInformation, Flags};
 use pfcp::msg;
 use upf::n4::{Out, N4};
-use upf_bpf::datapath::{Datapath, Event as DpEvent, Role, EV_BUFFER, EV_QUOTA};
+use upf_bpf::datapath::{Datapath, Event as DpEvent, Role, EV_BUFFER, EV_QUOTA, EV_THRESHOLD};
 
 use crate::config::Buffering;
 
@@ -90,8 +90,9 @@ pub struct SlowPath {
     peers: HashSet<Ipv4Addr>,
     echo_seq: u16,
     pub counters: Counters,
-    /// Quota events since the last report poll (the poll should run now).
-    pub quota_events: u64,
+    /// Sessions whose volume quota ran out or volume threshold was reached since the
+    /// last look (their URRs should be polled now).
+    pub signalled: Vec<u64>,
 }
 
 /// GTP-U datagrams to send from the N3 socket.
@@ -118,7 +119,7 @@ impl SlowPath {
             peers: HashSet::new(),
             echo_seq: 1,
             counters: Counters::default(),
-            quota_events: 0,
+            signalled: Vec::new(),
         }
     }
 
@@ -133,8 +134,8 @@ impl SlowPath {
         };
         match e.kind {
             EV_BUFFER => self.buffer(e, n4, now),
-            EV_QUOTA => {
-                self.quota_events += 1;
+            EV_QUOTA | EV_THRESHOLD => {
+                self.signalled.push(e.seid);
                 Vec::new()
             }
             _ => Vec::new(),

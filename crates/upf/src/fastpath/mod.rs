@@ -67,4 +67,13 @@ pub trait FastPath {
     /// The octets a URR may still forward before its Volume Quota runs out (None: no
     /// quota). The data path stops the URR's PDRs when it reaches zero.
     fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>);
+    /// The octets a URR may count before its Volume Threshold is reached (None: no
+    /// threshold). A data path that [signals volume](FastPath::signals_volume) tells
+    /// upfd when a threshold is reached.
+    fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>);
+    /// Whether the data path signals reached volume thresholds and quotas itself, so
+    /// URRs with only volume triggers need no periodic polling (report.rs).
+    fn signals_volume(&self) -> bool {
+        false
+    }
 }

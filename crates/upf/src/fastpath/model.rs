@@ -198,4 +198,12 @@ impl FastPath for Model {
             None => self.state.quota.remove(&(seid, urr_id)),
         };
     }
+
+    fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        // The model signals nothing: report.rs polls its URRs (signals_volume false).
+        match remaining {
+            Some(r) => self.state.threshold.insert((seid, urr_id), r),
+            None => self.state.threshold.remove(&(seid, urr_id)),
+        };
+    }
 }

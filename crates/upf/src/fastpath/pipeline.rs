@@ -143,6 +143,8 @@ pub struct PipelineConfig {
 pub struct PipelineState {
     pub buckets: HashMap<(u64, u32), Buckets>,
     pub quota: HashMap<(u64, u32), i64>,
+    /// Volume thresholds armed by upfd (they change no verdict).
+    pub threshold: HashMap<(u64, u32), i64>,
     pub stats: [(u64, u64); STAT_MAX],
     pub slowpath_tokens: u64,
     pub slowpath_last: u64,
