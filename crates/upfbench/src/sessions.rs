@@ -153,6 +153,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()?;
     let (result, upf) = rt.block_on(measure(&args, &levels, pid))?;
     let mut report = Report::new("PFCP session establishment with sessions resident");
+    report.machine = Some(crate::report::Machine::probe(
+        &[],
+        &[],
+        Duration::from_millis(300),
+    ));
     report.upf = Some(upf);
     report.sessions = result
         .iter()
@@ -281,7 +286,12 @@ pub async fn measure(
             .map(|n| format!("UPF {n}"))
             .unwrap_or_else(|| "UPF".into()),
         n4: args.upf.to_string(),
-        n3: smf.upf_n3().to_string(),
+        n3: smf
+            .sessions()
+            .iter()
+            .find_map(|s| s.n3_fteid.and_then(|f| f.ipv4))
+            .unwrap_or(smf.upf_n3())
+            .to_string(),
         n6: String::new(),
         options: [
             ("in_flight".to_string(), args.in_flight.to_string()),
