@@ -47,7 +47,8 @@ struct gen_session {
 	__u32 dn;      /* data-network host, network order */
 };
 
-/* The generator's configuration (gen_cfg[0]). */
+/* The generator's configuration: gen_cfg[0] for bench_gen; gen_cfg[BENCH_UL] and
+ * gen_cfg[BENCH_DL] for bench_gen_dual. */
 struct gen_config {
 	__u8 dst_mac[6];
 	__u8 src_mac[6];
@@ -55,7 +56,8 @@ struct gen_config {
 	__u32 dst_ip;      /* uplink: the UPF's N3 address (outer destination) */
 	__u32 n_sessions;  /* entries used in gen_sessions */
 	__u32 n_sizes;     /* entries used in sizes */
-	__u32 redirect;    /* ifindex to bpf_redirect to; 0: XDP_TX (out of the ingress veth) */
+	__u32 redirect;    /* ifindex to bpf_redirect to; 0: XDP_TX (out of the ingress veth);
+			    * bench_gen_dual: unused (it redirects into gen_ports[dir]) */
 	__u16 ue_port;     /* inner UDP port on the UE side, host order */
 	__u16 dn_port;     /* inner UDP port on the data-network side */
 	__u8 dir;          /* BENCH_UL or BENCH_DL */
@@ -67,26 +69,47 @@ struct gen_config {
 	__u16 sizes[BENCH_MAX_SIZES]; /* frame lengths, cycled */
 };
 
-/* The generator's state on one CPU (gen_state[0], per CPU). */
+/* The generator's state on one CPU (gen_state[0], per CPU; bench_gen_dual: one entry
+ * per direction). */
 struct gen_cpu {
 	__u64 packets;     /* generated */
 	__u64 bytes;       /* frame octets generated */
 	__u32 session;     /* next session */
 	__u32 session_mod; /* session % n_sizes */
 	__u32 round;       /* completed rounds over the sessions, % n_sizes */
-	__u32 pad;
+	__s32 credit;      /* bench_gen_dual, unpaced: smooth weighted round robin credit */
 };
 
-/* Pacing (gen_pace[0]). Each BPF_PROG_RUN call costs two RCU grace periods (tens of
- * ms here), too coarse to pace by calls, so the program paces itself: a run sends when
- * its packet is due and otherwise ends in XDP_DROP without generating anything.
- * interval_ps 0: unpaced, every run sends. */
+/* Pacing (gen_pace[0]; bench_gen_dual: gen_pace[dir]). Each BPF_PROG_RUN call costs two
+ * RCU grace periods (tens of ms here), too coarse to pace by calls, so the program paces
+ * itself: a run sends when its packet is due and otherwise ends in XDP_DROP without
+ * generating anything. interval_ps 0: unpaced, every run sends.
+ * bench_gen: after a gap (between calls) the schedule restarts (Rust makes up for the
+ * gaps by shortening the interval of the next call).
+ * bench_gen_dual: the schedule is kept (packet k is due at the first one's time plus k
+ * intervals), and after a gap the packets behind it go at most every gap_ps until it is
+ * caught up. Each run sends the paced direction whose packet is due (the earlier one if
+ * both are), else an unpaced one (both unpaced: smooth weighted round robin by
+ * `weight`), else nothing; a direction sends only while it has budget, paced or not. */
 struct gen_pace {
 	__u64 interval_ps; /* 1e12 / rate */
-	__u64 next_ps;     /* when the next packet is due, in bpf_ktime_get_ns() * 1000 */
-	__u64 burst_ps;    /* how far behind schedule it may catch up at once */
-	__u64 budget;      /* paced: packets still to send; 0 ends sending */
+	__u64 next_ps;     /* when the next packet is due, in bpf_ktime_get_ns() * 1000;
+			    * 0: the first packet, due now */
+	__u64 burst_ps;    /* bench_gen: how far behind schedule it may catch up at once */
+	__u64 gap_ps;      /* dual: the shortest spacing, behind schedule */
+	__u64 budget;      /* paced (dual: always): packets still to send; 0 ends sending */
+	__u64 first_ns;    /* dual, paced: bpf_ktime_get_ns() of the first packet; 0: none yet */
+	__u64 last_ns;     /* dual, paced: of the last packet */
+	__u64 run_first_ns; /* dual, paced: of the first run since Rust zeroed it (a call) */
+	__u64 run_last_ns; /* dual, paced: of the last run */
+	__u32 weight;      /* dual, both unpaced: share of the runs */
+	__u32 spin_ns;     /* dual, [BENCH_UL] only, only paced directions left and none due:
+			    * a run waits up to this long for the next packet; 0: not at all */
 };
+
+
+/* bench_gen_dual's ports (gen_ports, a devmap): [BENCH_UL] gnb n3, [BENCH_DL] dn n6. */
+#define BENCH_PORTS 2
 
 /* Packets and octets. */
 struct bench_count {

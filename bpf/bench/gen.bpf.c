@@ -9,7 +9,14 @@
  * them), so every header is written whole on every packet. Sessions are taken round
  * robin; frame sizes cycle through the size table, shifted by one each round so every
  * session sees every size. With gen_pace set, a run sends only when its packet is due
- * (a token bucket on bpf_ktime_get_ns()) and only while the budget lasts. */
+ * (a token bucket on bpf_ktime_get_ns()) and only while the budget lasts.
+ *
+ * bench_gen_dual generates both directions from one BPF_PROG_RUN call: every run picks
+ * the direction whose packet is next (struct gen_pace), writes it from that direction's
+ * configuration and state (entry BENCH_UL or BENCH_DL of gen_cfg, gen_state, gen_pace;
+ * one session table) and redirects it into gen_ports[dir], a devmap: a devmap entry
+ * names its device in the namespace of the thread that wrote it, so one program reaches
+ * gnb's n3 and dn's n6 whatever namespace the call runs in. bench_gen uses entry 0. */
 
 #include "bench.h"
 #include "pkt.h"
@@ -18,7 +25,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, BENCH_PORTS);
 	__type(key, __u32);
 	__type(value, struct gen_config);
 } gen_cfg SEC(".maps");
@@ -32,17 +39,25 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, BENCH_PORTS);
 	__type(key, __u32);
 	__type(value, struct gen_cpu);
 } gen_state SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, BENCH_PORTS);
 	__type(key, __u32);
 	__type(value, struct gen_pace);
 } gen_pace SEC(".maps");
+
+/* bench_gen_dual's egress: ifindex values, each resolved in the writer's namespace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, BENCH_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} gen_ports SEC(".maps");
 
 #define PAYLOAD_LEN sizeof(struct bench_payload)
 
@@ -81,42 +96,31 @@ static __always_inline void put_uplink(void *data, __u32 flen, struct gen_config
 	put_inner(data + hdr, inner, s->ue, s->dn, c->ue_port, c->dn_port, session, seq, ts);
 }
 
-SEC("xdp")
-int bench_gen(struct xdp_md *ctx)
+/* A run's packet is due (paced) now: schedule the next one; after a gap (between
+ * calls), restart the schedule rather than burst to catch up. next_ps 0: the first
+ * packet, the schedule starts now. */
+static __always_inline void pace_next(struct gen_pace *pace, __u64 now_ps)
 {
-	__u32 zero = 0;
-	struct gen_config *c = bpf_map_lookup_elem(&gen_cfg, &zero);
-	struct gen_cpu *st = bpf_map_lookup_elem(&gen_state, &zero);
+	__u64 floor = pace->next_ps ? now_ps - pace->burst_ps : now_ps;
 
-	struct gen_pace *pace = bpf_map_lookup_elem(&gen_pace, &zero);
+	pace->next_ps = (pace->next_ps > floor ? pace->next_ps : floor) + pace->interval_ps;
+}
 
-	if (!c || !st || !pace || !c->n_sessions || !c->n_sizes)
-		return XDP_ABORTED;
-
-	__u64 now = 0;
-
-	if (pace->interval_ps) {
-		if (!pace->budget)
-			return XDP_DROP;
-		now = bpf_ktime_get_ns();
-		__u64 now_ps = now * 1000;
-
-		if (now_ps < pace->next_ps)
-			return XDP_DROP;
-		/* Due: schedule the next one; after a gap (between calls), restart the
-		 * schedule rather than burst to catch up. */
-		__u64 floor = now_ps - pace->burst_ps;
-
-		pace->next_ps = (pace->next_ps > floor ? pace->next_ps : floor) + pace->interval_ps;
-	}
-
+/* Writes the next packet of configuration c and CPU state st into the frame and
+ * advances st; 0, or -1 if the frame cannot hold it (XDP_ABORTED). now: the time if the
+ * caller read it, else 0. */
+static __always_inline int gen_packet(struct xdp_md *ctx, struct gen_config *c,
+				      struct gen_cpu *st, __u64 now)
+{
+	if (!c->n_sessions || !c->n_sizes)
+		return -1;
 	__u32 si = st->session < c->n_sessions ? st->session : 0;
 	__u32 sm = st->session_mod < c->n_sizes ? st->session_mod : 0;
 	__u32 round = st->round < c->n_sizes ? st->round : 0;
 	struct gen_session *s = bpf_map_lookup_elem(&gen_sessions, &si);
 
 	if (!s)
-		return XDP_ABORTED;
+		return -1;
 
 	/* Size of this packet: (session + round) % n_sizes. */
 	__u32 pos = sm + round;
@@ -124,10 +128,12 @@ int bench_gen(struct xdp_md *ctx)
 	if (pos >= c->n_sizes)
 		pos -= c->n_sizes;
 	__u32 len = c->sizes[pos & (BENCH_MAX_SIZES - 1)];
+	/* The frame as handed over: the largest size (of both directions, dual). */
+	__u32 full = ctx->data_end - ctx->data;
 
-	if (len < c->max_size) {
-		if (bpf_xdp_adjust_tail(ctx, (int)len - (int)c->max_size))
-			return XDP_ABORTED;
+	if (len < full) {
+		if (bpf_xdp_adjust_tail(ctx, (int)len - (int)full))
+			return -1;
 	}
 
 	/* Next session, next round. */
@@ -151,16 +157,16 @@ int bench_gen(struct xdp_md *ctx)
 	if (c->dir == BENCH_UL) {
 		if (c->psc) {
 			if (data + GTPU_V4_LEN(1) + IP4_LEN + UDP_LEN + PAYLOAD_LEN > data_end)
-				return XDP_ABORTED;
+				return -1;
 			put_uplink(data, flen, c, s, 1, session, seq, ts);
 		} else {
 			if (data + GTPU_V4_LEN(0) + IP4_LEN + UDP_LEN + PAYLOAD_LEN > data_end)
-				return XDP_ABORTED;
+				return -1;
 			put_uplink(data, flen, c, s, 0, session, seq, ts);
 		}
 	} else {
 		if (data + ETH_LEN + IP4_LEN + UDP_LEN + PAYLOAD_LEN > data_end)
-			return XDP_ABORTED;
+			return -1;
 		put_eth(data, c->dst_mac, c->src_mac);
 		put_inner(data + ETH_LEN, flen - ETH_LEN, s->dn, s->ue, c->dn_port, c->ue_port,
 			  session, seq, ts);
@@ -173,9 +179,163 @@ int bench_gen(struct xdp_md *ctx)
 	st->round = round;
 	st->packets++;
 	st->bytes += flen;
+	return 0;
+}
+
+SEC("xdp")
+int bench_gen(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct gen_config *c = bpf_map_lookup_elem(&gen_cfg, &zero);
+	struct gen_cpu *st = bpf_map_lookup_elem(&gen_state, &zero);
+	struct gen_pace *pace = bpf_map_lookup_elem(&gen_pace, &zero);
+
+	if (!c || !st || !pace)
+		return XDP_ABORTED;
+
+	__u64 now = 0;
+
+	if (pace->interval_ps) {
+		if (!pace->budget)
+			return XDP_DROP;
+		now = bpf_ktime_get_ns();
+		if (now * 1000 < pace->next_ps)
+			return XDP_DROP;
+		pace_next(pace, now * 1000);
+	}
+	if (gen_packet(ctx, c, st, now))
+		return XDP_ABORTED;
 	if (pace->interval_ps)
 		pace->budget--;
 	if (c->redirect)
 		return bpf_redirect(c->redirect, 0);
 	return XDP_TX;
+}
+
+/* When the next packet of a paced direction of bench_gen_dual is due, in ps: on
+ * schedule, but no sooner than gap_ps after the last one. */
+static __always_inline __u64 due_ps(struct gen_pace *p)
+{
+	__u64 earliest = p->last_ns * 1000 + p->gap_ps;
+
+	return p->next_ps > earliest ? p->next_ps : earliest;
+}
+
+/* The paced direction whose packet is due at now_ps (the earlier one if both are), or
+ * -1; at[]: when each is due. */
+static __always_inline int due_dir(int paced0, int paced1, __u64 at0, __u64 at1, __u64 now_ps)
+{
+	int due0 = paced0 && now_ps >= at0;
+	int due1 = paced1 && now_ps >= at1;
+
+	if (due0 && due1)
+		return at1 < at0 ? BENCH_DL : BENCH_UL;
+	if (due0)
+		return BENCH_UL;
+	if (due1)
+		return BENCH_DL;
+	return -1;
+}
+
+struct spin {
+	__u64 until; /* ns */
+	__u64 now;
+};
+
+static long spin_step(__u64 i, void *data)
+{
+	struct spin *s = data;
+
+	s->now = bpf_ktime_get_ns();
+	return s->now >= s->until;
+}
+
+SEC("xdp")
+int bench_gen_dual(struct xdp_md *ctx)
+{
+	__u32 ul = BENCH_UL, dl = BENCH_DL;
+	struct gen_pace *p0 = bpf_map_lookup_elem(&gen_pace, &ul);
+	struct gen_pace *p1 = bpf_map_lookup_elem(&gen_pace, &dl);
+	struct gen_cpu *s0 = bpf_map_lookup_elem(&gen_state, &ul);
+	struct gen_cpu *s1 = bpf_map_lookup_elem(&gen_state, &dl);
+
+	if (!p0 || !p1 || !s0 || !s1)
+		return XDP_ABORTED;
+
+	__u64 now = 0;
+	int dir = -1;
+	int paced0 = p0->interval_ps && p0->budget;
+	int paced1 = p1->interval_ps && p1->budget;
+	int free0 = !p0->interval_ps && p0->budget;
+	int free1 = !p1->interval_ps && p1->budget;
+
+	/* A paced packet that is due first; the earlier one if both are. */
+	if (paced0 || paced1) {
+		now = bpf_ktime_get_ns();
+		/* When this call's runs began and ended: Rust sizes calls by them. */
+		struct gen_pace *pr = paced0 ? p0 : p1;
+
+		if (!pr->run_first_ns)
+			pr->run_first_ns = now;
+		pr->run_last_ns = now;
+		__u64 at0 = due_ps(p0), at1 = due_ps(p1);
+
+		dir = due_dir(paced0, paced1, at0, at1, now * 1000);
+		if (dir < 0 && !free0 && !free1 && p0->spin_ns) {
+			/* Nothing else to send: wait for the next one, spin_ns at most. */
+			__u64 at = paced0 ? at0 : at1;
+
+			if (paced0 && paced1 && at1 < at)
+				at = at1;
+			struct spin s = { .until = at / 1000 + 1, .now = now };
+
+			if (s.until > now + p0->spin_ns)
+				s.until = now + p0->spin_ns;
+			bpf_loop(1 << 20, spin_step, &s, 0);
+			now = s.now;
+			pr->run_last_ns = now;
+			dir = due_dir(paced0, paced1, at0, at1, now * 1000);
+		}
+		/* The schedule goes on from the first packet, whenever this one went. */
+		if (dir == BENCH_UL)
+			p0->next_ps = (p0->next_ps ? p0->next_ps : now * 1000) + p0->interval_ps;
+		else if (dir == BENCH_DL)
+			p1->next_ps = (p1->next_ps ? p1->next_ps : now * 1000) + p1->interval_ps;
+	}
+	/* Else an unpaced one; both: smooth weighted round robin on this CPU. */
+	if (dir < 0) {
+		if (free0 && free1) {
+			s0->credit += p0->weight;
+			s1->credit += p1->weight;
+			if (s1->credit > s0->credit) {
+				dir = BENCH_DL;
+				s1->credit -= p0->weight + p1->weight;
+			} else {
+				dir = BENCH_UL;
+				s0->credit -= p0->weight + p1->weight;
+			}
+		} else if (free0) {
+			dir = BENCH_UL;
+		} else if (free1) {
+			dir = BENCH_DL;
+		} else {
+			return XDP_DROP;
+		}
+	}
+
+	__u32 key = dir;
+	struct gen_config *c = bpf_map_lookup_elem(&gen_cfg, &key);
+	struct gen_pace *p = dir == BENCH_UL ? p0 : p1;
+
+	if (!c)
+		return XDP_ABORTED;
+	if (gen_packet(ctx, c, dir == BENCH_UL ? s0 : s1, now))
+		return XDP_ABORTED;
+	p->budget--;
+	if (p->interval_ps) {
+		if (!p->first_ns)
+			p->first_ns = now;
+		p->last_ns = now;
+	}
+	return bpf_redirect_map(&gen_ports, key, 0);
 }

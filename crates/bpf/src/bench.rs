@@ -822,6 +822,7 @@ impl Generator {
         }
         let max_sessions = cfg.max_sessions;
         let skel = Loaded::new(BenchGenSkelBuilder::default(), "bench_gen", |open| {
+            open.progs.bench_gen_dual.set_autoload(false);
             open.maps
                 .gen_sessions
                 .set_max_entries(max_sessions)
@@ -1015,6 +1016,7 @@ impl Generator {
                 next_ps: 0,
                 burst_ps: interval * PACE_BURST,
                 budget: total,
+                ..Default::default()
             })?;
         }
         let prog = self.prog_fd();
