@@ -6,6 +6,9 @@
 //!   plain IPv4/UDP) of the next session into the frame and sends it out of a veth, to
 //!   the veth's peer. [`Generator::run`] is one call; [`Generator::send`] sends a
 //!   count, paced or as fast as it goes, bounded in time.
+//! - [`DualGenerator`]: the same program logic for both directions at once, from one
+//!   thread and one call at a time, each direction with its own configuration, pacing
+//!   and counters (two paced [`Generator`]s on one CPU each get about half their rate).
 //! - [`Sink`]: on a receiving end (gnb `n3`, dn `n6`), counts the generator's packets per
 //!   session and direction, records their latency, drops them; passes everything else.
 //! - [`DropSink`]: counts and drops everything: the generator limit.
@@ -21,6 +24,10 @@
 //!               (generator limit)
 //!   ns dn, n6:  Generator downlink (GenConfig::downlink, ifindex = dn n6) and Sink
 //!               (counts uplink)
+//!   or, for both directions from one thread: DualGenerator::load(uplink config,
+//!               downlink config, [Some(gnb), Some(dn)]), loaded and run from any
+//!               namespace (it sends through a devmap whose entries it writes from
+//!               threads in gnb and dn)
 //! ```
 //!
 //! CPUs: pin the generators ([`GenConfig::cpu`], e.g. CPU 0). A veth receives in the
@@ -1036,16 +1043,16 @@ impl Generator {
                         let behind = (due - (total - left) as f64).max(0.0);
                         let r =
                             (rate as f64 + behind / CALL_TARGET).min(rate as f64 * PACE_CATCH_UP);
-                        let mut p = read_pace(pace)?;
+                        let mut p = read_pace(pace, 0)?;
                         p.interval_ps = ((1e12 / r) as u64).max(1);
                         p.burst_ps = p.interval_ps * PACE_BURST;
-                        write_pace(pace, &p)?;
+                        write_pace(pace, 0, &p)?;
                     }
                     prog_run(prog, frame, ifindex, n, batch)?;
                     if rate_pps.is_none() {
                         return Ok(n as u64);
                     }
-                    let b = read_pace(pace)?.budget;
+                    let b = read_pace(pace, 0)?.budget;
                     let sent = left.saturating_sub(b);
                     left = b;
                     Ok(sent)
@@ -1072,17 +1079,565 @@ impl Generator {
 
     /// Pacing state now (the budget left, when paced).
     pub fn pace(&self) -> io::Result<gen_types::gen_pace> {
-        read_pace(self.skel.maps.gen_pace.as_fd().as_raw_fd())
+        read_pace(self.skel.maps.gen_pace.as_fd().as_raw_fd(), 0)
     }
 
     fn write_pace(&self, p: gen_types::gen_pace) -> io::Result<()> {
-        write_pace(self.skel.maps.gen_pace.as_fd().as_raw_fd(), &p)
+        write_pace(self.skel.maps.gen_pace.as_fd().as_raw_fd(), 0, &p)
     }
 }
 
-fn read_pace(fd: RawFd) -> io::Result<gen_types::gen_pace> {
+// ---------------------------------------------------------------------------------------
+// Both directions from one thread
+
+/// Uplink and downlink from one thread and one `BPF_PROG_RUN` call at a time
+/// (`bench_gen_dual` in bpf/bench/gen.bpf.c), each direction with its own
+/// [`GenConfig`] (template, sizes, timestamps), pacing, budget and counters, over one
+/// session table.
+///
+/// Why: two paced [`Generator`]s on one CPU time-share it in scheduler slices (the
+/// kernel's live-frames loop yields only between batches), so each misses its schedule
+/// and gets about half its rate. Here every run of the program picks the direction whose
+/// packet is next: a paced one that is due (the earlier if both are), else an unpaced
+/// one (both unpaced: smooth weighted round robin, [`DualGenerator::set_weights`]), else
+/// none (XDP_DROP).
+///
+/// Where frames go: the program redirects into a devmap, entry [`Direction::Uplink`]
+/// the uplink config's `ifindex` (gnb `n3`), entry [`Direction::Downlink`] the
+/// downlink's (dn `n6`); a veth sends them to its peer (upf `n3`, `n6`), as XDP_TX does
+/// for [`Generator`]. A devmap entry names its device in the network namespace of the
+/// thread that writes it, so [`DualGenerator::load`] writes each entry from a thread in
+/// that direction's namespace; the calls themselves may then run in any namespace (the
+/// frames are "received" on its loopback device, which is not used).
+pub struct DualGenerator {
+    skel: Loaded<BenchGenSkel<'static>>,
+    cfgs: [Option<GenConfig>; 2],
+    raw: [gen_types::gen_config; 2],
+    frame: Vec<u8>,
+    cpu: Option<usize>,
+    batch: u32,
+    max_sessions: u32,
+    n_sessions: u32,
+    weights: [u32; 2],
+    flush: Option<Duration>,
+    /// Per direction, per-CPU packet counts when the sessions were last set.
+    baseline: [Vec<u64>; 2],
+}
+
+impl std::fmt::Debug for DualGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DualGenerator")
+            .field("cfgs", &self.cfgs)
+            .field("cpu", &self.cpu)
+            .field("n_sessions", &self.n_sessions)
+            .field("weights", &self.weights)
+            .field("flush", &self.flush)
+            .finish()
+    }
+}
+
+/// The longest flush interval of [`DualGenerator::set_flush`] (a run may wait that long
+/// with the CPU's softirqs off).
+pub const MAX_FLUSH: Duration = Duration::from_millis(1);
+
+/// The largest weight of [`DualGenerator::set_weights`].
+pub const MAX_WEIGHT: u32 = 1 << 20;
+
+impl DualGenerator {
+    /// Loads the generator for an `uplink` and a `downlink` configuration (either may be
+    /// absent, not both). Each config's `ifindex` is the interface its frames leave by
+    /// (uplink: gnb `n3`; downlink: dn `n6`), in the network namespace named in
+    /// `netns` (an `ip netns` name, /var/run/netns/NAME; None: the calling thread's).
+    ///
+    /// Shared settings come from the configs: `cpu` (pins the calling thread during
+    /// calls; the configs must not name different CPUs), `batch` (the larger), and the
+    /// session table's size (the larger `max_sessions`). `redirect` must be None. Needs
+    /// CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN (setns).
+    pub fn load(
+        uplink: Option<GenConfig>,
+        downlink: Option<GenConfig>,
+        netns: [Option<&str>; 2],
+    ) -> io::Result<DualGenerator> {
+        let cfgs = [uplink, downlink];
+        if cfgs.iter().all(Option::is_none) {
+            return Err(invalid("no direction to generate"));
+        }
+        let mut tables: [Vec<u16>; 2] = [Vec::new(), Vec::new()];
+        let (mut cpu, mut batch, mut max_sessions) = (None, 0u32, 0u32);
+        for (i, c) in cfgs.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let dir = Direction::BOTH[i];
+            if c.direction != dir {
+                return Err(invalid(format!(
+                    "the {dir:?} config is for {:?}",
+                    c.direction
+                )));
+            }
+            if c.redirect.is_some() {
+                return Err(invalid(
+                    "redirect: DualGenerator sends to each config's ifindex",
+                ));
+            }
+            if c.batch > 256 {
+                return Err(invalid("batch is at most 256"));
+            }
+            if c.max_sessions == 0 {
+                return Err(invalid("max_sessions is 0"));
+            }
+            match (cpu, c.cpu) {
+                (Some(a), Some(b)) if a != b => {
+                    return Err(invalid(format!(
+                        "the configs name CPUs {a} and {b}: one thread runs both"
+                    )))
+                }
+                (None, b) => cpu = b,
+                _ => {}
+            }
+            batch = batch.max(c.batch);
+            max_sessions = max_sessions.max(c.max_sessions);
+            tables[i] = c.size_table()?;
+        }
+        let skel = Loaded::new(BenchGenSkelBuilder::default(), "bench_gen_dual", |open| {
+            open.progs.bench_gen.set_autoload(false);
+            open.maps
+                .gen_sessions
+                .set_max_entries(max_sessions)
+                .map_err(|e| io_err("sizing gen_sessions", e))
+        })?;
+        // One frame for both: as long as the largest size of either.
+        let max_size = tables.iter().flatten().copied().max().expect("a size");
+        let mut raw = [gen_types::gen_config::default(); 2];
+        for (i, c) in cfgs.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let r = &mut raw[i];
+            *r = gen_types::gen_config {
+                dst_mac: c.dst_mac,
+                src_mac: c.src_mac,
+                src_ip: u32::from_ne_bytes(c.src_ip.octets()),
+                dst_ip: u32::from_ne_bytes(c.dst_ip.octets()),
+                n_sessions: 0,
+                n_sizes: tables[i].len() as u32,
+                redirect: 0,
+                ue_port: c.ue_port,
+                dn_port: c.dn_port,
+                dir: i as u8,
+                psc: c.psc as u8,
+                qfi: c.qfi & 0x3f,
+                timestamps: c.timestamps as u8,
+                max_size,
+                ..Default::default()
+            };
+            r.sizes[..tables[i].len()].copy_from_slice(&tables[i]);
+        }
+        let cpus = ncpus()?;
+        let g = DualGenerator {
+            skel,
+            cfgs,
+            raw,
+            frame: vec![0u8; max_size as usize],
+            cpu,
+            batch,
+            max_sessions,
+            n_sessions: 0,
+            weights: [1, 1],
+            flush: None,
+            baseline: [vec![0; cpus], vec![0; cpus]],
+        };
+        g.write_config()?;
+        g.rest()?;
+        for (i, c) in g.cfgs.iter().enumerate() {
+            if let Some(c) = c {
+                g.set_port(Direction::BOTH[i], c.ifindex, netns[i])?;
+            }
+        }
+        Ok(g)
+    }
+
+    /// Points the devmap entry of `dir` at `ifindex` of namespace `netns`.
+    fn set_port(&self, dir: Direction, ifindex: u32, netns: Option<&str>) -> io::Result<()> {
+        let ns = match netns {
+            Some(name) => File::open(format!("/var/run/netns/{name}"))
+                .map(Netns)
+                .map_err(|e| io_err(&format!("network namespace {name}"), e))?,
+            None => Netns::current()?,
+        };
+        let fd = self.skel.maps.gen_ports.as_fd().as_raw_fd();
+        let key = dir.index() as u32;
+        ns.run(|| {
+            // SAFETY: key and value of the map's sizes (u32, u32).
+            let r = unsafe {
+                libbpf_sys::bpf_map_update_elem(
+                    fd,
+                    &key as *const u32 as *const _,
+                    &ifindex as *const u32 as *const _,
+                    0,
+                )
+            };
+            if r < 0 {
+                return Err(io_err(
+                    &format!(
+                        "{dir:?} port: ifindex {ifindex} in {}",
+                        netns.unwrap_or("the calling thread's namespace")
+                    ),
+                    io::Error::last_os_error(),
+                ));
+            }
+            Ok(())
+        })?
+    }
+
+    /// The configuration of `dir`, if it generates that way.
+    pub fn config(&self, dir: Direction) -> Option<&GenConfig> {
+        self.cfgs[dir.index()].as_ref()
+    }
+
+    /// Shares of the runs when both directions are unpaced (default 1:1), each
+    /// 1..=[`MAX_WEIGHT`]: e.g. [1, 3] sends three downlink packets per uplink one,
+    /// interleaved.
+    pub fn set_weights(&mut self, weights: [u32; 2]) -> io::Result<()> {
+        if weights.iter().any(|&w| w == 0 || w > MAX_WEIGHT) {
+            return Err(invalid(format!(
+                "weights {weights:?}: each must be 1..={MAX_WEIGHT}"
+            )));
+        }
+        self.weights = weights;
+        self.rest()
+    }
+
+    /// Paced sends ([`DualGenerator::send`] with only paced directions): None (the
+    /// default), packets leave within microseconds of their time, in the kernel's
+    /// batches of runs (64, or the configs' `batch`), most of which do not send. With
+    /// `Some(flush)` (at most [`MAX_FLUSH`]), every run waits for its packet and a batch
+    /// holds about `flush` worth of them (at most 256, or the configs' `batch`): the
+    /// kernel hands each batch to the veths at its end, so packets leave in bursts
+    /// of up to `flush`, and their timestamps (latency) include up to `flush` of waiting.
+    ///
+    /// Why: each batch that sends wakes the receivers' NAPI threads if they sleep; on
+    /// this VM a wakeup costs CPU 0 several microseconds (an IPI, nested
+    /// virtualization), so with receivers on CPU 1 that keep up easily, paced sending
+    /// without `flush` falls behind from a few hundred kpps (about 0.9 Mpps combined
+    /// through the bare forwarder); with 200 us it holds 1 Mpps combined exactly.
+    pub fn set_flush(&mut self, flush: Option<Duration>) -> io::Result<()> {
+        if let Some(f) = flush {
+            if f < Duration::from_micros(1) || f > MAX_FLUSH {
+                return Err(invalid(format!(
+                    "flush {f:?}: must be 1 us..={MAX_FLUSH:?}"
+                )));
+            }
+        }
+        self.flush = flush;
+        Ok(())
+    }
+
+    fn write_config(&self) -> io::Result<()> {
+        for (i, r) in self.raw.iter().enumerate() {
+            self.skel
+                .maps
+                .gen_cfg
+                .update(&(i as u32).to_ne_bytes(), bytes_of(r), MapFlags::ANY)
+                .map_err(|e| io_err("writing gen_cfg", e))?;
+        }
+        Ok(())
+    }
+
+    fn pace_fd(&self) -> RawFd {
+        self.skel.maps.gen_pace.as_fd().as_raw_fd()
+    }
+
+    /// The state between sends: the directions present unpaced with no end (by weight),
+    /// as [`DualGenerator::run`] and BPF_PROG_RUN tests find them.
+    fn rest(&self) -> io::Result<()> {
+        for (i, c) in self.cfgs.iter().enumerate() {
+            let p = gen_types::gen_pace {
+                budget: if c.is_some() { u64::MAX } else { 0 },
+                weight: self.weights[i],
+                ..Default::default()
+            };
+            write_pace(self.pace_fd(), i as u32, &p)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the sessions, shared by both directions (uplink: `teid`, `ue`, `dn`;
+    /// downlink: `dn` to `ue`), and restarts both round robins (so
+    /// [`DualGenerator::sent_per_session`] counts from here).
+    pub fn set_sessions(&mut self, sessions: &[Session]) -> io::Result<()> {
+        if sessions.is_empty() || sessions.len() > self.max_sessions as usize {
+            return Err(invalid(format!(
+                "{} sessions: must be 1..={}",
+                sessions.len(),
+                self.max_sessions
+            )));
+        }
+        let mut table = Vec::with_capacity(sessions.len() * 12);
+        for s in sessions {
+            let v = gen_types::gen_session {
+                teid: s.teid,
+                ue: u32::from_ne_bytes(s.ue.octets()),
+                dn: u32::from_ne_bytes(s.dn.octets()),
+            };
+            table.extend_from_slice(bytes_of(&v));
+        }
+        let vsize = std::mem::size_of::<gen_types::gen_session>();
+        update_array(&self.skel.maps.gen_sessions, 0, &table, vsize)
+            .map_err(|e| io_err("writing gen_sessions", e))?;
+        for (i, c) in self.cfgs.iter().enumerate() {
+            if c.is_some() {
+                self.raw[i].n_sessions = sessions.len() as u32;
+            }
+        }
+        self.write_config()?;
+        // Restart every CPU's round robins and weights; keep the counters.
+        for (i, base) in self.baseline.iter_mut().enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            let state = percpu_one::<gen_types::gen_cpu>(&self.skel.maps.gen_state, i as u32)?;
+            let values: Vec<Vec<u8>> = state
+                .iter()
+                .map(|s| {
+                    let s = gen_types::gen_cpu {
+                        packets: s.packets,
+                        bytes: s.bytes,
+                        ..Default::default()
+                    };
+                    bytes_of(&s).to_vec()
+                })
+                .collect();
+            self.skel
+                .maps
+                .gen_state
+                .update_percpu(&key, &values, MapFlags::ANY)
+                .map_err(|e| io_err("resetting gen_state", e))?;
+            *base = state.iter().map(|s| s.packets).collect();
+        }
+        self.n_sessions = sessions.len() as u32;
+        Ok(())
+    }
+
+    /// Packets and octets generated in `dir` since loading, all CPUs.
+    pub fn counters(&self, dir: Direction) -> io::Result<GenCounters> {
+        let state =
+            percpu_one::<gen_types::gen_cpu>(&self.skel.maps.gen_state, dir.index() as u32)?;
+        Ok(state.iter().fold(GenCounters::default(), |mut c, s| {
+            c.packets += s.packets;
+            c.bytes += s.bytes;
+            c
+        }))
+    }
+
+    /// Packets generated in `dir` per session since the sessions were last set: exact,
+    /// as [`Generator::sent_per_session`]. Empty for a direction not generated.
+    pub fn sent_per_session(&self, dir: Direction) -> io::Result<Vec<u64>> {
+        if self.cfgs[dir.index()].is_none() {
+            return Ok(Vec::new());
+        }
+        let n = self.n_sessions as u64;
+        let mut out = vec![0u64; n as usize];
+        if n == 0 {
+            return Ok(out);
+        }
+        let state =
+            percpu_one::<gen_types::gen_cpu>(&self.skel.maps.gen_state, dir.index() as u32)?;
+        for (s, base) in state.iter().zip(&self.baseline[dir.index()]) {
+            let p = s.packets - base;
+            let (full, rest) = (p / n, p % n);
+            for (i, o) in out.iter_mut().enumerate() {
+                *o += full + u64::from((i as u64) < rest);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The program, for BPF_PROG_RUN tests: between sends both directions present are
+    /// unpaced, by weight, so without live frames each run returns the next packet
+    /// (XDP_REDIRECT).
+    pub fn program(&self) -> &libbpf_rs::ProgramMut<'static> {
+        &self.skel.progs.bench_gen_dual
+    }
+
+    /// The frame handed to BPF_PROG_RUN (zeros, as long as the largest size of both).
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+
+    /// Pacing state of `dir` now.
+    pub fn pace(&self, dir: Direction) -> io::Result<gen_types::gen_pace> {
+        read_pace(self.pace_fd(), dir.index() as u32)
+    }
+
+    fn counters_both(&self) -> io::Result<[GenCounters; 2]> {
+        Ok([
+            self.counters(Direction::Uplink)?,
+            self.counters(Direction::Downlink)?,
+        ])
+    }
+
+    /// One BPF_PROG_RUN call of `repeat` runs, every one sending: both directions
+    /// unpaced, interleaved by weight. Per direction.
+    pub fn run(&mut self, repeat: u32) -> io::Result<[RunReport; 2]> {
+        if self.n_sessions == 0 {
+            return Err(invalid("no sessions: call set_sessions first"));
+        }
+        let before = self.counters_both()?;
+        let start = Instant::now();
+        let prog = self.skel.progs.bench_gen_dual.as_fd().as_raw_fd();
+        pinned(self.cpu, || {
+            prog_run(prog, &self.frame, 0, repeat, self.batch)
+        })??;
+        let elapsed = start.elapsed();
+        let after = self.counters_both()?;
+        Ok(std::array::from_fn(|i| RunReport {
+            packets: after[i].packets - before[i].packets,
+            bytes: after[i].bytes - before[i].bytes,
+            elapsed,
+        }))
+    }
+
+    /// Sends `totals[d]` packets in each direction `d` (0 or `rates[d] == Some(0)`:
+    /// none), or as many as fit before `deadline`, each at `rates[d]` if given, as fast
+    /// as possible otherwise, all from the calling thread (pinned to the configured CPU
+    /// meanwhile). Per direction: what was sent and the rate achieved.
+    ///
+    /// Paced, the program spaces packets itself, per direction: runs that find no packet
+    /// due end without one. Unlike [`Generator::send`] it keeps each schedule across
+    /// calls (packet k is due k intervals after the first): each call's fixed cost (tens
+    /// of ms) is a pause in both streams, after which the packets behind go at
+    /// [`PACE_CATCH_UP`] times the rate until the schedule is caught up. The program
+    /// records when a call's runs begin and end; a short first call measures how long
+    /// runs take, the next ones are sized to about half a second of runs, or the rest
+    /// (kept clear of the deadline by the measured fixed cost). A paced direction's
+    /// `elapsed` is the time from its first packet to its last plus one interval, so
+    /// `pps` is the rate on the wire, pauses included, the first call's start and the
+    /// last one's end not; an unpaced direction's is the time until it had sent its
+    /// total, or the whole time.
+    ///
+    /// Unpaced directions take the runs no paced one needs (both unpaced: interleaved by
+    /// weight, [`DualGenerator::set_weights`]); so with one paced and one unpaced, the
+    /// unpaced one gets what the CPU has left.
+    pub fn send(
+        &mut self,
+        rates: [Option<u64>; 2],
+        totals: [u64; 2],
+        deadline: Duration,
+    ) -> io::Result<[SendReport; 2]> {
+        if self.n_sessions == 0 {
+            return Err(invalid("no sessions: call set_sessions first"));
+        }
+        let mut totals = totals;
+        for i in 0..2 {
+            if rates[i] == Some(0) {
+                totals[i] = 0;
+            }
+            if totals[i] > 0 && self.cfgs[i].is_none() {
+                return Err(invalid(format!(
+                    "{:?}: loaded without it",
+                    Direction::BOTH[i]
+                )));
+            }
+        }
+        let rates = std::array::from_fn(|i| rates[i].filter(|_| totals[i] > 0));
+        let before = self.counters_both()?;
+        let fd = self.pace_fd();
+        let paced_only = (0..2).all(|i| totals[i] == 0 || rates[i].is_some());
+        let combined: f64 = (0..2).filter_map(|i| rates[i].map(|r| r as f64)).sum();
+        // Flushing in batches (paced only): every run waits for its packet, so runs come
+        // at the combined rate (or one per `flush`, if slower), and a batch of runs lasts
+        // about `flush`.
+        let flush = self.flush.filter(|_| paced_only);
+        let interval = |r: u64| 1_000_000_000_000 / r.min(1_000_000_000_000);
+        for i in 0..2 {
+            let iv = rates[i].map_or(0, interval);
+            write_pace(
+                fd,
+                i as u32,
+                &gen_types::gen_pace {
+                    interval_ps: iv,
+                    gap_ps: (iv as f64 / PACE_CATCH_UP) as u64,
+                    budget: totals[i],
+                    weight: self.weights[i],
+                    spin_ns: flush.map_or(0, |f| f.as_nanos() as u32),
+                    ..Default::default()
+                },
+            )?;
+        }
+        let (first, batch) = match flush {
+            // Runs take a known time: the first call is sized by it.
+            Some(f) => {
+                let f = f.as_secs_f64();
+                let need = (0..2)
+                    .filter_map(|i| Some(totals[i] as f64 / rates[i]? as f64))
+                    .fold(0.0, f64::max);
+                let secs = CALL_TARGET
+                    .min(deadline.as_secs_f64())
+                    .min(need * 1.05 + 0.002);
+                let max = if self.batch == 0 { 256 } else { self.batch };
+                (
+                    Some((secs * combined.max(1.0 / f)) as u64),
+                    ((combined * f).round() as u32).clamp(1, max),
+                )
+            }
+            // Paced: a short first call measures how long runs take (the program
+            // records when a call's runs begin and end), then calls are sized by it.
+            None => (paced_only.then_some(1 << 16), self.batch),
+        };
+        let prog = self.skel.progs.bench_gen_dual.as_fd().as_raw_fd();
+        let frame = &self.frame;
+        let result = pinned(self.cpu, || {
+            let mut left = totals;
+            drive_n(rates, totals, deadline, first, |n| {
+                for i in 0..2 {
+                    let mut p = read_pace(fd, i)?;
+                    (p.run_first_ns, p.run_last_ns) = (0, 0);
+                    write_pace(fd, i, &p)?;
+                }
+                prog_run(prog, frame, 0, n, batch)?;
+                let mut got = [0u64; 2];
+                let (mut from, mut to) = (u64::MAX, 0u64);
+                for i in 0..2 {
+                    let p = read_pace(fd, i as u32)?;
+                    got[i] = left[i].saturating_sub(p.budget);
+                    left[i] = p.budget;
+                    if p.run_first_ns > 0 {
+                        from = from.min(p.run_first_ns);
+                        to = to.max(p.run_last_ns);
+                    }
+                }
+                Ok((got, (to > from).then(|| Duration::from_nanos(to - from))))
+            })
+        });
+        let paces = [self.pace(Direction::Uplink), self.pace(Direction::Downlink)];
+        // Unpaced and unbounded again, whatever happened.
+        self.rest()?;
+        let d = result??;
+        let after = self.counters_both()?;
+        let mut out = [SendReport {
+            packets: 0,
+            bytes: 0,
+            calls: d.calls,
+            elapsed: Duration::ZERO,
+            pps: 0.0,
+            complete: true,
+        }; 2];
+        for (i, o) in out.iter_mut().enumerate() {
+            o.packets = after[i].packets - before[i].packets;
+            o.bytes = after[i].bytes - before[i].bytes;
+            o.complete = d.sent[i] >= totals[i];
+            o.elapsed = match (rates[i], &paces[i]) {
+                (Some(rate), Ok(p)) if p.first_ns > 0 => {
+                    Duration::from_nanos(p.last_ns - p.first_ns + interval(rate) / 1000)
+                }
+                _ => d.done[i],
+            };
+            if o.packets > 0 {
+                o.pps = o.packets as f64 / o.elapsed.as_secs_f64().max(1e-9);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Entry `key` of a gen_pace map.
+fn read_pace(fd: RawFd, key: u32) -> io::Result<gen_types::gen_pace> {
     let mut p = gen_types::gen_pace::default();
-    let key = 0u32;
     // SAFETY: key and value buffers of the map's sizes (u32, struct gen_pace).
     let r = unsafe {
         libbpf_sys::bpf_map_lookup_elem(
@@ -1097,8 +1652,7 @@ fn read_pace(fd: RawFd) -> io::Result<gen_types::gen_pace> {
     Ok(p)
 }
 
-fn write_pace(fd: RawFd, p: &gen_types::gen_pace) -> io::Result<()> {
-    let key = 0u32;
+fn write_pace(fd: RawFd, key: u32, p: &gen_types::gen_pace) -> io::Result<()> {
     // SAFETY: key and value of the map's sizes (u32, struct gen_pace).
     let r = unsafe {
         libbpf_sys::bpf_map_update_elem(
@@ -1135,34 +1689,132 @@ fn drive(
     deadline: Duration,
     mut run: impl FnMut(u32) -> io::Result<u64>,
 ) -> io::Result<(u64, u64, Duration)> {
+    let d = drive_n([rate_pps], [total], deadline, None, |n| {
+        Ok(([run(n)?], None))
+    })?;
+    Ok((d.sent[0], d.calls, d.elapsed))
+}
+
+/// What [`drive_n`] did.
+#[derive(Debug)]
+struct Driven<const N: usize> {
+    /// Packets per stream.
+    sent: [u64; N],
+    calls: u64,
+    /// Per stream: when it had sent its total (the end of that call), else `elapsed`.
+    done: [Duration; N],
+    elapsed: Duration,
+}
+
+/// [`drive`] for `N` streams generated by the same calls (`DualGenerator`):
+/// `run(repeat)` makes one call and returns the packets each stream sent and, if it
+/// knows, how long its runs took (the call less its fixed cost). Runs that send: every
+/// run while an unpaced stream has packets left (then calls are bounded by what is
+/// left), else those that were due. `first`: the size of the first call (None: as
+/// [`drive`]).
+///
+/// With the runs' time known, calls are sized by it, their fixed cost is kept out of
+/// the deadline, the last call takes the whole rest (rather than leave a short one),
+/// and while only paced streams are left no call shorter than [`MIN_PACED_CALL`] is
+/// started (its pause would cost more than it sends).
+fn drive_n<const N: usize>(
+    rates: [Option<u64>; N],
+    totals: [u64; N],
+    deadline: Duration,
+    first: Option<u64>,
+    mut run: impl FnMut(u32) -> io::Result<([u64; N], Option<Duration>)>,
+) -> io::Result<Driven<N>> {
     let start = Instant::now();
     let end = start + deadline;
-    let mut sent = 0u64;
+    let mut sent = [0u64; N];
+    let mut done: [Option<Duration>; N] = std::array::from_fn(|i| {
+        if totals[i] == 0 {
+            Some(Duration::ZERO)
+        } else {
+            None
+        }
+    });
     let mut calls = 0u64;
+    let open = |sent: &[u64; N]| (0..N).filter(|&i| sent[i] < totals[i]).collect::<Vec<_>>();
+    let paced_only = |sent: &[u64; N]| {
+        let o = open(sent);
+        !o.is_empty() && o.iter().all(|&i| rates[i].is_some())
+    };
     // Paced, runs that are not due cost a few tens of ns each; start at a few ms.
-    let mut repeat: u64 = if rate_pps.is_some() { 1 << 18 } else { 1 << 16 };
-    while sent < total && calls < MAX_CALLS {
+    let mut repeat: u64 = match first {
+        Some(n) => n.clamp(64, MAX_REPEAT),
+        None if paced_only(&sent) => 1 << 18,
+        None => 1 << 16,
+    };
+    loop {
+        let streams = open(&sent);
+        if streams.is_empty() || calls >= MAX_CALLS {
+            break;
+        }
         let now = Instant::now();
         if now >= end {
             break;
         }
-        let n = match rate_pps {
-            Some(_) => repeat,
-            None => repeat.min(total - sent),
+        // Only paced streams left: runs that are not due send nothing. Otherwise every
+        // run sends, and no more are needed than packets are left.
+        let n = if paced_only(&sent) {
+            repeat
+        } else {
+            let left = streams
+                .iter()
+                .fold(0u64, |a, &i| a.saturating_add(totals[i] - sent[i]));
+            repeat.min(left)
         };
-        let got = run(n as u32)?;
+        let (got, runs) = run(n as u32)?;
         calls += 1;
-        sent += got.min(total - sent);
-        let took = now.elapsed().as_secs_f64().max(1e-6);
-        let mut want = CALL_TARGET.min(end.saturating_duration_since(Instant::now()).as_secs_f64());
-        if let Some(rate) = rate_pps {
-            // No longer than the rest needs (plus a little), so the tail does not spin.
-            want = want.min((total - sent) as f64 / rate as f64 * 1.05 + 0.002);
+        for i in 0..N {
+            sent[i] += got[i].min(totals[i] - sent[i]);
+            if sent[i] >= totals[i] && done[i].is_none() {
+                done[i] = Some(start.elapsed());
+            }
         }
-        repeat = ((n as f64 * want / took) as u64).clamp(64, MAX_REPEAT);
+        let took = now.elapsed().as_secs_f64().max(1e-6);
+        let rest = end.saturating_duration_since(Instant::now()).as_secs_f64();
+        let mut want = CALL_TARGET.min(rest);
+        let busy = match runs {
+            Some(r) => {
+                let busy = r.as_secs_f64().clamp(1e-6, took);
+                // The fixed cost of the next call is not time to run.
+                let rest = rest - (took - busy);
+                want = if rest < 1.5 * CALL_TARGET {
+                    rest
+                } else {
+                    CALL_TARGET
+                };
+                if want < MIN_PACED_CALL.as_secs_f64() && paced_only(&sent) {
+                    break;
+                }
+                busy
+            }
+            None => took,
+        };
+        if paced_only(&sent) {
+            // No longer than the rest needs (plus a little), so the tail does not spin.
+            let need = open(&sent)
+                .iter()
+                .map(|&i| (totals[i] - sent[i]) as f64 / rates[i].unwrap_or(1) as f64)
+                .fold(0.0, f64::max);
+            want = want.min(need * 1.05 + 0.002);
+        }
+        repeat = ((n as f64 * want.max(0.0) / busy) as u64).clamp(64, MAX_REPEAT);
     }
-    Ok((sent, calls, start.elapsed()))
+    let elapsed = start.elapsed();
+    Ok(Driven {
+        sent,
+        calls,
+        done: done.map(|t| t.unwrap_or(elapsed)),
+        elapsed,
+    })
 }
+
+/// The shortest call [`DualGenerator::send`] starts while only paced directions have
+/// packets left: a call's fixed cost (tens of ms) pauses both streams.
+pub const MIN_PACED_CALL: Duration = Duration::from_millis(50);
 
 /// Bounds on [`drive`]: runs per call, calls per send.
 const MAX_REPEAT: u64 = 1 << 30;
@@ -1638,6 +2290,7 @@ impl Drop for BareForwarder {
 // the map and program handles inside point into that object only, and every use goes
 // through &self or &mut self, so moving the owner to another thread is sound.
 unsafe impl Send for Generator {}
+unsafe impl Send for DualGenerator {}
 unsafe impl Send for Sink {}
 unsafe impl Send for DropSink {}
 unsafe impl Send for BareForwarder {}
