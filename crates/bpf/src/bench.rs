@@ -292,6 +292,28 @@ fn set_affinity(pid: i32, cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Runs `f` with the calling thread at nice -20 if it may (CAP_SYS_NICE), then restores
+/// its nice value: a CPU-bound sender yields only between batches of runs, and a
+/// competitor on its CPU (a build) would otherwise take slices of milliseconds from it.
+fn favoured<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: plain syscalls on the calling thread (a tid is a PRIO_PROCESS id on Linux).
+    let tid = unsafe { libc::gettid() } as libc::id_t;
+    // SAFETY: as above; -1 is a valid nice value, so errno tells errors apart.
+    let old = unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, tid);
+        (*libc::__errno_location() == 0).then_some(n)
+    };
+    // SAFETY: as above.
+    let raised = old.is_some() && unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, -20) } == 0;
+    let t = f();
+    if let (true, Some(n)) = (raised, old) {
+        // SAFETY: as above; restores the value read.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, n) };
+    }
+    t
+}
+
 /// Runs `f` with the calling thread pinned to `cpu`, then restores its affinity.
 fn pinned<T>(cpu: Option<usize>, f: impl FnOnce() -> T) -> io::Result<T> {
     let Some(cpu) = cpu else {
@@ -1035,27 +1057,29 @@ impl Generator {
             pinned(cpu, || {
                 let mut left = total;
                 let start = Instant::now();
-                drive(rate_pps, total, deadline, |n| {
-                    if let Some(rate) = rate_pps {
-                        // Behind schedule after the pauses between calls: catch up
-                        // over the next call, a little faster.
-                        let due = rate as f64 * start.elapsed().as_secs_f64();
-                        let behind = (due - (total - left) as f64).max(0.0);
-                        let r =
-                            (rate as f64 + behind / CALL_TARGET).min(rate as f64 * PACE_CATCH_UP);
-                        let mut p = read_pace(pace, 0)?;
-                        p.interval_ps = ((1e12 / r) as u64).max(1);
-                        p.burst_ps = p.interval_ps * PACE_BURST;
-                        write_pace(pace, 0, &p)?;
-                    }
-                    prog_run(prog, frame, ifindex, n, batch)?;
-                    if rate_pps.is_none() {
-                        return Ok(n as u64);
-                    }
-                    let b = read_pace(pace, 0)?.budget;
-                    let sent = left.saturating_sub(b);
-                    left = b;
-                    Ok(sent)
+                favoured(|| {
+                    drive(rate_pps, total, deadline, |n| {
+                        if let Some(rate) = rate_pps {
+                            // Behind schedule after the pauses between calls: catch up
+                            // over the next call, a little faster.
+                            let due = rate as f64 * start.elapsed().as_secs_f64();
+                            let behind = (due - (total - left) as f64).max(0.0);
+                            let r = (rate as f64 + behind / CALL_TARGET)
+                                .min(rate as f64 * PACE_CATCH_UP);
+                            let mut p = read_pace(pace, 0)?;
+                            p.interval_ps = ((1e12 / r) as u64).max(1);
+                            p.burst_ps = p.interval_ps * PACE_BURST;
+                            write_pace(pace, 0, &p)?;
+                        }
+                        prog_run(prog, frame, ifindex, n, batch)?;
+                        if rate_pps.is_none() {
+                            return Ok(n as u64);
+                        }
+                        let b = read_pace(pace, 0)?.budget;
+                        let sent = left.saturating_sub(b);
+                        left = b;
+                        Ok(sent)
+                    })
                 })
             })
         });
@@ -1583,25 +1607,27 @@ impl DualGenerator {
         let frame = &self.frame;
         let result = pinned(self.cpu, || {
             let mut left = totals;
-            drive_n(rates, totals, deadline, first, |n| {
-                for i in 0..2 {
-                    let mut p = read_pace(fd, i)?;
-                    (p.run_first_ns, p.run_last_ns) = (0, 0);
-                    write_pace(fd, i, &p)?;
-                }
-                prog_run(prog, frame, 0, n, batch)?;
-                let mut got = [0u64; 2];
-                let (mut from, mut to) = (u64::MAX, 0u64);
-                for i in 0..2 {
-                    let p = read_pace(fd, i as u32)?;
-                    got[i] = left[i].saturating_sub(p.budget);
-                    left[i] = p.budget;
-                    if p.run_first_ns > 0 {
-                        from = from.min(p.run_first_ns);
-                        to = to.max(p.run_last_ns);
+            favoured(|| {
+                drive_n(rates, totals, deadline, first, |n| {
+                    for i in 0..2 {
+                        let mut p = read_pace(fd, i)?;
+                        (p.run_first_ns, p.run_last_ns) = (0, 0);
+                        write_pace(fd, i, &p)?;
                     }
-                }
-                Ok((got, (to > from).then(|| Duration::from_nanos(to - from))))
+                    prog_run(prog, frame, 0, n, batch)?;
+                    let mut got = [0u64; 2];
+                    let (mut from, mut to) = (u64::MAX, 0u64);
+                    for i in 0..2 {
+                        let p = read_pace(fd, i as u32)?;
+                        got[i] = left[i].saturating_sub(p.budget);
+                        left[i] = p.budget;
+                        if p.run_first_ns > 0 {
+                            from = from.min(p.run_first_ns);
+                            to = to.max(p.run_last_ns);
+                        }
+                    }
+                    Ok((got, (to > from).then(|| Duration::from_nanos(to - from))))
+                })
             })
         });
         let paces = [self.pace(Direction::Uplink), self.pace(Direction::Downlink)];
