@@ -952,9 +952,17 @@ fn generators_through_upfd_count_exactly_per_session() {
         name: "test",
         sizes: vec![(100, 3), (1000, 1)],
     };
-    // 20,000 packets/s for 0.5 s each way: 100 per session.
+    // 20,000 packets/s for 0.5 s each way, both at once: 100 per session.
+    let t = rig
+        .trial(
+            &[
+                (Direction::Uplink, &mix, Some(20_000)),
+                (Direction::Downlink, &mix, Some(20_000)),
+            ],
+            0.5,
+        )
+        .unwrap();
     for d in Direction::BOTH {
-        let t = rig.trial(&[(d, &mix, Some(20_000))], 0.5).unwrap();
         let (sent, got) = rig.per_session(d).unwrap();
         assert_eq!(sent.len(), 100, "{d}");
         assert_eq!(sent.iter().sum::<u64>(), t.sent[d as usize], "{d}");

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use upf_bpf::bench::{
     self as b, frame_len_for_ip_len, napi_thread, set_fifo, BareConfig, BareForwarder, DropSink,
-    GenConfig, Generator, Percentiles, Sink,
+    DualGenerator, GenConfig, Percentiles, Sink,
 };
 
 use super::models::Mix;
@@ -91,7 +91,8 @@ pub struct Rig {
     sinks: [Sink; 2],
     max_sessions: u32,
     psc: bool,
-    gens: [Option<(Mix, Generator)>; 2],
+    /// Both directions from one thread (uplink mix, downlink mix, generator).
+    gen: Option<(Mix, Mix, DualGenerator)>,
     sessions: Vec<GenSession>,
 }
 
@@ -118,7 +119,7 @@ impl Rig {
             sinks: [ul, dl],
             max_sessions,
             psc,
-            gens: [None, None],
+            gen: None,
             sessions: Vec::new(),
         })
     }
@@ -136,69 +137,82 @@ impl Rig {
     /// The sessions the generators address, round robin.
     pub fn set_sessions(&mut self, s: &[GenSession]) -> io::Result<()> {
         self.sessions = s.to_vec();
-        for g in self.gens.iter_mut().flatten() {
-            g.1.set_sessions(&gen_sessions(s))?;
+        if let Some((_, _, g)) = &mut self.gen {
+            g.set_sessions(&gen_sessions(s))?;
         }
         Ok(())
     }
 
-    /// Load the generator of `dir` for `mix` (kept while the mix stays the same).
-    fn generator(&mut self, dir: Direction, mix: &Mix) -> io::Result<&mut Generator> {
-        let i = dir as usize;
-        if self.gens[i].as_ref().is_none_or(|(m, _)| m != mix) {
-            self.gens[i] = None;
-            let psc = self.psc;
-            let sizes: Vec<(u16, u32)> = mix
-                .sizes
-                .iter()
-                .map(|&(ip, w)| {
-                    let f = frame_len_for_ip_len(
-                        bdir(dir),
-                        dir == Direction::Uplink && psc,
-                        ip as usize,
-                    );
-                    (f as u16, w)
-                })
-                .collect();
-            let (ns, cfg) = match dir {
-                Direction::Uplink => {
-                    let mut c = GenConfig::uplink(
-                        ifindex(&self.gnb, "n3")?,
-                        mac::GNB_N3,
-                        mac::UPF_N3,
-                        addr::GNB_N3,
-                        addr::UPF_N3,
-                    );
-                    c.psc = psc;
-                    c.qfi = 1;
-                    (self.gnb.clone(), c)
-                }
-                Direction::Downlink => (
-                    self.dn.clone(),
-                    GenConfig::downlink(ifindex(&self.dn, "n6")?, mac::DN_N6, mac::UPF_N6),
-                ),
-            };
-            let cfg = GenConfig {
-                sizes,
-                max_sessions: self.max_sessions,
-                cpu: Some(self.gen_cpu),
-                timestamps: true,
-                ..cfg
-            };
-            let mut g = in_netns(Some(&ns), || Generator::load(cfg))??;
+    /// A generator configuration of `dir` for `mix`.
+    fn gen_config(&self, dir: Direction, mix: &Mix) -> io::Result<GenConfig> {
+        let psc = self.psc && dir == Direction::Uplink;
+        let sizes: Vec<(u16, u32)> = mix
+            .sizes
+            .iter()
+            .map(|&(ip, w)| (frame_len_for_ip_len(bdir(dir), psc, ip as usize) as u16, w))
+            .collect();
+        let cfg = match dir {
+            Direction::Uplink => {
+                let mut c = GenConfig::uplink(
+                    ifindex(&self.gnb, "n3")?,
+                    mac::GNB_N3,
+                    mac::UPF_N3,
+                    addr::GNB_N3,
+                    addr::UPF_N3,
+                );
+                c.psc = psc;
+                c.qfi = 1;
+                c
+            }
+            Direction::Downlink => {
+                GenConfig::downlink(ifindex(&self.dn, "n6")?, mac::DN_N6, mac::UPF_N6)
+            }
+        };
+        Ok(GenConfig {
+            sizes,
+            max_sessions: self.max_sessions,
+            cpu: Some(self.gen_cpu),
+            timestamps: true,
+            ..cfg
+        })
+    }
+
+    /// The generator for these mixes (kept while they stay the same; a direction not
+    /// given keeps its mix).
+    fn generator(&mut self, ul: Option<&Mix>, dl: Option<&Mix>) -> io::Result<&mut DualGenerator> {
+        let default = Mix::single(650);
+        let (cur_ul, cur_dl) = match &self.gen {
+            Some((u, d, _)) => (u.clone(), d.clone()),
+            None => (default.clone(), default),
+        };
+        let want_ul = ul.cloned().unwrap_or(cur_ul);
+        let want_dl = dl.cloned().unwrap_or(cur_dl);
+        let reload = self
+            .gen
+            .as_ref()
+            .is_none_or(|(u, d, _)| *u != want_ul || *d != want_dl);
+        if reload {
+            self.gen = None;
+            let ul_cfg = self.gen_config(Direction::Uplink, &want_ul)?;
+            let dl_cfg = self.gen_config(Direction::Downlink, &want_dl)?;
+            let mut g = DualGenerator::load(
+                Some(ul_cfg),
+                Some(dl_cfg),
+                [Some(self.gnb.as_str()), Some(self.dn.as_str())],
+            )?;
             if !self.sessions.is_empty() {
                 g.set_sessions(&gen_sessions(&self.sessions))?;
             }
-            self.gens[i] = Some((mix.clone(), g));
+            self.gen = Some((want_ul, want_dl, g));
         }
-        Ok(&mut self.gens[i].as_mut().expect("loaded").1)
+        Ok(&mut self.gen.as_mut().expect("loaded").2)
     }
 
-    /// Per-session packets each generator sent and each sink received since the last
-    /// [`Rig::reset`]: ([sent, received]) per direction.
+    /// Per-session packets the generator sent and the sink received since the last
+    /// [`Rig::reset`], in `dir`: (sent, received).
     pub fn per_session(&mut self, dir: Direction) -> io::Result<(Vec<u64>, Vec<u64>)> {
-        let sent = match &self.gens[dir as usize] {
-            Some((_, g)) => g.sent_per_session()?,
+        let sent = match &self.gen {
+            Some((_, _, g)) => g.sent_per_session(bdir(dir))?,
             None => Vec::new(),
         };
         let got = self.sinks[dir as usize]
@@ -209,75 +223,80 @@ impl Rig {
         Ok((sent, got))
     }
 
-    /// Zero the sinks and restart the generators' per-session counts.
+    /// Zero the sinks and restart the generator's per-session counts.
     pub fn reset(&mut self) -> io::Result<()> {
         for s in &self.sinks {
             s.reset()?;
         }
         let sessions = gen_sessions(&self.sessions);
-        if !sessions.is_empty() {
-            for g in self.gens.iter_mut().flatten() {
-                g.1.set_sessions(&sessions)?;
-            }
+        if let (false, Some((_, _, g))) = (sessions.is_empty(), &mut self.gen) {
+            g.set_sessions(&sessions)?;
         }
         Ok(())
     }
 
-    /// Send for `secs` in the given directions at once: `rate` packets/s each (None:
-    /// as fast as the generator goes), with `mixes`. Waits `drain` for packets in
-    /// flight, then reads the sinks.
+    /// Send in `load`'s directions at once for `secs`: each at its rate (None: as fast as
+    /// the generator goes) with its mix. `flush`: let a paced generator hand packets to
+    /// the veths in bursts of up to this long (high paced rates on this kind of VM; the
+    /// bursts' waiting shows in latency), None for latency measurements. Waits for
+    /// packets in flight, then reads the sinks.
+    pub fn trial_with(
+        &mut self,
+        load: &[(Direction, &Mix, Option<u64>)],
+        secs: f64,
+        flush: Option<Duration>,
+    ) -> io::Result<Trial> {
+        if self.sessions.is_empty() {
+            return Err(io::Error::other("no sessions"));
+        }
+        let mix_of = |d: Direction| load.iter().find(|l| l.0 == d).map(|l| l.1);
+        self.generator(mix_of(Direction::Uplink), mix_of(Direction::Downlink))?;
+        self.reset()?;
+        let mut rates = [None, None];
+        let mut totals = [0u64, 0];
+        for (d, _, rate) in load {
+            let i = *d as usize;
+            rates[i] = *rate;
+            totals[i] = match rate {
+                Some(r) => (*r as f64 * secs).ceil() as u64,
+                None => u64::MAX / 4,
+            };
+        }
+        let g = &mut self.gen.as_mut().expect("loaded").2;
+        g.set_flush(if rates.iter().any(Option::is_some) {
+            flush
+        } else {
+            None
+        })?;
+        // Paced directions send their total at their rate; the deadline leaves room for
+        // the calls' fixed cost (the first call's setup is not made up).
+        let deadline = if rates.iter().any(Option::is_some) {
+            secs * 1.25 + 0.3
+        } else {
+            secs
+        };
+        let reports = g.send(rates, totals, Duration::from_secs_f64(deadline))?;
+        std::thread::sleep(Duration::from_millis(200));
+        let mut t = Trial::default();
+        for (d, _, _) in load {
+            let i = *d as usize;
+            t.sent[i] = reports[i].packets;
+            t.elapsed[i] = reports[i].elapsed;
+            t.received[i] = self.sinks[i].totals()?.of(bdir(*d)).packets;
+            t.latency[i] = self.sinks[i].latency_percentiles(bdir(*d))?;
+        }
+        Ok(t)
+    }
+
+    /// [`Rig::trial_with`] with 200 us flushes for paced rates over 200 kpps in all.
     pub fn trial(
         &mut self,
         load: &[(Direction, &Mix, Option<u64>)],
         secs: f64,
     ) -> io::Result<Trial> {
-        if self.sessions.is_empty() {
-            return Err(io::Error::other("no sessions"));
-        }
-        for (d, m, _) in load {
-            self.generator(*d, m)?;
-        }
-        self.reset()?;
-        let deadline = Duration::from_secs_f64(secs);
-        let mut results: Vec<(Direction, io::Result<b::SendReport>)> = Vec::new();
-        {
-            let rate_of = |d: Direction| load.iter().find(|l| l.0 == d).map(|l| l.2);
-            let mut jobs: Vec<(Direction, &mut Generator, Option<u64>)> = Vec::new();
-            for (i, slot) in self.gens.iter_mut().enumerate() {
-                let d = Direction::BOTH[i];
-                if let (Some(rate), Some((_, g))) = (rate_of(d), slot.as_mut()) {
-                    jobs.push((d, g, rate));
-                }
-            }
-            std::thread::scope(|s| {
-                let handles: Vec<_> = jobs
-                    .into_iter()
-                    .map(|(d, g, rate)| {
-                        s.spawn(move || {
-                            let total = match rate {
-                                Some(r) => (r as f64 * secs).ceil() as u64,
-                                None => u64::MAX / 2,
-                            };
-                            (d, g.send(rate, total.max(1), deadline))
-                        })
-                    })
-                    .collect();
-                for h in handles {
-                    results.push(h.join().expect("generator thread"));
-                }
-            });
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        let mut t = Trial::default();
-        for (d, r) in results {
-            let r = r?;
-            let i = d as usize;
-            t.sent[i] = r.packets;
-            t.elapsed[i] = r.elapsed;
-            t.received[i] = self.sinks[i].totals()?.of(bdir(d)).packets;
-            t.latency[i] = self.sinks[i].latency_percentiles(bdir(d))?;
-        }
-        Ok(t)
+        let paced: u64 = load.iter().filter_map(|l| l.2).sum();
+        let flush = (paced > 200_000).then_some(Duration::from_micros(200));
+        self.trial_with(load, secs, flush)
     }
 
     /// The generator limit of `dir` for `mix`: the generator into a drop program on
@@ -292,11 +311,17 @@ impl Rig {
         let pid = napi_thread(&self.upf, dev, self.fwd_cpu)?;
         set_fifo(pid, 50)?;
         let before = drop.count()?;
-        self.generator(dir, mix)?;
+        let (ul, dl) = match dir {
+            Direction::Uplink => (Some(mix), None),
+            Direction::Downlink => (None, Some(mix)),
+        };
+        let g = self.generator(ul, dl)?;
+        g.set_flush(None)?;
+        let mut totals = [0u64, 0];
+        totals[dir as usize] = u64::MAX / 4;
         let start = Instant::now();
-        let g = &mut self.gens[dir as usize].as_mut().expect("loaded").1;
-        let r = g.send(None, u64::MAX / 2, Duration::from_secs_f64(secs))?;
-        let elapsed = start.elapsed().min(r.elapsed);
+        let r = g.send([None, None], totals, Duration::from_secs_f64(secs))?;
+        let elapsed = start.elapsed().min(r[dir as usize].elapsed);
         std::thread::sleep(Duration::from_millis(100));
         let got = drop.count()?.packets - before.packets;
         drop_in(&self.upf, drop)?;
@@ -331,12 +356,12 @@ impl Rig {
     pub fn close(self) -> io::Result<()> {
         let Rig {
             sinks,
-            gens,
+            gen,
             gnb,
             dn,
             ..
         } = self;
-        drop(gens);
+        drop(gen);
         let [ul, dl] = sinks;
         in_netns(Some(&dn), || ul.detach())??;
         in_netns(Some(&gnb), || dl.detach())??;

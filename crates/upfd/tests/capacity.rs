@@ -1,0 +1,75 @@
+//! `upfbench capacity --profile smoke` against this build's upfd, in its own lab: the
+//! whole run works and writes its report. Root only.
+
+mod common;
+
+use common::lab::{root, serial};
+use upfbench::lab::Lab;
+
+/// `upfbench capacity --profile smoke` end to end against this upfd: limits, sessions,
+/// saturation, the carrier table, no-drop search, latency, the ping/iperf3 check, and the
+/// report written (JSON, charts, HTML).
+#[test]
+fn capacity_smoke_run_writes_the_report() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: upfbench::capacity::Args,
+    }
+    let dir = common::TempDir::new("capacity");
+    let out = dir.0.join("report");
+    let cli = Cli::parse_from([
+        "capacity",
+        "--profile",
+        "smoke",
+        "--prefix",
+        "e-cap-",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let plan = upfbench::capacity::Plan::of(&cli.a);
+    let lab = Lab::up("e-cap-").unwrap().down_on_drop();
+    let r = upfbench::capacity::bench(
+        &cli.a,
+        &plan,
+        &lab,
+        std::path::Path::new(env!("CARGO_BIN_EXE_upfd")),
+        &out,
+    )
+    .expect("capacity run");
+    assert_eq!(r.limits.len(), 2, "{:?}", r.limits);
+    for l in &r.limits {
+        assert!(
+            l.generator_mpps.unwrap() > 0.01 && l.io_mpps.unwrap() > 0.01,
+            "{l:?}"
+        );
+    }
+    let cap = r.capacity.as_ref().expect("carrier table");
+    assert_eq!(cap.rows[0].users, 100);
+    assert!(
+        cap.rows[0].ul_mpps > 0.03 && cap.rows[0].dl_mpps > 0.05,
+        "{cap:?}"
+    );
+    assert_eq!(r.throughput.len(), 4);
+    assert!(r
+        .throughput
+        .iter()
+        .all(|t| t.received_mpps > 0.01 && t.vs_io.is_some()));
+    assert_eq!(r.no_drop.len(), 2);
+    assert!(r.no_drop.iter().all(|n| n.mpps > 0.0), "{:?}", r.no_drop);
+    assert_eq!(r.latency.len(), 2);
+    assert_eq!(r.sessions[0].resident, 200);
+    let w = r.write_all(&out).unwrap();
+    assert!(w.html.is_file() && w.json.is_file());
+    let text = upfbench::report::render_text(&r);
+    assert!(
+        text.contains("users | upload Gbit/s | upload loss %"),
+        "{text}"
+    );
+    lab.down().unwrap();
+}
