@@ -157,6 +157,9 @@ impl LabSmf {
         cfg.gnb = addr::GNB_N3;
         cfg.psc = psc;
         cfg.ue_pool = ue_pool;
+        // Every rule on, none binding: the session QER's MBR (100 Gbit/s) is enforced but
+        // above what one session can reach here (at 10 Gbit/s it capped 1400 B traffic).
+        cfg.mbr_kbps = 100_000_000;
         cfg.teid = if explicit_teid {
             cfg.upf_n3 = Some(addr::UPF_N3);
             TeidMode::Explicit
