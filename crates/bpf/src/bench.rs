@@ -2142,7 +2142,7 @@ impl DropSink {
         Ok(DropSink { skel, attachment })
     }
 
-    /// Frames dropped, all CPUs.
+    /// IPv4/UDP frames counted and dropped, all CPUs (other frames pass uncounted).
     pub fn count(&self) -> io::Result<Count> {
         let v = percpu_one::<sink_types::bench_count>(&self.skel.maps.drop_count, 0)?;
         let mut c = Count::default();

@@ -825,6 +825,12 @@ fn traffic_through_the_bare_forwarder_arrives_exactly() {
     r.bare = None;
     ns.enter(&topo.ns("upf"));
     let dropper = DropSink::attach(r.upf_n3).expect("drop on upf n3");
+    // Only the generator's IPv4/UDP frames are counted and dropped: ARP and ping pass.
+    assert!(
+        ping(&topo, "gnb", UPF_N3),
+        "ping with the drop program attached"
+    );
+    assert_eq!(dropper.count().unwrap().packets, 0);
     let sent = r.ul.send(None, 200_000, Duration::from_secs(5)).unwrap();
     assert!(sent.packets > 0);
     settle(Duration::from_secs(2), || {

@@ -457,13 +457,94 @@ fn replay_cli_summary_line_and_exit_status() {
         "{stdout}"
     );
     assert!(out.status.success());
-    // Mismatches (Created PDR counts of the old Open5GS UPF): one line each, exit 1.
-    let out = run("open5gs-testregistration.pcapng", "127.0.71.101");
+    // Mismatches: a UPF that rejects every request. One line per mismatch, exit 1.
+    let rejecting = RejectingUpf::start();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"))
+        .arg("replay")
+        .arg(dir.join("open5gs-5g-roaming-hr.pcapng"))
+        .args(["--upf", &rejecting.addr.to_string()])
+        .args(["--local-base", "127.0.71.101", "--local-port", "0"])
+        .args(["--timeout-ms", "500", "--retransmissions", "0"])
+        .output()
+        .unwrap();
+    let answered = rejecting.stop();
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(answered > 0, "{stdout}");
     let last = stdout.lines().last().unwrap();
-    assert!(last.starts_with("replay: 73 requests, "), "{last}");
-    assert!(stdout
-        .lines()
-        .any(|l| l.starts_with("frame ") && l.contains("Created PDRs, original 2")));
+    assert!(last.starts_with("replay: 13 requests, "), "{last}");
+    assert!(!last.contains(" 0 mismatched"), "{last}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("frame ")
+            && l.contains("Cause 64 (Request rejected), original 1 (Request accepted)")),
+        "{stdout}"
+    );
+}
+
+/// A UPF that answers every request with Cause "Request rejected" (heartbeats aside): the
+/// replayer must report each such answer as a mismatch. Loopback; stops within 100 ms.
+struct RejectingUpf {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl RejectingUpf {
+    fn start() -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut answered = 0;
+            let mut buf = [0u8; 65536];
+            while !flag.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                let Ok(h) = pfcp::header::Header::new_checked(&buf[..n]) else {
+                    continue;
+                };
+                let Ok(h) = HeaderRepr::parse(&h) else {
+                    continue;
+                };
+                let rt = h.message_type + 1;
+                let node = Ie::NodeId(NodeId::Ipv4(Ipv4Addr::LOCALHOST));
+                let (header, ies) = if h.message_type == mt::HEARTBEAT_REQUEST {
+                    (
+                        HeaderRepr::node(rt, h.sequence),
+                        vec![Ie::RecoveryTimeStamp(1)],
+                    )
+                } else if h.seid.is_some() {
+                    // Node ID: mandatory in an Establishment Response (Table 7.5.3.1-1).
+                    (
+                        HeaderRepr::session(rt, 0, h.sequence),
+                        vec![node, Ie::Cause(CauseValue::REQUEST_REJECTED)],
+                    )
+                } else {
+                    // Recovery Time Stamp: mandatory in an Association Setup Response.
+                    (
+                        HeaderRepr::node(rt, h.sequence),
+                        vec![
+                            node,
+                            Ie::Cause(CauseValue::REQUEST_REJECTED),
+                            Ie::RecoveryTimeStamp(1),
+                        ],
+                    )
+                };
+                let _ = sock.send_to(&Message { header, ies }.emit(), from);
+                answered += 1;
+            }
+            answered
+        });
+        RejectingUpf { addr, stop, thread }
+    }
+
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
 }

@@ -41,7 +41,9 @@ fn capacity_smoke_run_writes_the_report() {
         std::path::Path::new(env!("CARGO_BIN_EXE_upfd")),
         &out,
     )
-    .expect("capacity run");
+    .unwrap_or_else(|e| panic!("capacity run: {e:#}"));
+    // Every figure of the run, so a failed check below can be read against them.
+    eprintln!("{}", upfbench::report::render_text(&r));
     assert_eq!(r.limits.len(), 2, "{:?}", r.limits);
     for l in &r.limits {
         assert!(

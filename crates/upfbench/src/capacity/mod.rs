@@ -100,6 +100,11 @@ pub struct Args {
     pub no_check: bool,
 }
 
+/// Extra halvings of the no-drop search when none of its trials was loss-free.
+const NO_DROP_EXTRA: u32 = 8;
+/// The lowest rate the no-drop search offers, packets per second.
+const NO_DROP_FLOOR_PPS: f64 = 1000.0;
+
 /// What the profile sets, after the command line's overrides.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -561,13 +566,21 @@ pub fn bench(
         )];
         let mut best = None::<Trial>;
         let mut rate = sat.received_pps(d) * 0.95;
-        for i in 0..plan.no_drop_iterations {
+        // The bisection's trials, then, if none of them was loss-free (a noisy machine),
+        // up to NO_DROP_EXTRA more halvings until one is: a lower bound is always found
+        // unless even the floor rate loses packets.
+        let mut i = 0;
+        while i < plan.no_drop_iterations
+            || (best.is_none()
+                && i < plan.no_drop_iterations + NO_DROP_EXTRA
+                && rate >= NO_DROP_FLOOR_PPS)
+        {
+            i += 1;
             progress.step(&format!(
-                "no-drop rate {d}: trial {} at {:.3} Mpps",
-                i + 1,
+                "no-drop rate {d}: trial {i} at {:.3} Mpps",
                 rate / 1e6
             ));
-            let t = rig.trial(&[(d, &mix, Some(rate.max(1000.0) as u64))], secs)?;
+            let t = rig.trial(&[(d, &mix, Some(rate.max(NO_DROP_FLOOR_PPS) as u64))], secs)?;
             curve.push(LossPoint::measured(
                 t.sent_pps(d) / 1e6,
                 t.received_pps(d) / 1e6,
