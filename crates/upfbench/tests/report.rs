@@ -61,6 +61,7 @@ fn sample() -> Report {
             "--model".into(),
             "carrier".into(),
         ],
+        notes: vec!["forwarding threads not real-time (test data)".into()],
     });
     r.upf = Some(UpfUnderTest {
         name: "synthetic-upf (test data)".into(),

@@ -946,7 +946,7 @@ fn generators_through_upfd_count_exactly_per_session() {
         })
         .collect();
     let mut rig = Rig::new(&lab, 0, 1, 1000, true).expect("sinks");
-    rig.pin_forwarder().expect("NAPI threads");
+    rig.pin_forwarder();
     rig.set_sessions(&sessions).unwrap();
     let mix = Mix {
         name: "test",

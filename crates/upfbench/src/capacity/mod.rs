@@ -375,7 +375,7 @@ pub fn bench(
         )?)
     };
     // upfd's programs are on upf's interfaces now: give them the forwarding CPU.
-    rig.pin_forwarder().context("pinning upf's NAPI threads")?;
+    rig.pin_forwarder();
     progress.step(&format!("establishing {} sessions", plan.sessions));
     let pool = crate::smf::Ipv4Pool {
         base: Ipv4Addr::new(10, 64, 0, 0),
@@ -633,6 +633,10 @@ pub fn bench(
     }
     r.no_drop = no_drop;
     r.fill_ratios();
+
+    if let Some(m) = &mut r.machine {
+        m.notes.extend(rig.notes());
+    }
 
     // 8. What a phone's apps see: ping and iperf3 through the UPF.
     rig.close().context("detaching the sinks")?;

@@ -94,6 +94,8 @@ pub struct Rig {
     /// Both directions from one thread (uplink mix, downlink mix, generator).
     gen: Option<(Mix, Mix, DualGenerator)>,
     sessions: Vec<GenSession>,
+    /// What could not be set up as planned (each said once), for the report.
+    notes: std::cell::RefCell<Vec<String>>,
 }
 
 impl Rig {
@@ -121,17 +123,48 @@ impl Rig {
             psc,
             gen: None,
             sessions: Vec::new(),
+            notes: Default::default(),
         })
     }
 
     /// Give upf's n3 and n6 their own NAPI threads on the forwarding CPU (again after
     /// every change of the XDP programs there: a veth's NAPI lives with its program).
-    pub fn pin_forwarder(&self) -> io::Result<()> {
+    /// Where the kernel does not allow it (no threaded NAPI, no real-time scheduling in a
+    /// container), forwarding runs where the kernel puts it and a note says so.
+    pub fn pin_forwarder(&self) {
         for dev in ["n3", "n6"] {
-            let pid = napi_thread(&self.upf, dev, self.fwd_cpu)?;
-            set_fifo(pid, 50)?;
+            self.pin_napi(dev);
         }
-        Ok(())
+    }
+
+    /// upf's `dev` gets a NAPI thread on the forwarding CPU at SCHED_FIFO 50, or a note.
+    fn pin_napi(&self, dev: &str) {
+        let cpu = self.fwd_cpu;
+        match napi_thread(&self.upf, dev, cpu) {
+            Ok(pid) => {
+                if let Err(e) = set_fifo(pid, 50) {
+                    self.note(format!(
+                        "upf {dev}'s NAPI thread is on CPU {cpu} but not real-time ({e})"
+                    ));
+                }
+            }
+            Err(e) => self.note(format!(
+                "upf {dev}'s receive processing is not pinned to CPU {cpu} ({e})"
+            )),
+        }
+    }
+
+    fn note(&self, n: String) {
+        let mut notes = self.notes.borrow_mut();
+        if !notes.contains(&n) {
+            eprintln!("note: {n}");
+            notes.push(n);
+        }
+    }
+
+    /// What could not be set up as planned so far.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.borrow().clone()
     }
 
     /// The sessions the generators address, round robin.
@@ -308,8 +341,7 @@ impl Rig {
         };
         let i = ifindex(&self.upf, dev)?;
         let drop = in_netns(Some(&self.upf), || DropSink::attach(i))??;
-        let pid = napi_thread(&self.upf, dev, self.fwd_cpu)?;
-        set_fifo(pid, 50)?;
+        self.pin_napi(dev);
         let before = drop.count()?;
         let (ul, dl) = match dir {
             Direction::Uplink => (Some(mix), None),
@@ -345,7 +377,7 @@ impl Rig {
             qfi: 1,
         };
         let f = in_netns(Some(&self.upf), || BareForwarder::attach(cfg))??;
-        self.pin_forwarder()?;
+        self.pin_forwarder();
         Ok(BareGuard {
             upf: self.upf.clone(),
             fwd: Some(f),

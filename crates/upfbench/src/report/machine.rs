@@ -28,6 +28,10 @@ pub struct Machine {
     pub date: String,
     pub upfbench_version: String,
     pub command_line: Vec<String>,
+    /// What this run could not set up as planned (e.g. the forwarding CPU's threads not
+    /// real-time), so its figures are read with that in mind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One process's share of a CPU over the probe's sample interval.
@@ -67,6 +71,7 @@ impl Machine {
             date: iso8601_utc(SystemTime::now()),
             upfbench_version: env!("CARGO_PKG_VERSION").to_string(),
             command_line: std::env::args().collect(),
+            notes: Vec::new(),
         }
     }
 }

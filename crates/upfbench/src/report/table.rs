@@ -176,7 +176,7 @@ fn machine_section(m: &Machine) -> Section {
     Section {
         id: "machine",
         heading: "Machine".to_string(),
-        lines: Vec::new(),
+        lines: m.notes.iter().map(|n| format!("note: {n}")).collect(),
         tables: vec![t],
         chart: None,
     }
