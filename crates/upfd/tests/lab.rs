@@ -139,8 +139,13 @@ fn ping_and_iperf3_from_several_ues_both_directions() {
             ));
         }
     }
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     eprintln!(
-        "through upfd (debug build of the emulator):\n  {}",
+        "through upfd ({build} build of upfd and the gNB/UE emulator):\n  {}",
         figures.join("\n  ")
     );
 
