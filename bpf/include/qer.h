@@ -6,7 +6,9 @@
  * Tokens are kept in nano-octets (octets x 10^9) so that refilling is one multiplication
  * of elapsed nanoseconds by the rate in octets per second: exact, no division. upfd keeps
  * rate <= 1.25e10 octets/s (100 Gbit/s) and burst <= rate x 1 s, and the elapsed time is
- * capped at 1 s, so nothing overflows 64 bits. */
+ * capped at 1 s, so nothing overflows 64 bits. `now` is the coarse clock: the bucket then
+ * refills once per tick (1-4 ms), well within its depth of 100 ms of the rate, so the rate
+ * over any longer window is the same. */
 #ifndef UPF_QER_H
 #define UPF_QER_H
 

@@ -98,7 +98,7 @@ struct qer {
 	__u64 burst_dl;
 	__u64 tokens_ul;
 	__u64 tokens_dl;
-	__u64 last_ul;  /* ns, bpf_ktime_get_ns */
+	__u64 last_ul;  /* ns, bpf_ktime_get_coarse_ns (CLOCK_MONOTONIC_COARSE) */
 	__u64 last_dl;
 };
 
