@@ -50,6 +50,12 @@ pub struct Args {
     /// 4G style: no QFI.
     #[arg(long)]
     pub no_psc: bool,
+    /// The SDF filter (Flow Description) in both PDRs of every session.
+    #[arg(long, default_value = crate::capacity::DEFAULT_SDF)]
+    pub sdf: String,
+    /// PDRs without an SDF filter.
+    #[arg(long)]
+    pub no_sdf: bool,
     /// The UPF's process ID, for memory per session (default: the one process named
     /// `--upf-process`, if there is exactly one).
     #[arg(long)]
@@ -216,6 +222,7 @@ pub async fn measure(
     cfg.ue_pool = args.ue_pool;
     cfg.gnb = args.gnb;
     cfg.psc = !args.no_psc;
+    cfg.sdf_filter = (!args.no_sdf).then(|| args.sdf.clone());
     cfg.teid = if args.explicit_teid {
         TeidMode::Explicit
     } else {
@@ -304,6 +311,14 @@ pub async fn measure(
                 },
             ),
             ("measured per level".to_string(), args.measure.to_string()),
+            (
+                "SDF filter".to_string(),
+                if args.no_sdf {
+                    "none".to_string()
+                } else {
+                    args.sdf.clone()
+                },
+            ),
         ]
         .into_iter()
         .collect(),

@@ -66,6 +66,9 @@ fn capacity_smoke_run_writes_the_report() {
     assert!(r.no_drop.iter().all(|n| n.mpps > 0.0), "{:?}", r.no_drop);
     assert_eq!(r.latency.len(), 2);
     assert_eq!(r.sessions[0].resident, 200);
+    // Every rule on: both PDRs carry the SDF filter upfd evaluates for every packet.
+    let rules = &r.upf.as_ref().expect("upf").options["rules per session"];
+    assert!(rules.contains("2 PDRs with an SDF filter"), "{rules}");
     let w = r.write_all(&out).unwrap();
     assert!(w.html.is_file() && w.json.is_file());
     let text = upfbench::report::render_text(&r);

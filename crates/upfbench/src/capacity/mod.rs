@@ -80,6 +80,13 @@ pub struct Args {
     /// No PDU Session Container in uplink G-PDUs and no QFI in the rules (4G style).
     #[arg(long)]
     pub no_psc: bool,
+    /// The SDF filter (Flow Description) in both PDRs of every session: every packet is
+    /// matched against it, as with the operator rules the targets name.
+    #[arg(long, default_value = DEFAULT_SDF)]
+    pub sdf: String,
+    /// PDRs without an SDF filter (F-TEID or UE address alone).
+    #[arg(long)]
+    pub no_sdf: bool,
     /// Sessions to establish (default by profile: smoke 200, quick 4000, full 1000000).
     #[arg(long)]
     pub sessions: Option<u64>,
@@ -99,6 +106,10 @@ pub struct Args {
     #[arg(long)]
     pub no_check: bool,
 }
+
+/// The Flow Description of the sessions' SDF filter: matches everything the generators
+/// and the ping/iperf3 check send, yet is evaluated for every packet.
+pub const DEFAULT_SDF: &str = "permit out ip from any to assigned";
 
 /// Extra halvings of the no-drop search when none of its trials was loss-free.
 const NO_DROP_EXTRA: u32 = 8;
@@ -296,6 +307,7 @@ pub fn bench(
     out: &std::path::Path,
 ) -> anyhow::Result<Report> {
     let psc = !args.no_psc;
+    let sdf = (!args.no_sdf).then(|| args.sdf.clone());
     let secs = plan.trial_secs;
     let steps = 2 * plan.sizes.len() * 2 // limits
         + 2 // UPF up, sessions
@@ -394,7 +406,8 @@ pub fn bench(
         ],
     )
     .context("routing the UE pool in dn")?;
-    let mut smf = upf::LabSmf::associate(lab, args.upf_n4, args.explicit_teid, psc, pool)?;
+    let mut smf =
+        upf::LabSmf::associate(lab, args.upf_n4, args.explicit_teid, psc, sdf.clone(), pool)?;
     let est = smf.establish(plan.sessions as usize);
     if est.accepted as u64 != plan.sessions {
         bail!(
@@ -459,7 +472,12 @@ pub fn bench(
             ),
             (
                 "rules per session",
-                "2 PDRs, 2 FARs, 1 QER (MBR), 1 URR (volume threshold)".to_string(),
+                match &sdf {
+                    Some(f) => format!(
+                        "2 PDRs with an SDF filter ({f}), 2 FARs, 1 QER (MBR), 1 URR (volume threshold)"
+                    ),
+                    None => "2 PDRs, 2 FARs, 1 QER (MBR), 1 URR (volume threshold)".to_string(),
+                },
             ),
             ("generator CPU", args.gen_cpu.to_string()),
             (

@@ -146,6 +146,7 @@ impl LabSmf {
         n4: SocketAddr,
         explicit_teid: bool,
         psc: bool,
+        sdf_filter: Option<String>,
         ue_pool: crate::smf::Ipv4Pool,
     ) -> anyhow::Result<LabSmf> {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -156,6 +157,7 @@ impl LabSmf {
         cfg.bind = SocketAddr::new(addr::SMF_N4.into(), 0);
         cfg.gnb = addr::GNB_N3;
         cfg.psc = psc;
+        cfg.sdf_filter = sdf_filter;
         cfg.ue_pool = ue_pool;
         // Every rule on, none binding: the session QER's MBR (100 Gbit/s) is enforced but
         // above what one session can reach here (at 10 Gbit/s it capped 1400 B traffic).

@@ -58,6 +58,10 @@ pub struct Args {
     /// QER MBR, uplink and downlink, kbit/s.
     #[arg(long, default_value_t = 10_000_000)]
     pub mbr_kbps: u64,
+    /// An SDF filter's Flow Description in both PDRs, e.g. "permit out ip from any to
+    /// assigned" (default: none).
+    #[arg(long)]
+    pub sdf: Option<String>,
     /// Establish the downlink FAR as BUFF|NOCP, then switch each session to FORW towards
     /// the gNB with a Session Modification Request.
     #[arg(long)]
@@ -103,6 +107,7 @@ impl Args {
         c.psc = !self.no_psc;
         c.dl_buffer = self.modify;
         c.mbr_kbps = self.mbr_kbps;
+        c.sdf_filter = self.sdf.clone();
         c.timers = Timers {
             t1: Duration::from_millis(self.t1_ms.max(1)),
             n1: self.n1,

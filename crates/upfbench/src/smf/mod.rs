@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use pfcp::ie::{
     apply_action, measurement_method, reporting_triggers, up_function_features, Bitrate, FSeid,
-    FTeid, Flags, Interface, Name, NodeId, OuterHeaderCreation, OuterHeaderRemoval, UeIpAddress,
-    Volume,
+    FTeid, Flags, Interface, Name, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter,
+    UeIpAddress, Volume,
 };
 use pfcp::msg::{
     self, AssociationReleaseRequest, AssociationSetupRequest, CreateFar, CreatePdr, CreateQer,
@@ -146,6 +146,9 @@ pub struct SmfConfig {
     pub mbr_kbps: u64,
     /// Total volume threshold of the URR, octets.
     pub volume_threshold: u64,
+    /// An SDF filter (Flow Description, TS 29.244 clause 8.2.5) in both PDIs, so the UPF
+    /// evaluates one per packet; None: PDRs match on the F-TEID or UE address alone.
+    pub sdf_filter: Option<String>,
     pub timers: Timers,
 }
 
@@ -169,6 +172,7 @@ impl SmfConfig {
             dl_buffer: false,
             mbr_kbps: 10_000_000,
             volume_threshold: 100 * 1024 * 1024,
+            sdf_filter: None,
             timers: Timers::default(),
         }
     }
@@ -429,7 +433,14 @@ impl Smf {
                 network_instance: Some(ni.clone()),
                 ue_ip_address: vec![],
                 traffic_endpoint_ids: vec![],
-                sdf_filters: vec![],
+                sdf_filters: c
+                    .sdf_filter
+                    .iter()
+                    .map(|d| SdfFilter {
+                        flow_description: Some(d.as_bytes().to_vec()),
+                        ..SdfFilter::default()
+                    })
+                    .collect(),
                 application_id: None,
                 ethernet_pdu_session_information: None,
                 ethernet_packet_filters: vec![],
@@ -934,6 +945,43 @@ mod tests {
         assert_eq!(p.nth(65534), None);
         assert!("10.0.0.0/31".parse::<Ipv4Pool>().is_err());
         assert!("10.0.0.0".parse::<Ipv4Pool>().is_err());
+    }
+
+    #[tokio::test]
+    async fn sdf_filter_goes_into_both_pdrs() {
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        let flow = "permit out ip from any to assigned";
+        cfg.sdf_filter = Some(flow.into());
+        let smf = Smf::connect(cfg).await.unwrap();
+        let s = Session {
+            index: 0,
+            cp_seid: 1,
+            ue_ip: Ipv4Addr::new(10, 45, 0, 1),
+            gnb_teid: 1,
+            up_fseid: None,
+            n3_fteid: None,
+            state: SessionState::Failed,
+        };
+        let req = smf.establishment_request(&s);
+        let bytes = msg::emit(&HeaderRepr::session(0, 0, 7), &req);
+        let (_, back) = msg::parse::<SessionEstablishmentRequest>(&bytes).unwrap();
+        for p in &back.create_pdrs {
+            assert_eq!(p.pdi.sdf_filters.len(), 1, "PDR {}", p.pdr_id);
+            assert_eq!(
+                p.pdi.sdf_filters[0].flow_description.as_deref(),
+                Some(flow.as_bytes())
+            );
+        }
+        // Off by default.
+        let smf = Smf::connect(SmfConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            ..SmfConfig::new("127.0.0.1:8805".parse().unwrap())
+        })
+        .await
+        .unwrap();
+        let req = smf.establishment_request(&s);
+        assert!(req.create_pdrs.iter().all(|p| p.pdi.sdf_filters.is_empty()));
     }
 
     #[tokio::test]
