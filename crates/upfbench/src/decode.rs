@@ -6,7 +6,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use serde_json::{json, Value};
 
 pub const PFCP_PORT: u16 = 8805;
@@ -61,9 +60,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut s = Summary::default();
+    let mut unreadable = 0;
     for path in &args.files {
-        let frames =
-            capture::read_file(path).with_context(|| format!("reading {}", path.display()))?;
+        // A file that is not a capture (a README among `dir/*`) is named and skipped: the
+        // others are still decoded, and the exit status says something was skipped.
+        let frames = match capture::read_file(path) {
+            Ok(f) => f,
+            Err(e) => {
+                out.flush()?;
+                eprintln!("upfbench: {}: {e}: skipped", path.display());
+                unreadable += 1;
+                continue;
+            }
+        };
         let file = path.display().to_string();
         for (frame, d) in capture::datagrams(&frames) {
             let is_pfcp = d.sport == PFCP_PORT || d.dport == PFCP_PORT;
@@ -116,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     writeln!(out, "{s}")?;
     out.flush()?;
-    Ok(if s.pfcp_errors + s.gtpu_errors == 0 {
+    Ok(if s.pfcp_errors + s.gtpu_errors + unreadable == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

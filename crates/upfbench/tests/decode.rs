@@ -108,3 +108,45 @@ fn decode_reports_a_malformed_message() {
     assert!(stdout.trim_end().ends_with("pfcp: 1 messages, 0 decoded, 0 re-encoded identically, 1 errors; gtpu: 0 messages, 0 decoded, 0 errors"));
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn decode_skips_a_file_that_is_not_a_capture_and_decodes_the_rest() {
+    // A Heartbeat Request with its Recovery Time Stamp, in a capture next to a text file.
+    let hb = [
+        0x20, 0x01, 0x00, 0x0c, 0x00, 0x00, 0x01, 0x00, 0x00, 0x60, 0x00, 0x04, 1, 2, 3, 4,
+    ];
+    let pkt = capture::ip_udp_packet(
+        "127.0.0.1".parse().unwrap(),
+        "127.0.0.2".parse().unwrap(),
+        8805,
+        8805,
+        &hb,
+    );
+    let dir = std::env::temp_dir().join(format!("upfbench-decode-skip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = dir.join("README.md");
+    std::fs::write(&text, "# not a capture\n").unwrap();
+    let f = dir.join("hb.pcap");
+    let mut w =
+        capture::PcapWriter::new(std::fs::File::create(&f).unwrap(), capture::linktype::RAW)
+            .unwrap();
+    w.write(0, &pkt).unwrap();
+    drop(w);
+    let out = Command::new(env!("CARGO_BIN_EXE_upfbench"))
+        .arg("decode")
+        .arg(&text)
+        .arg(&f)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("README.md: not a pcap or pcapng file: skipped"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("\"Heartbeat Request\""), "{stdout}");
+    assert!(stdout.trim_end().ends_with("pfcp: 1 messages, 1 decoded, 1 re-encoded identically, 0 errors; gtpu: 0 messages, 0 decoded, 0 errors"), "{stdout}");
+    // Something was skipped: not a clean run.
+    assert_eq!(out.status.code(), Some(1));
+}
