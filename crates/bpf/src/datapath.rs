@@ -148,6 +148,13 @@ pub struct Datapath {
     qer_slots: Slots,
     urr_slots: Slots,
     sdf_slots: Slots,
+    /// SDF blocks by content: a PDR's compiled filters are written once and shared by
+    /// every PDR with the same ones (operators' filters come from a few policies, and
+    /// "assigned" is the session's own address in the data path, not a copy), so a
+    /// million sessions with the same filters use one block.
+    sdf_blocks: HashMap<Vec<u8>, u32>,
+    /// Per block start: PDRs using it, and its content (the key of `sdf_blocks`).
+    sdf_refs: HashMap<u32, (u32, Vec<u8>)>,
     sessions: HashMap<u64, Installed>,
     cfg: PipelineConfig,
     cap: Capacity,
@@ -245,6 +252,8 @@ impl Datapath {
             qer_slots: Slots::new(cap.sessions.saturating_add(1024)),
             urr_slots: Slots::new(cap.sessions.saturating_add(1024)),
             sdf_slots: Slots::new(cap.sdf_entries),
+            sdf_blocks: HashMap::new(),
+            sdf_refs: HashMap::new(),
             sessions: HashMap::new(),
             cfg: PipelineConfig::default(),
             cap,
@@ -447,6 +456,58 @@ impl Datapath {
         v
     }
 
+    /// The start of a block holding `entries`: a shared one with the same content (one
+    /// more PDR using it), else a new one written to the sdfs table. Blocks never change
+    /// once written, so sharing one is safe while packets read it.
+    fn sdf_block(&mut self, entries: &[upf::sdf::SdfMatch]) -> Result<u32, FastPathError> {
+        let content: Vec<u8> = entries.iter().flat_map(|e| bytes(e).to_vec()).collect();
+        if let Some(&start) = self.sdf_blocks.get(&content) {
+            if let Some(r) = self.sdf_refs.get_mut(&start) {
+                r.0 += 1;
+            }
+            return Ok(start);
+        }
+        let n = entries.len() as u32;
+        let start = self.sdf_slots.take(n).ok_or(FastPathError::Full("sdfs"))?;
+        for (j, e) in entries.iter().enumerate() {
+            let m: types::sdf_match = from_bytes(bytes(e));
+            if let Err(e) = self.skel.maps.sdfs.update(
+                &(start + j as u32).to_ne_bytes(),
+                bytes(&m),
+                MapFlags::ANY,
+            ) {
+                self.sdf_slots.release(start, n);
+                return Err(io(e));
+            }
+        }
+        self.sdf_blocks.insert(content.clone(), start);
+        self.sdf_refs.insert(start, (1, content));
+        Ok(start)
+    }
+
+    /// One PDR less uses the block at `start`; the last one frees it (after the grace
+    /// period, as every slot).
+    fn release_sdf_block(&mut self, start: u32, n: u32) {
+        let Some(r) = self.sdf_refs.get_mut(&start) else {
+            return;
+        };
+        r.0 -= 1;
+        if r.0 == 0 {
+            if let Some((_, content)) = self.sdf_refs.remove(&start) {
+                self.sdf_blocks.remove(&content);
+            }
+            self.sdf_slots.release(start, n);
+        }
+    }
+
+    /// Distinct SDF blocks in the table, and PDRs using them.
+    pub fn sdf_blocks(&self) -> (usize, u64) {
+        (
+            self.sdf_refs.len(),
+            self.sdf_refs.values().map(|r| u64::from(r.0)).sum(),
+        )
+    }
+
     fn release(
         &mut self,
         inst: &Installed,
@@ -460,7 +521,7 @@ impl Datapath {
             self.far_slots.release(*f, 1);
         }
         for (s, n) in &inst.sdfs {
-            self.sdf_slots.release(*s, *n);
+            self.release_sdf_block(*s, *n);
         }
         for (id, q) in &inst.qers {
             if keep_qers.get(id) != Some(q) {
@@ -640,12 +701,34 @@ impl FastPath for Datapath {
                 }
             }
         }
+        // Each PDR's SDF filters, compiled; the blocks not yet in the table must fit.
+        let mut compiled = HashMap::new();
+        let mut new_sdf_entries = 0u64;
+        let mut new_blocks = std::collections::HashSet::new();
+        for p in new.pdrs.values() {
+            let mut entries = Vec::new();
+            for f in &new.effective_pdi(p).sdf_filters {
+                let rule = upf::sdf::SdfRule::from_ie(f).map_err(io)?;
+                entries.extend(rule.compile().map_err(io)?);
+            }
+            let content: Vec<u8> = entries.iter().flat_map(|e| bytes(e).to_vec()).collect();
+            if !entries.is_empty()
+                && !self.sdf_blocks.contains_key(&content)
+                && new_blocks.insert(content)
+            {
+                new_sdf_entries += entries.len() as u64;
+            }
+            compiled.insert(p.id, entries);
+        }
         if self.pdr_slots.available() < new.pdrs.len() as u64
             || self.far_slots.available() < new.fars.len() as u64
             || self.qer_slots.available() < new.qers.len() as u64
             || self.urr_slots.available() < new.urrs.len() as u64
         {
             return Err(FastPathError::Full("rules"));
+        }
+        if self.sdf_slots.available() < new_sdf_entries {
+            return Err(FastPathError::Full("sdfs"));
         }
         let mut inst = Installed::default();
         // QERs and URRs keep their slots (and state) across modifications.
@@ -705,11 +788,7 @@ impl FastPath for Datapath {
         let mut pdr_index = HashMap::new();
         for p in new.pdrs.values() {
             let pdi = new.effective_pdi(p);
-            let mut entries = Vec::new();
-            for f in &pdi.sdf_filters {
-                let rule = upf::sdf::SdfRule::from_ie(f).map_err(io)?;
-                entries.extend(rule.compile().map_err(io)?);
-            }
+            let entries = compiled.remove(&p.id).unwrap_or_default();
             let mut v = types::pdr {
                 id: p.id as u32,
                 far: p
@@ -736,15 +815,7 @@ impl FastPath for Datapath {
             }
             if !entries.is_empty() {
                 let n = entries.len() as u32;
-                let start = self.sdf_slots.take(n).ok_or(FastPathError::Full("sdfs"))?;
-                for (j, e) in entries.iter().enumerate() {
-                    let m: types::sdf_match = from_bytes(bytes(e));
-                    self.skel
-                        .maps
-                        .sdfs
-                        .update(&(start + j as u32).to_ne_bytes(), bytes(&m), MapFlags::ANY)
-                        .map_err(io)?;
-                }
+                let start = self.sdf_block(&entries)?;
                 inst.sdfs.push((start, n));
                 v.sdf = start;
                 v.n_sdf = n as u8;
