@@ -343,7 +343,7 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 	}
 	__u32 l3_len = outer_len + len;
 	struct egress eg = {};
-	int er = egress_lookup(ctx, cfg, out_family, src, dst, l3_len, &eg);
+	int er = egress_lookup(ctx, cfg, out_family, src, dst, l3_len, now, &eg);
 
 	if (er == EGRESS_NO_ROUTE || (er == EGRESS_NO_NEIGH && far->ohc != OHC_NONE))
 		return drop(DROP_NO_ROUTE, len);

@@ -42,12 +42,62 @@ static __always_inline int static_neigh(__u8 family, const __u8 *dst, struct egr
 	return EGRESS_OK;
 }
 
+/* The next-hop cache's slot for these FIB inputs. */
+static __always_inline __u32 nh_slot(__u32 ifindex, __u8 family, const __u8 *src,
+				     const __u8 *dst)
+{
+	__u32 h = ifindex * 0x9e3779b1u ^ family;
+	__u32 w;
+	int i;
+
+	for (i = 0; i < 16; i += 4) {
+		if (family == 4 && i)
+			break;
+		__builtin_memcpy(&w, dst + i, 4);
+		h = (h ^ w) * 0x9e3779b1u;
+		__builtin_memcpy(&w, src + i, 4);
+		h = (h ^ w) * 0x85ebca6bu;
+	}
+	return (h ^ (h >> 16)) & (NH_CACHE_SLOTS - 1);
+}
+
+static __always_inline int same_addr(const __u8 *a, const __u8 *b, __u8 family)
+{
+	__u32 x, y;
+	int i;
+
+	for (i = 0; i < 16; i += 4) {
+		if (family == 4 && i)
+			break;
+		__builtin_memcpy(&x, a + i, 4);
+		__builtin_memcpy(&y, b + i, 4);
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
 static __always_inline int egress_lookup(struct xdp_md *ctx, struct upf_config *cfg, __u8 family,
 					 const __u8 *src, const __u8 *dst, __u16 l3_len,
-					 struct egress *out)
+					 __u64 now, struct egress *out)
 {
 	if (cfg->flags & CFG_F_STATIC_NEIGH)
 		return static_neigh(family, dst, out);
+
+	/* The cache: the same inputs give the same next hop until the generation moves. */
+	__u32 zero = 0;
+	__u32 *genp = bpf_map_lookup_elem(&nh_gen, &zero);
+	__u32 gen = genp ? *genp : 0;
+	__u32 ifin = ctx->ingress_ifindex;
+	__u32 slot = nh_slot(ifin, family, src, dst);
+	struct nh_entry *e = gen ? bpf_map_lookup_elem(&nh_cache, &slot) : 0;
+
+	if (e && e->gen == gen && e->ifindex_in == ifin && e->family == family &&
+	    now - e->filled_ns < NH_MAX_AGE_NS && same_addr(e->dst, dst, family) &&
+	    same_addr(e->src, src, family)) {
+		*out = e->eg;
+		return EGRESS_OK;
+	}
 
 	struct bpf_fib_lookup p = {};
 	int rc;
@@ -73,6 +123,20 @@ static __always_inline int egress_lookup(struct xdp_md *ctx, struct upf_config *
 	out->mtu = rc == BPF_FIB_LKUP_RET_FRAG_NEEDED ? p.mtu_result : 0xffff;
 	__builtin_memcpy(out->smac, p.smac, 6);
 	__builtin_memcpy(out->dmac, p.dmac, 6);
+	/* Cached with the route's MTU, so that later packets of other sizes are checked
+	 * against it: SUCCESS leaves it in mtu_result (kernel >= 5.12). Where that cannot
+	 * be told from this packet's own length (which older kernels leave there), the
+	 * answer is not cached. */
+	if (e && rc == BPF_FIB_LKUP_RET_SUCCESS && p.mtu_result > l3_len) {
+		e->gen = gen;
+		e->ifindex_in = ifin;
+		e->family = family;
+		__builtin_memcpy(e->src, src, 16);
+		__builtin_memcpy(e->dst, dst, 16);
+		e->filled_ns = now;
+		e->eg = *out;
+		e->eg.mtu = p.mtu_result;
+	}
 	return EGRESS_OK;
 }
 

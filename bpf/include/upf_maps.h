@@ -182,6 +182,24 @@ struct neigh_key {
 
 #define CFG_F_STATIC_NEIGH 0x01 /* use the neigh table only, not the kernel FIB */
 
+/* Next-hop cache (include/egress.h): what bpf_fib_lookup answered for these inputs, per
+ * CPU. An entry is good while its generation is the current one (upfd bumps it on every
+ * route, rule, neighbour, address or link change it hears of) and for at most
+ * NH_MAX_AGE_NS, in case a change went unheard. */
+#define NH_CACHE_SLOTS 1024
+#define NH_MAX_AGE_NS 1000000000ull
+
+struct nh_entry {
+	__u32 gen;        /* nh_gen when filled; 0: empty */
+	__u32 ifindex_in;
+	__u8 family;
+	__u8 pad[7];
+	__u8 src[16];
+	__u8 dst[16];
+	__u64 filled_ns;  /* coarse clock */
+	struct egress eg;
+};
+
 struct upf_config {
 	__u32 flags;
 	__u32 n3_ifindex;  /* where GTP-U to gNBs leaves */
@@ -360,6 +378,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct upf_config);
 } upf_cfg SEC(".maps");
+
+/* The next-hop cache's generation: bumped by upfd, never 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} nh_gen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NH_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct nh_entry);
+} nh_cache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -261,6 +261,7 @@ impl Datapath {
             boot_offset_ns: unix_ns() - mono_ns(),
         };
         d.configure(cfg, 0, 0, 0)?;
+        d.bump_nexthop_generation()?;
         Ok(d)
     }
 
@@ -498,6 +499,38 @@ impl Datapath {
             }
             self.sdf_slots.release(start, n);
         }
+    }
+
+    /// Invalidate the data path's next-hop cache: every entry filled before is looked up
+    /// in the kernel FIB again. upfd calls it on each route, rule, neighbour, address or
+    /// link change in its namespace (the cache starts enabled, at generation 1).
+    pub fn bump_nexthop_generation(&self) -> Result<(), FastPathError> {
+        let m = &self.skel.maps.nh_gen;
+        let zero = 0u32.to_ne_bytes();
+        let cur = m
+            .lookup(&zero, MapFlags::ANY)
+            .map_err(io)?
+            .and_then(|v| {
+                v.get(..4)
+                    .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            })
+            .unwrap_or(0);
+        let next = match cur.wrapping_add(1) {
+            0 => 1,
+            n => n,
+        };
+        m.update(&zero, &next.to_ne_bytes(), MapFlags::ANY)
+            .map_err(io)
+    }
+
+    /// Turn the next-hop cache off (generation 0): every packet asks the kernel FIB, as
+    /// when nothing can tell upfd about routing changes.
+    pub fn disable_nexthop_cache(&self) -> Result<(), FastPathError> {
+        self.skel
+            .maps
+            .nh_gen
+            .update(&0u32.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(io)
     }
 
     /// Distinct SDF blocks in the table, and PDRs using them.

@@ -12,6 +12,7 @@ mod config;
 #[macro_use]
 mod log;
 mod metrics;
+mod routewatch;
 mod runtime;
 mod slowpath;
 

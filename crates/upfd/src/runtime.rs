@@ -377,6 +377,21 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Routing changes invalidate the data path's next-hop cache; without the
+    // notifications the cache is off and every packet asks the kernel FIB.
+    let mut watch = match &xdp {
+        Some(x) => match crate::routewatch::RouteWatch::open() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                warn!("xdp: no routing notifications ({e}): next-hop cache off");
+                if let Err(e) = x.dp.borrow().disable_nexthop_cache() {
+                    warn!("xdp: turning the next-hop cache off: {e}");
+                }
+                None
+            }
+        },
+        None => None,
+    };
     let api = match cfg.api.listen {
         Some(a) => Some(
             TcpListener::bind(a)
@@ -443,6 +458,24 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                         let seids = std::mem::take(&mut x.slow.signalled);
                         let outs = usage_reports(&mut n4, now, Some(seids), &mut retry);
                         send_all(&sock, outs).await;
+                    }
+                }
+            }
+            r = async { watch.as_ref().unwrap().changed().await }, if watch.is_some() => {
+                if let Some(x) = xdp.as_ref() {
+                    let dp = x.dp.borrow();
+                    match r {
+                        Ok(_) => {
+                            if let Err(e) = dp.bump_nexthop_generation() {
+                                warn!("xdp: invalidating the next-hop cache: {e}");
+                            }
+                        }
+                        Err(e) => {
+                            // Unwatched from here on: the cache goes off for good.
+                            warn!("xdp: routing notifications failed ({e}): next-hop cache off");
+                            let _ = dp.disable_nexthop_cache();
+                            watch = None;
+                        }
                     }
                 }
             }
