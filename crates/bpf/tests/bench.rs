@@ -929,7 +929,9 @@ fn dual_generator_paces_both_directions_from_one_thread() {
         for (i, dir) in Direction::BOTH.into_iter().enumerate() {
             eprintln!("{dir:?} at {} pps, flush {flush:?}: {:?}", rates[i], rep[i]);
             let err = (rep[i].pps - rates[i] as f64).abs() / rates[i] as f64;
-            assert!(err < 0.02, "{dir:?}: {:.0} pps of {}", rep[i].pps, rates[i]);
+            // Within 5 %: a loaded 2-CPU machine (the test suite's other binaries,
+            // CI) delays a call now and then; unpaced it would be tens of times over.
+            assert!(err < 0.05, "{dir:?}: {:.0} pps of {}", rep[i].pps, rates[i]);
             // The pauses between calls are made up, the first call's start (tens of
             // ms before the first packet) is not: the deadline ends it a little short.
             assert!(rep[i].packets >= rates[i] / 2 * 85 / 100, "{rep:?}");
