@@ -42,9 +42,9 @@ static __always_inline int static_neigh(__u8 family, const __u8 *dst, struct egr
 	return EGRESS_OK;
 }
 
-/* The next-hop cache's slot for these FIB inputs. */
+/* The next-hop cache's slot for these FIB inputs (the source left out by destination). */
 static __always_inline __u32 nh_slot(__u32 ifindex, __u8 family, const __u8 *src,
-				     const __u8 *dst)
+				     const __u8 *dst, int by_dst)
 {
 	__u32 h = ifindex * 0x9e3779b1u ^ family;
 	__u32 w;
@@ -55,6 +55,8 @@ static __always_inline __u32 nh_slot(__u32 ifindex, __u8 family, const __u8 *src
 			break;
 		__builtin_memcpy(&w, dst + i, 4);
 		h = (h ^ w) * 0x9e3779b1u;
+		if (by_dst)
+			continue;
 		__builtin_memcpy(&w, src + i, 4);
 		h = (h ^ w) * 0x85ebca6bu;
 	}
@@ -89,12 +91,13 @@ static __always_inline int egress_lookup(struct xdp_md *ctx, struct upf_config *
 	__u32 *genp = bpf_map_lookup_elem(&nh_gen, &zero);
 	__u32 gen = genp ? *genp : 0;
 	__u32 ifin = ctx->ingress_ifindex;
-	__u32 slot = nh_slot(ifin, family, src, dst);
+	int by_dst = gen & NH_BY_DESTINATION;
+	__u32 slot = nh_slot(ifin, family, src, dst, by_dst);
 	struct nh_entry *e = gen ? bpf_map_lookup_elem(&nh_cache, &slot) : 0;
 
 	if (e && e->gen == gen && e->ifindex_in == ifin && e->family == family &&
 	    now - e->filled_ns < NH_MAX_AGE_NS && same_addr(e->dst, dst, family) &&
-	    same_addr(e->src, src, family)) {
+	    (by_dst || same_addr(e->src, src, family))) {
 		*out = e->eg;
 		return EGRESS_OK;
 	}
@@ -131,7 +134,7 @@ static __always_inline int egress_lookup(struct xdp_md *ctx, struct upf_config *
 		e->gen = gen;
 		e->ifindex_in = ifin;
 		e->family = family;
-		__builtin_memcpy(e->src, src, 16);
+		__builtin_memcpy(e->src, src, 16); /* not compared by destination */
 		__builtin_memcpy(e->dst, dst, 16);
 		e->filled_ns = now;
 		e->eg = *out;

@@ -185,7 +185,10 @@ struct neigh_key {
 /* Next-hop cache (include/egress.h): what bpf_fib_lookup answered for these inputs, per
  * CPU. An entry is good while its generation is the current one (upfd bumps it on every
  * route, rule, neighbour, address or link change it hears of) and for at most
- * NH_MAX_AGE_NS, in case a change went unheard. */
+ * NH_MAX_AGE_NS, in case a change went unheard. The generation word's bit 0 says the
+ * FIB's answer cannot depend on the source address (no source policy rules, no ECMP):
+ * then entries are per destination, else per (source, destination). 0: cache off. */
+#define NH_BY_DESTINATION 1u
 #define NH_CACHE_SLOTS 1024
 #define NH_MAX_AGE_NS 1000000000ull
 
@@ -379,7 +382,7 @@ struct {
 	__type(value, struct upf_config);
 } upf_cfg SEC(".maps");
 
-/* The next-hop cache's generation: bumped by upfd, never 0. */
+/* The next-hop cache's generation word (see nh_entry), written by upfd in one store. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

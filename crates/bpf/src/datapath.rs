@@ -156,6 +156,9 @@ pub struct Datapath {
     /// Per block start: PDRs using it, and its content (the key of `sdf_blocks`).
     sdf_refs: HashMap<u32, (u32, Vec<u8>)>,
     sessions: HashMap<u64, Installed>,
+    /// The next-hop cache's generation (31 bits, never 0) and key mode.
+    nh_gen: u32,
+    nh_by_destination: bool,
     cfg: PipelineConfig,
     cap: Capacity,
     ncpus: usize,
@@ -255,6 +258,8 @@ impl Datapath {
             sdf_blocks: HashMap::new(),
             sdf_refs: HashMap::new(),
             sessions: HashMap::new(),
+            nh_gen: 0,
+            nh_by_destination: false,
             cfg: PipelineConfig::default(),
             cap,
             ncpus,
@@ -503,33 +508,37 @@ impl Datapath {
 
     /// Invalidate the data path's next-hop cache: every entry filled before is looked up
     /// in the kernel FIB again. upfd calls it on each route, rule, neighbour, address or
-    /// link change in its namespace (the cache starts enabled, at generation 1).
-    pub fn bump_nexthop_generation(&self) -> Result<(), FastPathError> {
-        let m = &self.skel.maps.nh_gen;
-        let zero = 0u32.to_ne_bytes();
-        let cur = m
-            .lookup(&zero, MapFlags::ANY)
-            .map_err(io)?
-            .and_then(|v| {
-                v.get(..4)
-                    .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            })
-            .unwrap_or(0);
-        let next = match cur.wrapping_add(1) {
+    /// link change in its namespace (the cache starts on, per source and destination).
+    pub fn bump_nexthop_generation(&mut self) -> Result<(), FastPathError> {
+        self.nh_gen = match self.nh_gen.wrapping_add(1) & 0x7fff_ffff {
             0 => 1,
             n => n,
         };
-        m.update(&zero, &next.to_ne_bytes(), MapFlags::ANY)
-            .map_err(io)
+        self.write_nh_word()
     }
 
-    /// Turn the next-hop cache off (generation 0): every packet asks the kernel FIB, as
-    /// when nothing can tell upfd about routing changes.
-    pub fn disable_nexthop_cache(&self) -> Result<(), FastPathError> {
+    /// Key the next-hop cache by destination alone (`true`: the FIB's answer cannot
+    /// depend on the source) or by source and destination; invalidates it.
+    pub fn set_nexthop_by_destination(&mut self, on: bool) -> Result<(), FastPathError> {
+        self.nh_by_destination = on;
+        self.bump_nexthop_generation()
+    }
+
+    /// Turn the next-hop cache off: every packet asks the kernel FIB, as when nothing
+    /// can tell upfd about routing changes. The next bump turns it on again.
+    pub fn disable_nexthop_cache(&mut self) -> Result<(), FastPathError> {
+        self.write_nh(0)
+    }
+
+    fn write_nh_word(&self) -> Result<(), FastPathError> {
+        self.write_nh((self.nh_gen << 1) | u32::from(self.nh_by_destination))
+    }
+
+    fn write_nh(&self, word: u32) -> Result<(), FastPathError> {
         self.skel
             .maps
             .nh_gen
-            .update(&0u32.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), &word.to_ne_bytes(), MapFlags::ANY)
             .map_err(io)
     }
 

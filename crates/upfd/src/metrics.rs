@@ -27,8 +27,27 @@ fn type_name(t: u8) -> String {
 }
 
 /// The Prometheus exposition of upfd's state.
-pub fn render(n4: &N4, datapath: Option<&[(u64, u64)]>, slow: Option<&SlowPath>) -> String {
+pub fn render(
+    n4: &N4,
+    datapath: Option<&[(u64, u64)]>,
+    slow: Option<&SlowPath>,
+    nexthops: Option<&crate::routewatch::NextHops>,
+) -> String {
     let mut s = String::new();
+    if let Some(nh) = nexthops {
+        let _ = writeln!(
+            s,
+            "# HELP upf_nexthop_cache_on 1: the data path caches next hops (routing changes are heard).\n\
+             # TYPE upf_nexthop_cache_on gauge\nupf_nexthop_cache_on {}\n\
+             # HELP upf_nexthop_cache_by_destination 1: next hops cached per destination (no source policy rules, no multipath routes); 0: per source and destination.\n\
+             # TYPE upf_nexthop_cache_by_destination gauge\nupf_nexthop_cache_by_destination {}\n\
+             # HELP upf_nexthop_cache_invalidations_total Routing changes that emptied the next-hop cache.\n\
+             # TYPE upf_nexthop_cache_invalidations_total counter\nupf_nexthop_cache_invalidations_total {}",
+            u8::from(nh.on),
+            u8::from(nh.by_destination),
+            nh.invalidations
+        );
+    }
     let _ = writeln!(
         s,
         "# HELP upf_sessions PFCP sessions installed.\n# TYPE upf_sessions gauge"

@@ -14,6 +14,17 @@ use tokio::io::unix::AsyncFd;
 // RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE, and RTNLGRP_IPV6_RULE (group 19: bit 18).
 const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400 | (1 << 18);
 
+/// The next-hop cache's state, for /metrics.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NextHops {
+    /// Routing notifications are heard, so the data path caches next hops.
+    pub on: bool,
+    /// Cached per destination (no source policy rules, no multipath routes).
+    pub by_destination: bool,
+    /// Routing changes that emptied the cache.
+    pub invalidations: u64,
+}
+
 /// An rtnetlink socket subscribed to every change that can move a next hop.
 pub struct RouteWatch {
     fd: AsyncFd<OwnedFd>,
@@ -88,5 +99,154 @@ impl RouteWatch {
                 return Ok(n);
             }
         }
+    }
+}
+
+/// Whether the kernel FIB's answer for a packet cannot depend on its source address:
+/// no policy rule selects on the source (`ip rule add from ...`) and no route has
+/// several next hops (ECMP hashes the source). Then the next-hop cache keeps one entry
+/// per destination rather than per (source, destination): a million UEs sending to the
+/// same hosts share them. An error counts as "it may depend".
+pub fn source_independent() -> bool {
+    match (dump(libc::RTM_GETRULE), dump(libc::RTM_GETROUTE)) {
+        (Ok(rules), Ok(routes)) => {
+            // fib_rule_hdr and rtmsg both start: family, dst_len, src_len.
+            let by_source = rules.iter().any(|m| m.get(2).is_some_and(|&l| l != 0));
+            let multipath = routes.iter().any(|m| has_attr(m, RTMSG_LEN, RTA_MULTIPATH));
+            !by_source && !multipath
+        }
+        _ => false,
+    }
+}
+
+const NLMSG_HDR: usize = 16;
+const RTMSG_LEN: usize = 12;
+const RTA_MULTIPATH: u16 = 9;
+
+/// Whether the rtattrs after a `fixed`-octet header in `body` hold one of type `ty`.
+fn has_attr(body: &[u8], fixed: usize, ty: u16) -> bool {
+    let mut off = fixed;
+    while off + 4 <= body.len() {
+        let len = u16::from_ne_bytes([body[off], body[off + 1]]) as usize;
+        let t = u16::from_ne_bytes([body[off + 2], body[off + 3]]) & 0x3fff;
+        if len < 4 {
+            return false;
+        }
+        if t == ty {
+            return true;
+        }
+        off += (len + 3) & !3;
+    }
+    false
+}
+
+/// An rtnetlink dump of `request` (RTM_GETRULE, RTM_GETROUTE) for both families: the
+/// body of each answer. Bounded: 2 s, 64 MiB.
+fn dump(request: u16) -> io::Result<Vec<Vec<u8>>> {
+    // SAFETY: plain socket(2); the result is checked before use.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let tv = libc::timeval {
+        tv_sec: 2,
+        tv_usec: 0,
+    };
+    // SAFETY: setsockopt with a timeval we own and its size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const libc::timeval as *const libc::c_void,
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    // nlmsghdr + rtmsg (12 octets; fib_rule_hdr has the same size), family AF_UNSPEC.
+    let mut req = [0u8; NLMSG_HDR + RTMSG_LEN];
+    req[0..4].copy_from_slice(&((NLMSG_HDR + RTMSG_LEN) as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&request.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    req[6..8].copy_from_slice(&flags.to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    // SAFETY: send a buffer we own, with its length.
+    let r = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            req.as_ptr() as *const libc::c_void,
+            req.len(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        // SAFETY: recv into a buffer we own, with its length.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        total += n;
+        if n == 0 || total > 64 << 20 {
+            return Err(io::Error::other("rtnetlink dump cut short"));
+        }
+        let mut off = 0;
+        while off + NLMSG_HDR <= n {
+            let len =
+                u32::from_ne_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]) as usize;
+            let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+            if len < NLMSG_HDR || off + len > n {
+                return Err(io::Error::other("malformed rtnetlink answer"));
+            }
+            match ty as i32 {
+                libc::NLMSG_DONE => return Ok(out),
+                libc::NLMSG_ERROR => return Err(io::Error::other("rtnetlink dump refused")),
+                _ => out.push(buf[off + NLMSG_HDR..off + len].to_vec()),
+            }
+            off += (len + 3) & !3;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtattr_walk_finds_the_type_and_stops_on_garbage() {
+        // rtmsg (12), RTA_TABLE (4 + 4), RTA_MULTIPATH (4 + 8).
+        let mut m = vec![0u8; 12];
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&15u16.to_ne_bytes());
+        m.extend_from_slice(&[254, 0, 0, 0]);
+        assert!(!has_attr(&m, RTMSG_LEN, RTA_MULTIPATH));
+        m.extend_from_slice(&12u16.to_ne_bytes());
+        m.extend_from_slice(&RTA_MULTIPATH.to_ne_bytes());
+        m.extend_from_slice(&[0; 8]);
+        assert!(has_attr(&m, RTMSG_LEN, RTA_MULTIPATH));
+        // A zero length does not loop.
+        let mut bad = vec![0u8; 12];
+        bad.extend_from_slice(&[0, 0, 9, 0]);
+        assert!(!has_attr(&bad, RTMSG_LEN, RTA_MULTIPATH));
     }
 }

@@ -26,6 +26,7 @@ use upf::sessions::{unix_now, Sessions};
 use upf_bpf::datapath::{AttachMode, Capacity, Datapath, Role};
 
 use crate::config::{Config, DatapathMode, XdpAttach};
+use crate::routewatch::NextHops;
 use crate::slowpath::SlowPath;
 
 /// The UP Function Features this build supports (clause 8.2.25): only what works.
@@ -237,6 +238,27 @@ fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
     Ok(Xdp { dp, attached, slow })
 }
 
+/// Invalidate the next-hop cache, keyed by destination alone when the FIB's answer cannot
+/// depend on the source (checked again now: rules and routes may have changed). Says
+/// when the keying changes from `was`; returns it.
+fn nexthop_mode(dp: &mut Datapath, was: Option<bool>) -> bool {
+    let now = crate::routewatch::source_independent();
+    if was != Some(now) {
+        info!(
+            "xdp: next hops cached per {}",
+            if now {
+                "destination (no source policy rules, no multipath routes)"
+            } else {
+                "source and destination (source policy rules or multipath routes present)"
+            }
+        );
+    }
+    if let Err(e) = dp.set_nexthop_by_destination(now) {
+        warn!("xdp: invalidating the next-hop cache: {e}");
+    }
+    now
+}
+
 async fn send_all(sock: &UdpSocket, outs: Vec<Out>) {
     for o in outs {
         if let Err(e) = sock.send_to(&o.data, o.to).await {
@@ -379,12 +401,17 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     };
     // Routing changes invalidate the data path's next-hop cache; without the
     // notifications the cache is off and every packet asks the kernel FIB.
+    let mut nh = NextHops::default();
     let mut watch = match &xdp {
         Some(x) => match crate::routewatch::RouteWatch::open() {
-            Ok(w) => Some(w),
+            Ok(w) => {
+                nh.on = true;
+                nh.by_destination = nexthop_mode(&mut x.dp.borrow_mut(), None);
+                Some(w)
+            }
             Err(e) => {
                 warn!("xdp: no routing notifications ({e}): next-hop cache off");
-                if let Err(e) = x.dp.borrow().disable_nexthop_cache() {
+                if let Err(e) = x.dp.borrow_mut().disable_nexthop_cache() {
                     warn!("xdp: turning the next-hop cache off: {e}");
                 }
                 None
@@ -463,17 +490,17 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             }
             r = async { watch.as_ref().unwrap().changed().await }, if watch.is_some() => {
                 if let Some(x) = xdp.as_ref() {
-                    let dp = x.dp.borrow();
+                    let mut dp = x.dp.borrow_mut();
                     match r {
                         Ok(_) => {
-                            if let Err(e) = dp.bump_nexthop_generation() {
-                                warn!("xdp: invalidating the next-hop cache: {e}");
-                            }
+                            nh.by_destination = nexthop_mode(&mut dp, Some(nh.by_destination));
+                            nh.invalidations += 1;
                         }
                         Err(e) => {
                             // Unwatched from here on: the cache goes off for good.
                             warn!("xdp: routing notifications failed ({e}): next-hop cache off");
                             let _ = dp.disable_nexthop_cache();
+                            nh.on = false;
                             watch = None;
                         }
                     }
@@ -490,7 +517,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             r = async { api.as_ref().unwrap().accept().await }, if api.is_some() => {
                 if let Ok((mut conn, _)) = r {
                     let stats = xdp.as_ref().map(|x| x.dp.borrow().stats());
-                    let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow));
+                    let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow), xdp.as_ref().map(|_| &nh));
                     let body_status = crate::metrics::status(&n4);
                     let mut req = [0u8; 1024];
                     let n = tokio::time::timeout(Duration::from_millis(500), conn.read(&mut req)).await.ok().and_then(|r| r.ok()).unwrap_or(0);

@@ -1040,35 +1040,28 @@ fn routing_change_applies_to_the_next_packet() {
         // The route gone, forwarding resumes.
         assert_eq!(ping(&lab, Ns::Gnb, Some(u), addr::DN_N6, 2), 2);
 
-        // Policy routing by source: the cache tells the UEs apart as the FIB does.
+        // Policy routing by source: upfd keys the cache by source and destination while
+        // such a rule exists, and the UEs are routed apart as the FIB routes them.
+        let by_dst = "upf_nexthop_cache_by_destination";
+        assert_eq!(upfd.metric("upf_nexthop_cache_on"), 1);
+        assert_eq!(upfd.metric(by_dst), 1, "no source rules in the lab");
         assert_eq!(ping(&lab, Ns::Gnb, Some(u2), addr::DN_N6, 1), 1);
         let from = u2.to_string();
+        let blackhole = format!("{dn}/32");
         ip(&["rule", "add", "from", &from, "lookup", "100", "pref", "100"]);
-        ip(&[
-            "route",
-            "add",
-            "blackhole",
-            &format!("{dn}/32"),
-            "table",
-            "100",
-        ]);
-        std::thread::sleep(Duration::from_millis(50));
+        ip(&["route", "add", "blackhole", &blackhole, "table", "100"]);
+        assert!(eventually(Duration::from_secs(2), || upfd.metric(by_dst) == 0));
         let first = ping(&lab, Ns::Gnb, Some(u), addr::DN_N6, 1);
         let second = ping(&lab, Ns::Gnb, Some(u2), addr::DN_N6, 1);
         ip(&["rule", "del", "from", &from, "lookup", "100", "pref", "100"]);
-        ip(&[
-            "route",
-            "del",
-            "blackhole",
-            &format!("{dn}/32"),
-            "table",
-            "100",
-        ]);
+        ip(&["route", "del", "blackhole", &blackhole, "table", "100"]);
         assert_eq!(
             (first, second),
             (1, 0),
-            "UE {u} routed by main, UE {u2} by table 100"
+            "UE {u} by main, UE {u2} by table 100"
         );
+        assert!(eventually(Duration::from_secs(2), || upfd.metric(by_dst) == 1));
+        assert!(upfd.metric("upf_nexthop_cache_invalidations_total") >= 4);
         return;
     }
     panic!("no round sent its ping within 700 ms of filling the cache");
