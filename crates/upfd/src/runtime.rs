@@ -445,6 +445,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let mut poll = tokio::time::interval(cfg.reporting.poll_interval);
     // Sessions with reports due that their SMF had no room for yet.
     let mut retry: Vec<u64> = Vec::new();
+    let mut rejections = LogBudget::new();
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let deadline = n4
@@ -508,6 +509,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             }
             _ = poll.tick() => {
                 let now = Instant::now();
+                rejections.roll(now, REJECTIONS);
                 let outs = usage_reports(&mut n4, now, None, &mut retry);
                 send_all(&sock, outs).await;
                 if let Some(x) = xdp.as_mut() {
@@ -545,7 +547,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             }
         }
         for e in n4.take_events() {
-            handle_event(e, &mut n4, xdp.as_mut(), gtpu.as_ref()).await;
+            handle_event(e, &mut n4, xdp.as_mut(), gtpu.as_ref(), &mut rejections).await;
         }
         if releasing.is_some() && n4.all_released() {
             info!("all associations released; exiting");
@@ -574,7 +576,65 @@ fn log_stats(dp: &Datapath) {
     );
 }
 
-async fn handle_event(e: Event, n4: &mut N4, xdp: Option<&mut Xdp>, gtpu: Option<&UdpSocket>) {
+const REJECTIONS: &str = "rejected requests (upf_n4_rejections_total counts them all)";
+
+/// At most `PER_SEC` lines a second for one kind of event, the rest counted and said in
+/// one line: an SMF retrying against a full UPF must not flood the log.
+struct LogBudget {
+    window: Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl LogBudget {
+    const PER_SEC: u32 = 10;
+
+    fn new() -> Self {
+        LogBudget {
+            window: Instant::now(),
+            logged: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// Once the second is over: say how many lines were left out (`what` names them)
+    /// and start a new one.
+    fn roll(&mut self, now: Instant, what: &str) {
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            if self.suppressed > 0 {
+                info!(
+                    "n4: {} more {what} not logged in the last second",
+                    self.suppressed
+                );
+            }
+            *self = LogBudget {
+                window: now,
+                logged: 0,
+                suppressed: 0,
+            };
+        }
+    }
+
+    /// Whether to log one more line now.
+    fn allow(&mut self, now: Instant, what: &str) -> bool {
+        self.roll(now, what);
+        if self.logged < Self::PER_SEC {
+            self.logged += 1;
+            true
+        } else {
+            self.suppressed += 1;
+            false
+        }
+    }
+}
+
+async fn handle_event(
+    e: Event,
+    n4: &mut N4,
+    xdp: Option<&mut Xdp>,
+    gtpu: Option<&UdpSocket>,
+    rejections: &mut LogBudget,
+) {
     match e {
         Event::AssociationUp(n) => info!("n4: association with {n} established"),
         Event::AssociationDown {
@@ -589,10 +649,14 @@ async fn handle_event(e: Event, n4: &mut N4, xdp: Option<&mut Xdp>, gtpu: Option
             peer,
             message_type,
             reason,
-        } => info!(
-            "n4: {} from {peer} rejected: {reason}",
-            pfcp::message_type::name(message_type).unwrap_or("request")
-        ),
+        } => {
+            if rejections.allow(Instant::now(), REJECTIONS) {
+                info!(
+                    "n4: {} from {peer} rejected: {reason}",
+                    pfcp::message_type::name(message_type).unwrap_or("request")
+                )
+            }
+        }
         Event::ReportAnswered { seid, cause } => {
             if !cause.is_acceptance() {
                 info!(
@@ -639,5 +703,26 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_budget_allows_ten_lines_a_second_and_counts_the_rest() {
+        let t0 = Instant::now();
+        let mut b = LogBudget::new();
+        let allowed = (0..25).filter(|_| b.allow(t0, REJECTIONS)).count();
+        assert_eq!(allowed, 10);
+        assert_eq!(b.suppressed, 15);
+        // Within the second: still nothing.
+        assert!(!b.allow(t0 + Duration::from_millis(900), REJECTIONS));
+        // The next second starts afresh (and says what was left out).
+        let t1 = t0 + Duration::from_millis(1100);
+        b.roll(t1, REJECTIONS);
+        assert_eq!((b.logged, b.suppressed), (0, 0));
+        assert!(b.allow(t1, REJECTIONS));
     }
 }
