@@ -155,7 +155,9 @@ pub struct Datapath {
     sdf_blocks: HashMap<Vec<u8>, u32>,
     /// Per block start: PDRs using it, and its content (the key of `sdf_blocks`).
     sdf_refs: HashMap<u32, (u32, Vec<u8>)>,
-    sessions: HashMap<u64, Installed>,
+    /// Boxed: the table moves 8-octet pointers when it grows (at ~917,000 sessions it
+    /// doubles), not 200-octet records, which stalled N4 for two seconds.
+    sessions: HashMap<u64, Box<Installed>>,
     /// The next-hop cache's generation (31 bits, never 0) and key mode.
     nh_gen: u32,
     nh_by_destination: bool,
@@ -257,7 +259,8 @@ impl Datapath {
             sdf_slots: Slots::new(cap.sdf_entries),
             sdf_blocks: HashMap::new(),
             sdf_refs: HashMap::new(),
-            sessions: HashMap::new(),
+            // Sized for the capacity now: growing it later stalls installs (see `sessions`).
+            sessions: HashMap::with_capacity(cap.sessions as usize),
             nh_gen: 0,
             nh_by_destination: false,
             cfg: PipelineConfig::default(),
@@ -716,7 +719,7 @@ impl FastPath for Datapath {
         let seid = new.up_seid;
         let prev = match old {
             Some(_) => self.sessions.get(&seid).cloned().unwrap_or_default(),
-            None => Installed::default(),
+            None => Box::default(),
         };
         let k = keys(new);
         // Keys must be free or ours; tables must have room.
@@ -772,7 +775,7 @@ impl FastPath for Datapath {
         if self.sdf_slots.available() < new_sdf_entries {
             return Err(FastPathError::Full("sdfs"));
         }
-        let mut inst = Installed::default();
+        let mut inst = Box::<Installed>::default();
         // QERs and URRs keep their slots (and state) across modifications.
         for q in new.qers.values() {
             let (idx, fresh) = match prev.qers.get(&q.id) {

@@ -31,6 +31,11 @@ impl TeidAllocator {
         (self.hi - self.lo) as u64 + 1
     }
 
+    /// Room for `n` TEIDs in use, allocated now (see `Sessions::reserve`).
+    pub fn reserve(&mut self, n: usize) {
+        self.used.reserve(n);
+    }
+
     pub fn in_use(&self) -> usize {
         self.used.len()
     }

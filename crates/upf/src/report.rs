@@ -195,10 +195,10 @@ pub fn poll_sessions(
         for urr in s.urrs.values() {
             let total = sessions.fastpath.usage(seid, urr.id);
             let st = sessions.urr_state.entry((seid, urr.id)).or_insert_with(|| {
-                crate::sessions::UrrState {
+                Box::new(crate::sessions::UrrState {
                     start: crate::sessions::unix_now(),
                     ..Default::default()
-                }
+                })
             });
             // Whether traffic flows: kept whether or not a report goes out.
             let active = total.total_packets() > st.seen_packets;

@@ -96,7 +96,8 @@ pub(crate) struct UrrState {
 pub struct Sessions {
     sessions: HashMap<u64, Arc<Session>>,
     by_node: HashMap<NodeId, HashSet<u64>>,
-    pub(crate) urr_state: HashMap<(u64, u32), UrrState>,
+    /// Boxed, as the data path's table: growing the map moves pointers, not records.
+    pub(crate) urr_state: HashMap<(u64, u32), Box<UrrState>>,
     /// Sessions with a URR that report.rs must poll periodically (time triggers, or
     /// volume triggers when the data path does not signal them). The others report on
     /// the data path's signals only: polling a million sessions every half second is
@@ -130,6 +131,15 @@ impl Sessions {
             max_sessions,
             deleted: Vec::new(),
         }
+    }
+
+    /// Size the per-session tables for `n` sessions now (with one URR each), so they
+    /// never grow while SMFs wait: doubling a table of a million entries stalls every
+    /// request behind it. Untouched room costs address space, not memory.
+    pub fn reserve(&mut self, n: usize) {
+        self.sessions.reserve(n);
+        self.urr_state.reserve(n);
+        self.res.teids.reserve(n);
     }
 
     pub fn len(&self) -> usize {
@@ -185,9 +195,11 @@ impl Sessions {
     fn start_urrs(&mut self, s: &Session) {
         let now = unix_now();
         for u in s.urrs.values() {
-            let st = self.urr_state.entry((s.up_seid, u.id)).or_insert(UrrState {
-                start: now,
-                ..UrrState::default()
+            let st = self.urr_state.entry((s.up_seid, u.id)).or_insert_with(|| {
+                Box::new(UrrState {
+                    start: now,
+                    ..UrrState::default()
+                })
             });
             // A new quota may be reported on again.
             st.quota_reported = false;
@@ -348,9 +360,11 @@ impl Sessions {
     pub fn report(&mut self, seid: u64, urr_id: u32, reason: ReportReason) -> Report {
         let now = unix_now();
         let total = self.fastpath.usage(seid, urr_id);
-        let st = self.urr_state.entry((seid, urr_id)).or_insert(UrrState {
-            start: now,
-            ..UrrState::default()
+        let st = self.urr_state.entry((seid, urr_id)).or_insert_with(|| {
+            Box::new(UrrState {
+                start: now,
+                ..UrrState::default()
+            })
         });
         st.seqn = st.seqn.wrapping_add(1);
         let r = Report {

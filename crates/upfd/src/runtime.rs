@@ -155,7 +155,8 @@ fn build(cfg: &Config, fastpath: Box<dyn FastPath>) -> N4 {
             max_sdf_filters: cfg.limits.max_sdf_filters_per_pdr,
         },
     );
-    let sessions = Sessions::new(res, fastpath, cfg.limits.max_sessions);
+    let mut sessions = Sessions::new(res, fastpath, cfg.limits.max_sessions);
+    sessions.reserve(cfg.limits.max_sessions);
     let n4cfg = N4Config {
         node_id: cfg.node_id(),
         addr: cfg.n4.address,
