@@ -141,7 +141,7 @@ fn has_attr(body: &[u8], fixed: usize, ty: u16) -> bool {
 }
 
 /// An rtnetlink dump of `request` (RTM_GETRULE, RTM_GETROUTE) for both families: the
-/// body of each answer. Bounded: 2 s, 64 MiB.
+/// body of each answer. Bounded: 500 ms without an answer, 64 MiB.
 fn dump(request: u16) -> io::Result<Vec<Vec<u8>>> {
     // SAFETY: plain socket(2); the result is checked before use.
     let raw = unsafe {
@@ -156,9 +156,10 @@ fn dump(request: u16) -> io::Result<Vec<Vec<u8>>> {
     }
     // SAFETY: `raw` is a new descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // A dump of this namespace's tables takes milliseconds; the event loop waits on it.
     let tv = libc::timeval {
-        tv_sec: 2,
-        tv_usec: 0,
+        tv_sec: 0,
+        tv_usec: 500_000,
     };
     // SAFETY: setsockopt with a timeval we own and its size.
     unsafe {
