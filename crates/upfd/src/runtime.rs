@@ -239,6 +239,21 @@ fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
     Ok(Xdp { dp, attached, slow })
 }
 
+/// An HTTP request's head: read until the blank line that ends it, 1 KiB or 500 ms,
+/// whichever comes first (a client may send its request in several segments).
+async fn read_request_head(conn: &mut tokio::net::TcpStream) -> Vec<u8> {
+    let mut req = Vec::with_capacity(256);
+    let mut buf = [0u8; 512];
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+    while req.len() < 1024 && !req.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout_at(deadline, conn.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => req.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    req
+}
+
 /// Invalidate the next-hop cache, keyed by destination alone when the FIB's answer cannot
 /// depend on the source (checked again now: rules and routes may have changed). Says
 /// when the keying changes from `was`; returns it.
@@ -522,9 +537,8 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                     let stats = xdp.as_ref().map(|x| x.dp.borrow().stats());
                     let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow), xdp.as_ref().map(|_| &nh));
                     let body_status = crate::metrics::status(&n4);
-                    let mut req = [0u8; 1024];
-                    let n = tokio::time::timeout(Duration::from_millis(500), conn.read(&mut req)).await.ok().and_then(|r| r.ok()).unwrap_or(0);
-                    let line = String::from_utf8_lossy(&req[..n]);
+                    let req = read_request_head(&mut conn).await;
+                    let line = String::from_utf8_lossy(&req);
                     let (code, ctype, body) = if line.starts_with("GET /metrics") {
                         ("200 OK", "text/plain; version=0.0.4", body_metrics)
                     } else if line.starts_with("GET /status") {

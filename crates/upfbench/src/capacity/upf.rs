@@ -109,7 +109,8 @@ fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
     let a: SocketAddr = addr.parse()?;
     let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    // One write: a server that reads what has arrived may otherwise see half a line.
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut r = String::new();
     s.read_to_string(&mut r)?;
     match r.split_once("\r\n\r\n") {
