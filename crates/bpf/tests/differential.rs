@@ -111,28 +111,15 @@ impl Gen {
     }
 
     fn session(&mut self, seid: u64, index: u32) -> (Session, SessionInfo) {
-        let mut s = Session {
-            up_seid: seid,
-            cp_fseid: FSeid {
+        let mut s = Session::new(
+            seid,
+            FSeid {
                 seid,
                 ipv4: Some(Ipv4Addr::LOCALHOST),
                 ipv6: None,
             },
-            cp_node: NodeId::Ipv4(Ipv4Addr::LOCALHOST),
-            pdrs: RuleMap::new(),
-            fars: RuleMap::new(),
-            qers: RuleMap::new(),
-            urrs: RuleMap::new(),
-            bars: RuleMap::new(),
-            traffic_endpoints: RuleMap::new(),
-            choose_ids: RuleMap::new(),
-            teids: Vec::new(),
-            allocated_ue_ips: Vec::new(),
-            pdn_type: None,
-            apn_dnn: None,
-            fq_csids: Vec::new(),
-            user_plane_inactivity_timer: None,
-        };
+            NodeId::Ipv4(Ipv4Addr::LOCALHOST),
+        );
         let ue_v4 = Ipv4Addr::from(0x0a2d_0000 + index + 1);
         let ue_v6 = self
             .chance(0.3)

@@ -34,28 +34,15 @@ fn filter(flow: &str) -> SdfFilter {
 fn session(i: u32, flow: &str) -> Arc<Session> {
     let seid = u64::from(i) + 1;
     let ue = Ipv4Addr::from(0x0a2d_0000 + i + 1);
-    let mut s = Session {
-        up_seid: seid,
-        cp_fseid: FSeid {
+    let mut s = Session::new(
+        seid,
+        FSeid {
             seid,
             ipv4: Some(Ipv4Addr::LOCALHOST),
             ipv6: None,
         },
-        cp_node: NodeId::Ipv4(Ipv4Addr::LOCALHOST),
-        pdrs: RuleMap::new(),
-        fars: RuleMap::new(),
-        qers: RuleMap::new(),
-        urrs: RuleMap::new(),
-        bars: RuleMap::new(),
-        traffic_endpoints: RuleMap::new(),
-        choose_ids: RuleMap::new(),
-        teids: Vec::new(),
-        allocated_ue_ips: Vec::new(),
-        pdn_type: None,
-        apn_dnn: None,
-        fq_csids: Vec::new(),
-        user_plane_inactivity_timer: None,
-    };
+        NodeId::Ipv4(Ipv4Addr::LOCALHOST),
+    );
     for (id, uplink) in [(1u16, true), (2, false)] {
         let far = Far {
             id: u32::from(id),

@@ -858,22 +858,11 @@ pub fn establish(
     r: &SessionEstablishmentRequest,
 ) -> Result<(Session, Created), Rejection> {
     let mut s = Session {
-        up_seid,
-        cp_fseid: r.cp_fseid,
-        cp_node,
-        pdrs: RuleMap::new(),
-        fars: RuleMap::new(),
-        qers: RuleMap::new(),
-        urrs: RuleMap::new(),
-        bars: RuleMap::new(),
-        traffic_endpoints: RuleMap::new(),
-        choose_ids: RuleMap::new(),
-        teids: Vec::new(),
-        allocated_ue_ips: Vec::new(),
         pdn_type: r.pdn_type,
         apn_dnn: r.apn_dnn.as_ref().map(|n| n.to_text()),
         fq_csids: r.fq_csids.clone(),
         user_plane_inactivity_timer: r.user_plane_inactivity_timer,
+        ..Session::new(up_seid, r.cp_fseid, cp_node)
     };
     let mut created = Created::default();
     add_rules(

@@ -336,6 +336,28 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session without rules or resources yet, owned by `cp_node`.
+    pub fn new(up_seid: u64, cp_fseid: FSeid, cp_node: NodeId) -> Self {
+        Session {
+            up_seid,
+            cp_fseid,
+            cp_node,
+            pdrs: RuleMap::new(),
+            fars: RuleMap::new(),
+            qers: RuleMap::new(),
+            urrs: RuleMap::new(),
+            bars: RuleMap::new(),
+            traffic_endpoints: RuleMap::new(),
+            choose_ids: RuleMap::new(),
+            teids: Vec::new(),
+            allocated_ue_ips: Vec::new(),
+            pdn_type: None,
+            apn_dnn: None,
+            fq_csids: Vec::new(),
+            user_plane_inactivity_timer: None,
+        }
+    }
+
     /// The PDRs in the order the data path evaluates them: precedence, then PDR ID.
     pub fn pdrs_by_precedence(&self) -> Vec<&Pdr> {
         let mut v: Vec<&Pdr> = self.pdrs.values().collect();

@@ -75,27 +75,31 @@ fn decode_all_interop_captures_without_errors() {
     assert!(out.status.success());
 }
 
+/// A raw-IP pcap at `path` with one UDP datagram 127.0.0.1:8805 -> 127.0.0.2:8805.
+fn write_pfcp_pcap(path: &std::path::Path, payload: &[u8]) {
+    let pkt = capture::ip_udp_packet(
+        "127.0.0.1".parse().unwrap(),
+        "127.0.0.2".parse().unwrap(),
+        8805,
+        8805,
+        payload,
+    );
+    let mut w =
+        capture::PcapWriter::new(std::fs::File::create(path).unwrap(), capture::linktype::RAW)
+            .unwrap();
+    w.write(0, &pkt).unwrap();
+}
+
 #[test]
 fn decode_reports_a_malformed_message() {
     // A Heartbeat Request whose Recovery Time Stamp IE claims 8 octets but has 4.
     let bad = [
         0x20, 0x01, 0x00, 0x0c, 0x00, 0x00, 0x01, 0x00, 0x00, 0x60, 0x00, 0x08, 1, 2, 3, 4,
     ];
-    let pkt = capture::ip_udp_packet(
-        "127.0.0.1".parse().unwrap(),
-        "127.0.0.2".parse().unwrap(),
-        8805,
-        8805,
-        &bad,
-    );
     let dir = std::env::temp_dir().join(format!("upfbench-decode-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("bad.pcap");
-    let mut w =
-        capture::PcapWriter::new(std::fs::File::create(&f).unwrap(), capture::linktype::RAW)
-            .unwrap();
-    w.write(0, &pkt).unwrap();
-    drop(w);
+    write_pfcp_pcap(&f, &bad);
     let out = Command::new(env!("CARGO_BIN_EXE_upfbench"))
         .arg("decode")
         .arg(&f)
@@ -115,23 +119,12 @@ fn decode_skips_a_file_that_is_not_a_capture_and_decodes_the_rest() {
     let hb = [
         0x20, 0x01, 0x00, 0x0c, 0x00, 0x00, 0x01, 0x00, 0x00, 0x60, 0x00, 0x04, 1, 2, 3, 4,
     ];
-    let pkt = capture::ip_udp_packet(
-        "127.0.0.1".parse().unwrap(),
-        "127.0.0.2".parse().unwrap(),
-        8805,
-        8805,
-        &hb,
-    );
     let dir = std::env::temp_dir().join(format!("upfbench-decode-skip-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let text = dir.join("README.md");
     std::fs::write(&text, "# not a capture\n").unwrap();
     let f = dir.join("hb.pcap");
-    let mut w =
-        capture::PcapWriter::new(std::fs::File::create(&f).unwrap(), capture::linktype::RAW)
-            .unwrap();
-    w.write(0, &pkt).unwrap();
-    drop(w);
+    write_pfcp_pcap(&f, &hb);
     let out = Command::new(env!("CARGO_BIN_EXE_upfbench"))
         .arg("decode")
         .arg(&text)

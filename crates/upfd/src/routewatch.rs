@@ -17,7 +17,8 @@ const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400 | (1 << 18);
 /// The next-hop cache's state, for /metrics.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NextHops {
-    /// Routing notifications are heard, so the data path caches next hops.
+    /// Routing notifications are heard, so the data path caches next hops (set when
+    /// rendered: whether upfd still watches).
     pub on: bool,
     /// Cached per destination (no source policy rules, no multipath routes).
     pub by_destination: bool,
@@ -32,19 +33,7 @@ pub struct RouteWatch {
 
 impl RouteWatch {
     pub fn open() -> io::Result<RouteWatch> {
-        // SAFETY: plain socket(2); the result is checked before use.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = rtnetlink_socket(libc::SOCK_NONBLOCK)?;
         // SAFETY: sockaddr_nl is plain data; zeroed is a valid value.
         let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         sa.nl_family = libc::AF_NETLINK as u16;
@@ -119,6 +108,23 @@ pub fn source_independent() -> bool {
     }
 }
 
+/// A NETLINK_ROUTE socket (`flags`: extra socket(2) type flags such as SOCK_NONBLOCK).
+fn rtnetlink_socket(flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked before use.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | flags,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
 const NLMSG_HDR: usize = 16;
 const RTMSG_LEN: usize = 12;
 const RTA_MULTIPATH: u16 = 9;
@@ -143,19 +149,7 @@ fn has_attr(body: &[u8], fixed: usize, ty: u16) -> bool {
 /// An rtnetlink dump of `request` (RTM_GETRULE, RTM_GETROUTE) for both families: the
 /// body of each answer. Bounded: 500 ms without an answer, 64 MiB.
 fn dump(request: u16) -> io::Result<Vec<Vec<u8>>> {
-    // SAFETY: plain socket(2); the result is checked before use.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let fd = rtnetlink_socket(0)?;
     // A dump of this namespace's tables takes milliseconds; the event loop waits on it.
     let tv = libc::timeval {
         tv_sec: 0,

@@ -947,14 +947,9 @@ mod tests {
         assert!("10.0.0.0".parse::<Ipv4Pool>().is_err());
     }
 
-    #[tokio::test]
-    async fn sdf_filter_goes_into_both_pdrs() {
-        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
-        cfg.bind = "127.0.0.1:0".parse().unwrap();
-        let flow = "permit out ip from any to assigned";
-        cfg.sdf_filter = Some(flow.into());
-        let smf = Smf::connect(cfg).await.unwrap();
-        let s = Session {
+    /// Session 0 of the emulator, before its establishment.
+    fn sample_session() -> Session {
+        Session {
             index: 0,
             cp_seid: 1,
             ue_ip: Ipv4Addr::new(10, 45, 0, 1),
@@ -962,7 +957,17 @@ mod tests {
             up_fseid: None,
             n3_fteid: None,
             state: SessionState::Failed,
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn sdf_filter_goes_into_both_pdrs() {
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        let flow = "permit out ip from any to assigned";
+        cfg.sdf_filter = Some(flow.into());
+        let smf = Smf::connect(cfg).await.unwrap();
+        let s = sample_session();
         let req = smf.establishment_request(&s);
         let bytes = msg::emit(&HeaderRepr::session(0, 0, 7), &req);
         let (_, back) = msg::parse::<SessionEstablishmentRequest>(&bytes).unwrap();
@@ -990,15 +995,7 @@ mod tests {
         cfg.bind = "127.0.0.1:0".parse().unwrap();
         cfg.teid = TeidMode::Choose;
         let smf = Smf::connect(cfg).await.unwrap();
-        let s = Session {
-            index: 0,
-            cp_seid: 1,
-            ue_ip: Ipv4Addr::new(10, 45, 0, 1),
-            gnb_teid: 1,
-            up_fseid: None,
-            n3_fteid: None,
-            state: SessionState::Failed,
-        };
+        let s = sample_session();
         let req = smf.establishment_request(&s);
         let bytes = msg::emit(&HeaderRepr::session(0, 0, 7), &req);
         let (h, back) = msg::parse::<SessionEstablishmentRequest>(&bytes).unwrap();
