@@ -465,11 +465,15 @@ impl Datapath {
         v
     }
 
-    /// The start of a block holding `entries`: a shared one with the same content (one
-    /// more PDR using it), else a new one written to the sdfs table. Blocks never change
-    /// once written, so sharing one is safe while packets read it.
-    fn sdf_block(&mut self, entries: &[upf::sdf::SdfMatch]) -> Result<u32, FastPathError> {
-        let content: Vec<u8> = entries.iter().flat_map(|e| bytes(e).to_vec()).collect();
+    /// The start of a block holding `entries` (whose octets are `content`): a shared one
+    /// with the same content (one more PDR using it), else a new one written to the sdfs
+    /// table. Blocks never change once written, so sharing one is safe while packets
+    /// read it.
+    fn sdf_block(
+        &mut self,
+        entries: &[upf::sdf::SdfMatch],
+        content: Vec<u8>,
+    ) -> Result<u32, FastPathError> {
         if let Some(&start) = self.sdf_blocks.get(&content) {
             if let Some(r) = self.sdf_refs.get_mut(&start) {
                 r.0 += 1;
@@ -759,11 +763,11 @@ impl FastPath for Datapath {
             let content: Vec<u8> = entries.iter().flat_map(|e| bytes(e).to_vec()).collect();
             if !entries.is_empty()
                 && !self.sdf_blocks.contains_key(&content)
-                && new_blocks.insert(content)
+                && new_blocks.insert(content.clone())
             {
                 new_sdf_entries += entries.len() as u64;
             }
-            compiled.insert(p.id, entries);
+            compiled.insert(p.id, (entries, content));
         }
         if self.pdr_slots.available() < new.pdrs.len() as u64
             || self.far_slots.available() < new.fars.len() as u64
@@ -833,7 +837,7 @@ impl FastPath for Datapath {
         let mut pdr_index = HashMap::new();
         for p in new.pdrs.values() {
             let pdi = new.effective_pdi(p);
-            let entries = compiled.remove(&p.id).unwrap_or_default();
+            let (entries, content) = compiled.remove(&p.id).unwrap_or_default();
             let mut v = types::pdr {
                 id: p.id as u32,
                 far: p
@@ -860,7 +864,7 @@ impl FastPath for Datapath {
             }
             if !entries.is_empty() {
                 let n = entries.len() as u32;
-                let start = self.sdf_block(&entries)?;
+                let start = self.sdf_block(&entries, content)?;
                 inst.sdfs.push((start, n));
                 v.sdf = start;
                 v.n_sdf = n as u8;

@@ -421,7 +421,6 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let mut watch = match &xdp {
         Some(x) => match crate::routewatch::RouteWatch::open() {
             Ok(w) => {
-                nh.on = true;
                 nh.by_destination = nexthop_mode(&mut x.dp.borrow_mut(), None);
                 Some(w)
             }
@@ -517,7 +516,6 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                             // Unwatched from here on: the cache goes off for good.
                             warn!("xdp: routing notifications failed ({e}): next-hop cache off");
                             let _ = dp.disable_nexthop_cache();
-                            nh.on = false;
                             watch = None;
                         }
                     }
@@ -535,7 +533,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             r = async { api.as_ref().unwrap().accept().await }, if api.is_some() => {
                 if let Ok((mut conn, _)) = r {
                     let stats = xdp.as_ref().map(|x| x.dp.borrow().stats());
-                    let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow), xdp.as_ref().map(|_| &nh));
+                    let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow), xdp.as_ref().map(|_| NextHops { on: watch.is_some(), ..nh }).as_ref());
                     let body_status = crate::metrics::status(&n4);
                     let req = read_request_head(&mut conn).await;
                     let line = String::from_utf8_lossy(&req);

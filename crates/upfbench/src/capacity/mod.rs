@@ -472,12 +472,12 @@ pub fn bench(
             ),
             (
                 "rules per session",
-                match &sdf {
-                    Some(f) => format!(
-                        "2 PDRs with an SDF filter ({f}), 2 FARs, 1 QER (MBR), 1 URR (volume threshold)"
-                    ),
-                    None => "2 PDRs, 2 FARs, 1 QER (MBR), 1 URR (volume threshold)".to_string(),
-                },
+                format!(
+                    "2 PDRs{}, 2 FARs, 1 QER (MBR), 1 URR (volume threshold)",
+                    sdf.as_ref()
+                        .map(|f| format!(" with an SDF filter ({f})"))
+                        .unwrap_or_default()
+                ),
             ),
             ("generator CPU", args.gen_cpu.to_string()),
             (
