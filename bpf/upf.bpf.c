@@ -334,6 +334,12 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		__builtin_memcpy(dst, far->peer, 4);
 		__builtin_memcpy(src, far->src, 4);
 	} else if (far->ohc == OHC_GTPU_V6) {
+		psc_len = make_psc(far, p, q0, o, from_gtpu, psc);
+		outer_len = OUTER_V6 + 8 + (psc_len ? 4 + psc_len : 0);
+		out_family = 6;
+		__builtin_memcpy(dst, far->peer, 16);
+		__builtin_memcpy(src, far->src, 16);
+	} else if (far->ohc != OHC_NONE) {
 		return drop(DROP_UNSUPPORTED, len);
 	} else {
 		if (!from_gtpu)
@@ -382,6 +388,15 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		} else if (outer_len == OUTER_V4 + 20) {
 			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V4 + 20, f->version))
 				return drop(DROP_TTL_EXCEEDED, len);
+		} else if (outer_len == OUTER_V6 + 8) {
+			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V6 + 8, f->version))
+				return drop(DROP_TTL_EXCEEDED, len);
+		} else if (outer_len == OUTER_V6 + 16) {
+			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V6 + 16, f->version))
+				return drop(DROP_TTL_EXCEEDED, len);
+		} else if (outer_len == OUTER_V6 + 20) {
+			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V6 + 20, f->version))
+				return drop(DROP_TTL_EXCEEDED, len);
 		}
 	}
 
@@ -391,11 +406,14 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		return drop(DROP_MALFORMED_IP, len);
 	eth->h_proto = out_family == 4 ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6);
 
-	if (outer_len) {
+	__u8 *g = 0;
+	__u16 glen = 0;
+
+	if (outer_len && out_family == 4) {
 		struct iphdr *ip = (void *)(eth + 1);
 		struct udphdr *udp = (void *)(ip + 1);
-		__u8 *g = (void *)(udp + 1);
 
+		g = (void *)(udp + 1);
 		if ((void *)(g + 8) > data_end)
 			return drop(DROP_MALFORMED_IP, len);
 		ip->version = 4;
@@ -414,7 +432,31 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		udp->dest = bpf_htons(far->port);
 		udp->len = bpf_htons(l3_len - 20);
 		udp->check = 0;
-		__u16 glen = outer_len - OUTER_V4 - 8 + len;
+		glen = outer_len - OUTER_V4 - 8 + len;
+	} else if (outer_len) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		struct udphdr *udp = (void *)(ip6 + 1);
+		__u8 tc = (far->flags & FAR_F_TOS) ? far->tos : 0;
+
+		g = (void *)(udp + 1);
+		if ((void *)(g + 8) > data_end)
+			return drop(DROP_MALFORMED_IP, len);
+		/* Version 6, the Traffic Class from the Transport Level Marking, flow label 0. */
+		*(__be32 *)ip6 = bpf_htonl(0x60000000 | (__u32)tc << 20);
+		ip6->payload_len = bpf_htons(l3_len - 40);
+		ip6->nexthdr = IPPROTO_UDP;
+		ip6->hop_limit = 64;
+		__builtin_memcpy(&ip6->saddr, far->src, 16);
+		__builtin_memcpy(&ip6->daddr, far->peer, 16);
+		udp->source = bpf_htons(GTPU_PORT);
+		udp->dest = bpf_htons(far->port);
+		udp->len = bpf_htons(l3_len - 40);
+		udp->check = 0; /* computed once the packet is complete */
+		glen = outer_len - OUTER_V6 - 8 + len;
+	}
+	if (g) {
+		if ((void *)(g + 8) > data_end)
+			return drop(DROP_MALFORMED_IP, len);
 
 		g[0] = psc_len ? 0x34 : 0x30;
 		g[1] = GTP_GPDU;
@@ -454,6 +496,8 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 	}
 	__builtin_memcpy(eth->h_dest, eg.dmac, 6);
 	__builtin_memcpy(eth->h_source, eg.smac, 6);
+	if (outer_len && out_family == 6 && udp6_checksum(ctx, ETH_LEN, l3_len - 40))
+		return drop(DROP_MALFORMED_IP, len);
 	urr_count(p, rs->uplink, len, now, rs->seid);
 	count(far->ohc == OHC_NONE ? STAT_FWD_UL : (from_gtpu ? STAT_FWD_N9 : STAT_FWD_DL), len);
 	if (eg.ifindex == ctx->ingress_ifindex)

@@ -58,6 +58,7 @@ struct rule_set {
 #define OHC_NONE 0
 #define OHC_GTPU_V4 1
 #define OHC_GTPU_V6 2
+#define OHC_UNSUPPORTED 3 /* asked for a tunnel we cannot build: drop */
 
 #define FAR_F_TOS 0x01
 

@@ -17,7 +17,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 use upf::fastpath::model::keys;
 use upf::fastpath::pipeline::{
-    far_source, qer_rate, rule_set, session_ue, Egress, PipelineConfig, STAT_MAX,
+    qer_rate, rule_set, session_ue, tunnel, Egress, PipelineConfig, STAT_MAX,
 };
 use upf::fastpath::{FastPath, FastPathError, Usage};
 use upf::rules::Session;
@@ -26,6 +26,11 @@ use crate::upf::types;
 use crate::upf::{UpfSkel, UpfSkelBuilder};
 
 /// Grace period before a freed slot is reused.
+/// `struct far`'s `ohc` (bpf/include/upf_maps.h OHC_*).
+const OHC_GTPU_V4: u8 = 1;
+const OHC_GTPU_V6: u8 = 2;
+const OHC_UNSUPPORTED: u8 = 3;
+
 const GRACE: Duration = Duration::from_millis(50);
 
 fn bytes<T: Copy>(t: &T) -> &[u8] {
@@ -413,22 +418,24 @@ impl Datapath {
                 v.tos = (t >> 8) as u8;
             }
             if let Some(o) = &fw.outer_header_creation {
-                use pfcp::ie::OuterHeaderCreation as O;
-                if o.has(O::GTPU_UDP_IPV4) && o.ipv4.is_some() {
-                    v.ohc = 1;
-                    v.peer[..4].copy_from_slice(
-                        &o.ipv4.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED).octets(),
-                    );
-                } else {
-                    v.ohc = 2;
-                    if let Some(a) = o.ipv6 {
-                        v.peer.copy_from_slice(&a.octets());
+                // Never "no outer header": a tunnel we cannot build drops, counted.
+                v.ohc = OHC_UNSUPPORTED;
+                if let Some(t) = tunnel(&self.cfg, fw.destination_interface, o) {
+                    match (t.peer, t.src) {
+                        (IpAddr::V4(p), IpAddr::V4(s)) => {
+                            v.ohc = OHC_GTPU_V4;
+                            v.peer[..4].copy_from_slice(&p.octets());
+                            v.src[..4].copy_from_slice(&s.octets());
+                        }
+                        (IpAddr::V6(p), IpAddr::V6(s)) => {
+                            v.ohc = OHC_GTPU_V6;
+                            v.peer = p.octets();
+                            v.src = s.octets();
+                        }
+                        _ => {}
                     }
-                }
-                v.teid = o.teid.unwrap_or(0);
-                v.port = o.port.unwrap_or(2152);
-                if let Some(s) = far_source(&self.cfg, fw.destination_interface) {
-                    v.src[..4].copy_from_slice(&s.octets());
+                    v.teid = t.teid;
+                    v.port = t.port;
                 }
             }
         }

@@ -25,6 +25,8 @@ const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
 const N9: Ipv4Addr = Ipv4Addr::new(10, 20, 0, 7);
 const N3_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 7);
 const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+const GNB_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 1);
+const PEER_UPF_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x20, 0, 0, 0, 0, 9);
 const PEER_UPF: Ipv4Addr = Ipv4Addr::new(10, 20, 0, 9);
 
 const FLOWS: &[&str] = &[
@@ -51,10 +53,13 @@ fn config() -> PipelineConfig {
     neigh.insert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), e(20, 1500, 2));
     neigh.insert(IpAddr::V4(GNB), e(30, 1400, 3));
     neigh.insert(IpAddr::V4(PEER_UPF), e(1, 1500, 4)); // the ingress: XDP_TX
+    neigh.insert(IpAddr::V6(GNB_V6), e(30, 1400, 5));
     PipelineConfig {
         local: vec![IpAddr::V4(N3), IpAddr::V4(N9), IpAddr::V6(N3_V6)],
         n3_v4: Some(N3),
         n9_v4: Some(N9),
+        n3_v6: Some(N3_V6),
+        n9_v6: None,
         neigh,
         slowpath_per_sec: 0,
         slowpath_burst: 0,
@@ -299,7 +304,19 @@ impl Gen {
             let tunnel = if uplink { roll >= 90 } else { roll < 97 };
             if tunnel {
                 let peer = if uplink { PEER_UPF } else { GNB };
-                let mut o = OuterHeaderCreation::gtpu_ipv4(self.rng.random(), peer);
+                let peer6 = if uplink { PEER_UPF_V6 } else { GNB_V6 };
+                let teid = self.rng.random();
+                // IPv4, IPv6, or a dual-stack peer (IPv4 wins).
+                let mut o = match self.rng.random_range(0..10) {
+                    0..6 => OuterHeaderCreation::gtpu_ipv4(teid, peer),
+                    6..9 => OuterHeaderCreation::gtpu_ipv6(teid, peer6),
+                    _ => {
+                        let mut o = OuterHeaderCreation::gtpu_ipv4(teid, peer);
+                        o.description |= OuterHeaderCreation::GTPU_UDP_IPV6;
+                        o.ipv6 = Some(peer6);
+                        o
+                    }
+                };
                 if self.chance(0.05) {
                     o.port = Some(2153);
                     o.description |= OuterHeaderCreation::UDP_IPV4;
@@ -657,7 +674,11 @@ fn xdp_agrees_with_the_reference_pipeline() {
                 Verdict::Redirect { ifindex, frame: f } => {
                     assert_eq!(action, if *ifindex == 1 { 3 } else { 4 }, "{}", ctx());
                     assert_eq!(&data, f, "output octets: {}", ctx());
-                    if f.len() > 50 && f[23] == 17 {
+                    // Outer UDP from port 2152: a G-PDU we built.
+                    let gtpu = |ip: usize, udp: usize| f[ip] == 17 && f[udp..udp + 2] == [8, 0x68];
+                    if f.len() > 62 && f[12..14] == [0x86, 0xdd] && gtpu(20, 54) {
+                        "encap v6".into()
+                    } else if f.len() > 42 && f[12..14] == [8, 0] && gtpu(23, 34) {
                         "encap".into()
                     } else {
                         "forward".into()
@@ -713,6 +734,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
     for k in [
         "forward",
         "encap",
+        "encap v6",
         "buffer",
         "pass",
         "drop no_pdr",

@@ -510,6 +510,20 @@ pub fn checksum(data: &[u8], mut sum: u32) -> u16 {
     !(sum as u16)
 }
 
+/// The checksum of a UDP datagram over IPv6 (RFC 8200 clause 8.1): `udp` is the whole
+/// datagram, its checksum field taken as zero. Never 0 (that means "none").
+pub fn udp_checksum_v6(src: &[u8], dst: &[u8], udp: &[u8]) -> u16 {
+    let mut sum = 17 + udp.len() as u32;
+    let head = &udp[..udp.len().min(6)];
+    for c in src.chunks(2).chain(dst.chunks(2)).chain(head.chunks(2)) {
+        sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    match checksum(udp.get(8..).unwrap_or_default(), sum) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
 /// An IP packet carrying one UDP datagram, with valid checksums.
 pub fn ip_udp_packet(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let ulen = 8 + payload.len();
@@ -545,13 +559,7 @@ pub fn ip_udp_packet(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: 
             ip
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            add(&s.octets());
-            add(&d.octets());
-            pseudo += 17 + ulen as u32;
-            let c = match checksum(&udp, pseudo) {
-                0 => 0xffff,
-                c => c,
-            };
+            let c = udp_checksum_v6(&s.octets(), &d.octets(), &udp);
             udp[6..8].copy_from_slice(&c.to_be_bytes());
             let mut ip = vec![0x60, 0, 0, 0];
             ip.extend_from_slice(&(ulen as u16).to_be_bytes());

@@ -1091,6 +1091,16 @@ impl OuterHeaderCreation {
         }
     }
 
+    /// GTP-U/UDP/IPv6 towards `peer` with `teid`.
+    pub fn gtpu_ipv6(teid: u32, peer: Ipv6Addr) -> Self {
+        OuterHeaderCreation {
+            description: Self::GTPU_UDP_IPV6,
+            ipv4: None,
+            ipv6: Some(peer),
+            ..Self::gtpu_ipv4(teid, Ipv4Addr::UNSPECIFIED)
+        }
+    }
+
     pub fn has(&self, d: u16) -> bool {
         self.description & d != 0
     }

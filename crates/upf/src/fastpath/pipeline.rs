@@ -129,9 +129,11 @@ pub struct PipelineConfig {
     /// Our GTP-U addresses: G-PDUs to others are not ours.
     pub local: Vec<IpAddr>,
     /// Outer source towards the access network (N3) and towards other UPFs (N9; None:
-    /// the N3 address).
+    /// the N3 address), per IP version.
     pub n3_v4: Option<std::net::Ipv4Addr>,
     pub n9_v4: Option<std::net::Ipv4Addr>,
+    pub n3_v6: Option<std::net::Ipv6Addr>,
+    pub n9_v6: Option<std::net::Ipv6Addr>,
     /// Neighbours by destination; the unspecified address of a family is its default.
     pub neigh: HashMap<IpAddr, Egress>,
     pub slowpath_per_sec: u64,
@@ -646,7 +648,11 @@ impl Model {
             Ok(x) => x,
             Err(r) => return self.drop_(r, len),
         };
-        let out_family = if header.is_empty() { f.version } else { 4 };
+        let out_family = match peer {
+            Some(IpAddr::V6(_)) => 6,
+            Some(IpAddr::V4(_)) => 4,
+            None => f.version,
+        };
         let dst = peer.unwrap_or(f.dst);
         let l3_len = header.len() + len;
         let Some(eg) = self.egress(dst) else {
@@ -667,6 +673,12 @@ impl Model {
         out.extend_from_slice(&if out_family == 4 { 0x0800u16 } else { 0x86dd }.to_be_bytes());
         out.extend_from_slice(&header);
         out.extend_from_slice(&inner);
+        if out_family == 6 && !header.is_empty() {
+            // IPv6 has no header checksum; the UDP checksum is mandatory (RFC 8200 8.1).
+            let (addrs, udp) = out[22..].split_at_mut(32);
+            let c = capture::udp_checksum_v6(&addrs[..16], &addrs[16..], udp);
+            udp[6..8].copy_from_slice(&c.to_be_bytes());
+        }
         self.count_urrs(seid, &urrs, rs.uplink, len, now);
         let stat = if header.is_empty() {
             Stat::FwdUl
@@ -791,15 +803,8 @@ impl Model {
             return Ok((Vec::new(), None));
         };
         let fw = far.forwarding.as_ref().ok_or(DropReason::Unsupported)?;
-        use pfcp::ie::OuterHeaderCreation as O;
-        if !ohc.has(O::GTPU_UDP_IPV4) || ohc.ipv4.is_none() {
-            return Err(DropReason::Unsupported);
-        }
-        let peer = ohc.ipv4.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
-        let src = far_source(&self.config, fw.destination_interface)
-            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
-        let teid = ohc.teid.unwrap_or(0);
-        let port = ohc.port.unwrap_or(GTPU_PORT);
+        let t =
+            tunnel(&self.config, fw.destination_interface, ohc).ok_or(DropReason::Unsupported)?;
         // The PDU Session Container (TS 38.415 clause 5.5.2).
         let keep = from_gtpu
             && o.has_psc
@@ -831,42 +836,100 @@ impl Model {
             Some(_) => None,
         };
         let gtp = gtpu::GpduHeader {
-            teid,
+            teid: t.teid,
             sequence_number: None,
             psc,
         };
         let glen = gtp.header_len();
-        let l3_len = 20 + 8 + glen + len;
-        let mut h = vec![0u8; 28 + glen];
-        h[0] = 0x45;
-        h[1] = fw
+        let tos = fw
             .transport_level_marking
             .map(|t| (t >> 8) as u8)
             .unwrap_or(0);
-        h[2..4].copy_from_slice(&(l3_len as u16).to_be_bytes());
-        h[6] = 0x40;
-        h[8] = 64;
-        h[9] = 17;
-        h[12..16].copy_from_slice(&src.octets());
-        h[16..20].copy_from_slice(&peer.octets());
-        let c = capture::checksum(&h[..20], 0);
-        h[10..12].copy_from_slice(&c.to_be_bytes());
-        h[20..22].copy_from_slice(&GTPU_PORT.to_be_bytes());
-        h[22..24].copy_from_slice(&port.to_be_bytes());
-        h[24..26].copy_from_slice(&((l3_len - 20) as u16).to_be_bytes());
-        gtp.write(&mut h[28..], len)
+        let mut h = match (t.src, t.peer) {
+            (IpAddr::V4(src), IpAddr::V4(peer)) => {
+                let l3_len = 20 + 8 + glen + len;
+                let mut h = vec![0u8; 28 + glen];
+                h[0] = 0x45;
+                h[1] = tos;
+                h[2..4].copy_from_slice(&(l3_len as u16).to_be_bytes());
+                h[6] = 0x40;
+                h[8] = 64;
+                h[9] = 17;
+                h[12..16].copy_from_slice(&src.octets());
+                h[16..20].copy_from_slice(&peer.octets());
+                let c = capture::checksum(&h[..20], 0);
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+                h
+            }
+            (IpAddr::V6(src), IpAddr::V6(peer)) => {
+                // Traffic Class from the Transport Level Marking, flow label 0.
+                let mut h = vec![0u8; 48 + glen];
+                h[0] = 0x60 | tos >> 4;
+                h[1] = tos << 4;
+                h[4..6].copy_from_slice(&((8 + glen + len) as u16).to_be_bytes());
+                h[6] = 17;
+                h[7] = 64;
+                h[8..24].copy_from_slice(&src.octets());
+                h[24..40].copy_from_slice(&peer.octets());
+                h
+            }
+            _ => return Err(DropReason::Unsupported),
+        };
+        let ip = h.len() - 8 - glen;
+        let udp_len = 8 + glen + len;
+        h[ip..ip + 2].copy_from_slice(&GTPU_PORT.to_be_bytes());
+        h[ip + 2..ip + 4].copy_from_slice(&t.port.to_be_bytes());
+        h[ip + 4..ip + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        gtp.write(&mut h[ip + 8..], len)
             .map_err(|_| DropReason::Unsupported)?;
-        Ok((h, Some(IpAddr::V4(peer))))
+        Ok((h, Some(t.peer)))
     }
 }
 
-/// The outer source address of a FAR's G-PDUs: the N3 address towards the access
-/// network, the N9 address (else N3) towards the core.
-pub fn far_source(cfg: &PipelineConfig, destination_interface: u8) -> Option<std::net::Ipv4Addr> {
-    match destination_interface {
-        interface::ACCESS => cfg.n3_v4,
-        _ => cfg.n9_v4.or(cfg.n3_v4),
-    }
+/// Where and from where a FAR's G-PDUs go (Outer Header Creation, TS 29.244 clause
+/// 8.2.56), as the data path builds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tunnel {
+    pub peer: IpAddr,
+    /// Our address: the outer source.
+    pub src: IpAddr,
+    pub teid: u32,
+    pub port: u16,
+}
+
+/// The tunnel for an Outer Header Creation: GTP-U/UDP/IPv4 when it asks for it and we
+/// have an IPv4 address on that side, else GTP-U/UDP/IPv6 on the same terms (a
+/// dual-stack peer, as Open5GS describes gNBs, gets IPv4). None: we cannot build it.
+/// The source is the N3 address towards the access network, the N9 address (else N3)
+/// towards the core.
+pub fn tunnel(
+    cfg: &PipelineConfig,
+    destination_interface: u8,
+    o: &pfcp::ie::OuterHeaderCreation,
+) -> Option<Tunnel> {
+    use pfcp::ie::OuterHeaderCreation as O;
+    let access = destination_interface == interface::ACCESS;
+    let src4 = if access {
+        cfg.n3_v4
+    } else {
+        cfg.n9_v4.or(cfg.n3_v4)
+    };
+    let src6 = if access {
+        cfg.n3_v6
+    } else {
+        cfg.n9_v6.or(cfg.n3_v6)
+    };
+    let (peer, src) = match (o.ipv4, src4, o.ipv6, src6) {
+        (Some(p), Some(s), _, _) if o.has(O::GTPU_UDP_IPV4) => (IpAddr::V4(p), IpAddr::V4(s)),
+        (_, _, Some(p), Some(s)) if o.has(O::GTPU_UDP_IPV6) => (IpAddr::V6(p), IpAddr::V6(s)),
+        _ => return None,
+    };
+    Some(Tunnel {
+        peer,
+        src,
+        teid: o.teid.unwrap_or(0),
+        port: o.port.unwrap_or(GTPU_PORT),
+    })
 }
 
 /// Decrement TTL / hop limit (RFC 1624 for the IPv4 checksum). False if it expired.
