@@ -635,7 +635,7 @@ fn insert_unique<K: Ord + Copy, V>(
 }
 
 /// Check that every reference inside the session resolves and limits hold.
-pub fn validate(s: &Session, limits: &Limits) -> Result<(), Rejection> {
+pub fn validate(s: &Session, limits: &Limits, gtpu: &GtpuAddresses) -> Result<(), Rejection> {
     if s.pdrs.len() > limits.max_pdrs
         || s.fars.len() > limits.max_fars
         || s.qers.len() > limits.max_qers
@@ -711,6 +711,29 @@ pub fn validate(s: &Session, limits: &Limits) -> Result<(), Rejection> {
                     p.id
                 )));
             }
+        }
+    }
+    // A tunnel needs an address of ours of an IP version the peer has (8.2.56).
+    for f in s.fars.values() {
+        let Some(fw) = &f.forwarding else { continue };
+        let Some(o) = &fw.outer_header_creation else {
+            continue;
+        };
+        use pfcp::ie::OuterHeaderCreation as O;
+        let side = if fw.destination_interface == interface::ACCESS {
+            interface::ACCESS
+        } else {
+            interface::CORE
+        };
+        let (v4, v6) = gtpu.for_interface(side);
+        let ok = (o.has(O::GTPU_UDP_IPV4) && o.ipv4.is_some() && v4.is_some())
+            || (o.has(O::GTPU_UDP_IPV6) && o.ipv6.is_some() && v6.is_some());
+        if !ok {
+            return Err(Rejection::rule(
+                FailedRuleId::FAR,
+                f.id,
+                "Outer Header Creation: no GTP-U address of ours of the peer's IP version",
+            ));
         }
     }
     let k = crate::fastpath::model::keys(s);
@@ -878,7 +901,7 @@ pub fn establish(
             pdrs: &r.create_pdrs,
         },
     )?;
-    validate(&s, &res.limits)?;
+    validate(&s, &res.limits, &res.gtpu)?;
     Ok((s, created))
 }
 
@@ -1229,7 +1252,7 @@ pub fn modify(
         }
     }
     retain_held(&mut s);
-    validate(&s, &res.limits)?;
+    validate(&s, &res.limits, &res.gtpu)?;
     Ok((s, fx))
 }
 

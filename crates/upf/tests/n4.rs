@@ -983,6 +983,38 @@ fn unsupported_features_are_refused_cleanly() {
     assert_eq!(n.sessions.res.teids.in_use(), 0);
 }
 
+/// A tunnel needs one of our addresses of the peer's IP version (TS 29.244 clause
+/// 8.2.56): this node has IPv4 only, so an IPv6-only gNB is refused with the FAR named,
+/// a dual-stack one accepted (its IPv4 address used).
+#[test]
+fn outer_header_creation_needs_our_address_of_its_ip_version() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let gnb6: std::net::Ipv6Addr = "2001:db8:3::1".parse().unwrap();
+    let mut e = establishment(0x42, None);
+    e.create_fars[1] = far(2, 0, Some(OuterHeaderCreation::gtpu_ipv6(0x100, gnb6)));
+    let r = establish(&mut n, SMF, 2, &e, now);
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        Some(FailedRuleId {
+            rule_type: FailedRuleId::FAR,
+            id: 2
+        })
+    );
+    assert!(n.sessions.is_empty());
+    assert_eq!(n.sessions.res.teids.in_use(), 0);
+
+    let mut dual = OuterHeaderCreation::gtpu_ipv4(0x100, Ipv4Addr::new(10, 10, 0, 1));
+    dual.description |= OuterHeaderCreation::GTPU_UDP_IPV6;
+    dual.ipv6 = Some(gnb6);
+    let mut e = establishment(0x42, None);
+    e.create_fars[1] = far(2, 0, Some(dual));
+    let r = establish(&mut n, SMF, 3, &e, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+}
+
 #[test]
 fn query_urr_and_usage_on_deletion() {
     let mut n = node();
