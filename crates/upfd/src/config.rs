@@ -349,12 +349,6 @@ impl Config {
             if self.datapath.n6_interface.is_none() {
                 return Err(("datapath.n6_interface", "needed with mode: xdp".into()));
             }
-            if self.gtpu.n3.ipv4.is_none() {
-                return Err((
-                    "gtpu.n3.ipv4",
-                    "the XDP data path needs an IPv4 N3 address".into(),
-                ));
-            }
         }
         if self.reporting.poll_interval < Duration::from_millis(10) {
             return Err(("reporting.poll_interval", "at least 10ms".into()));

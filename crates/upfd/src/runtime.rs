@@ -184,19 +184,20 @@ fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
         Some(n) => Some(ifindex(n).context("datapath.n9_interface")?),
         None => None,
     };
-    let n3_v4 = cfg.gtpu.n3.ipv4.context("gtpu.n3.ipv4")?;
-    let n9_v4 = cfg.gtpu.n9.as_ref().and_then(|e| e.ipv4);
-    let mut local = vec![IpAddr::V4(n3_v4)];
-    if let Some(a) = n9_v4 {
-        local.push(IpAddr::V4(a));
-    }
-    if let Some(a) = cfg.gtpu.n3.ipv6 {
-        local.push(IpAddr::V6(a));
-    }
+    let n9 = cfg.gtpu.n9.as_ref();
+    let (n3_v4, n3_v6) = (cfg.gtpu.n3.ipv4, cfg.gtpu.n3.ipv6);
+    let (n9_v4, n9_v6) = (n9.and_then(|e| e.ipv4), n9.and_then(|e| e.ipv6));
+    let local = [n3_v4.map(IpAddr::V4), n9_v4.map(IpAddr::V4)]
+        .into_iter()
+        .chain([n3_v6.map(IpAddr::V6), n9_v6.map(IpAddr::V6)])
+        .flatten()
+        .collect();
     let pcfg = PipelineConfig {
         local,
-        n3_v4: Some(n3_v4),
+        n3_v4,
         n9_v4,
+        n3_v6,
+        n9_v6,
         neigh: Default::default(),
         slowpath_per_sec: d.unknown_teid_to_slowpath_per_sec,
         slowpath_burst: d.unknown_teid_to_slowpath_per_sec.max(1),
@@ -204,7 +205,7 @@ fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
     let max = u32::try_from(cfg.limits.max_sessions).unwrap_or(u32::MAX);
     let mut dp = Datapath::load(Capacity::for_sessions(max), pcfg.clone())
         .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
-    dp.configure(pcfg, n3_if, n6_if, n9_if.unwrap_or(0))
+    dp.configure(pcfg.clone(), n3_if, n6_if, n9_if.unwrap_or(0))
         .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
     let native = d.xdp_attach == XdpAttach::Native;
     let mut attached = Vec::new();
@@ -232,7 +233,7 @@ fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
         dp.clone(),
         n6_if,
         mac_of(n6_name),
-        n3_v4,
+        pcfg,
         cfg.buffering.clone(),
         d.error_indications_per_sec,
     );
@@ -283,12 +284,60 @@ async fn send_all(sock: &UdpSocket, outs: Vec<Out>) {
     }
 }
 
-async fn send_gtpu(sock: Option<&UdpSocket>, outs: Vec<(SocketAddr, Vec<u8>)>) {
-    let Some(sock) = sock else { return };
-    for (to, d) in outs {
-        if let Err(e) = sock.send_to(&d, to).await {
-            debug!("gtpu: send to {to}: {e}");
+/// upfd's GTP-U sockets on the N3 addresses (UDP 2152), one per IP version: what the
+/// data path hands up arrives on them; Echo, Error Indication and End Marker leave.
+#[derive(Default)]
+struct GtpuSockets {
+    v4: Option<(UdpSocket, IpAddr)>,
+    v6: Option<(UdpSocket, IpAddr)>,
+}
+
+impl GtpuSockets {
+    async fn bind(cfg: &Config) -> anyhow::Result<Self> {
+        let mut s = GtpuSockets::default();
+        if let Some(a) = cfg.gtpu.n3.ipv4 {
+            s.v4 = Some((
+                bind_gtpu(IpAddr::V4(a), "gtpu.n3.ipv4").await?,
+                IpAddr::V4(a),
+            ));
         }
+        if let Some(a) = cfg.gtpu.n3.ipv6 {
+            s.v6 = Some((
+                bind_gtpu(IpAddr::V6(a), "gtpu.n3.ipv6").await?,
+                IpAddr::V6(a),
+            ));
+        }
+        Ok(s)
+    }
+
+    async fn send(&self, outs: Vec<(SocketAddr, Vec<u8>)>) {
+        for (to, d) in outs {
+            let sock = if to.is_ipv4() { &self.v4 } else { &self.v6 };
+            let Some((sock, _)) = sock else {
+                debug!("gtpu: no N3 address of {to}'s IP version to send from");
+                continue;
+            };
+            if let Err(e) = sock.send_to(&d, to).await {
+                debug!("gtpu: send to {to}: {e}");
+            }
+        }
+    }
+}
+
+async fn bind_gtpu(a: IpAddr, key: &str) -> anyhow::Result<UdpSocket> {
+    let at = SocketAddr::new(a, 2152);
+    UdpSocket::bind(at)
+        .await
+        .with_context(|| format!("{key}: binding {at}"))
+}
+
+async fn recv_on(
+    s: &Option<(UdpSocket, IpAddr)>,
+    buf: &mut [u8],
+) -> (std::io::Result<(usize, SocketAddr)>, IpAddr) {
+    match s {
+        Some((sock, local)) => (sock.recv_from(buf).await, *local),
+        None => std::future::pending().await,
     }
 }
 
@@ -383,16 +432,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         None => Box::new(NoForwarding(Model::new(cfg.limits.max_sessions * 4))),
     };
     let mut n4 = build(&cfg, fastpath);
-    // GTP-U on the N3 address: what the data path hands up.
-    let gtpu = match (&xdp, cfg.gtpu.n3.ipv4) {
-        (Some(_), Some(a)) => Some(
-            UdpSocket::bind(SocketAddr::new(IpAddr::V4(a), 2152))
-                .await
-                .with_context(|| format!("gtpu.n3.ipv4: binding {a}:2152"))?,
-        ),
-        _ => None,
+    let gtpu = match &xdp {
+        Some(_) => GtpuSockets::bind(&cfg).await?,
+        None => GtpuSockets::default(),
     };
-    let n3_local = cfg.gtpu.n3.ipv4.map(IpAddr::V4).unwrap_or(cfg.n4.address);
     // The data path's event ring, read when its epoll fd is readable.
     let queue: Rc<RefCell<VecDeque<Vec<u8>>>> = Rc::new(RefCell::new(VecDeque::new()));
     let ring = match &xdp {
@@ -455,6 +498,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     send_all(&sock, n4.start(Instant::now())).await;
     let mut buf = vec![0u8; 65536];
     let mut gbuf = vec![0u8; 65536];
+    let mut gbuf6 = vec![0u8; 65536];
     let mut shutdown = std::pin::pin!(shutdown_signal());
     let mut releasing: Option<Instant> = None;
     let mut poll = tokio::time::interval(cfg.reporting.poll_interval);
@@ -476,10 +520,16 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                     Err(e) => warn!("n4: receive: {e}"),
                 }
             }
-            r = async { gtpu.as_ref().unwrap().recv_from(&mut gbuf).await }, if gtpu.is_some() => {
+            (r, local) = async {
+                tokio::select! {
+                    x = recv_on(&gtpu.v4, &mut gbuf) => x,
+                    x = recv_on(&gtpu.v6, &mut gbuf6) => x,
+                }
+            } => {
                 if let (Ok((n, from)), Some(x)) = (r, xdp.as_mut()) {
-                    let (g, o) = x.slow.on_gtpu(from, n3_local, &gbuf[..n], &mut n4, Instant::now());
-                    send_gtpu(gtpu.as_ref(), g).await;
+                    let data = if local.is_ipv4() { &gbuf[..n] } else { &gbuf6[..n] };
+                    let (g, o) = x.slow.on_gtpu(from, local, data, &mut n4, Instant::now());
+                    gtpu.send(g).await;
                     send_all(&sock, o).await;
                 }
             }
@@ -560,7 +610,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             }
         }
         for e in n4.take_events() {
-            handle_event(e, &mut n4, xdp.as_mut(), gtpu.as_ref(), &mut rejections).await;
+            handle_event(e, &mut n4, xdp.as_mut(), &gtpu, &mut rejections).await;
         }
         if releasing.is_some() && n4.all_released() {
             info!("all associations released; exiting");
@@ -645,7 +695,7 @@ async fn handle_event(
     e: Event,
     n4: &mut N4,
     xdp: Option<&mut Xdp>,
-    gtpu: Option<&UdpSocket>,
+    gtpu: &GtpuSockets,
     rejections: &mut LogBudget,
 ) {
     match e {
@@ -682,21 +732,21 @@ async fn handle_event(
         Event::Established { seid } => {
             if let Some(x) = xdp {
                 let out = x.slow.new_peers(n4, seid);
-                send_gtpu(gtpu, out).await;
+                gtpu.send(out).await;
             }
         }
         Event::Modified { seid } => {
             if let Some(x) = xdp {
                 x.slow.on_modified(seid, n4);
                 let out = x.slow.new_peers(n4, seid);
-                send_gtpu(gtpu, out).await;
+                gtpu.send(out).await;
             }
         }
         Event::EndMarkers { seid, far_id, old } => {
             debug!("n4: session {seid:#x} FAR {far_id}: end markers to the old path");
             if let Some(x) = xdp {
                 let out = x.slow.end_markers(&old);
-                send_gtpu(gtpu, out).await;
+                gtpu.send(out).await;
             }
         }
         Event::DropBuffered { seid } | Event::Deleted { seid } => {

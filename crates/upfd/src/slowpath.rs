@@ -13,13 +13,15 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use pfcp::ie::{report_type, DownlinkDataServiceInformation, Flags};
 use pfcp::msg;
+use upf::fastpath::pipeline::{tunnel, PipelineConfig};
 use upf::n4::{Out, N4};
+use upf::rules::interface;
 use upf_bpf::datapath::{Datapath, Event as DpEvent, Role, EV_BUFFER, EV_QUOTA, EV_THRESHOLD};
 
 use crate::config::Buffering;
@@ -82,12 +84,13 @@ pub struct SlowPath {
     pub dp: Rc<RefCell<Datapath>>,
     n6_ifindex: u32,
     n6_mac: [u8; 6],
-    n3: Ipv4Addr,
+    /// Our GTP-U addresses and how the data path picks a tunnel's family.
+    gtpu: PipelineConfig,
     buffers: HashMap<u64, SessionBuffer>,
     total: usize,
     cfg: Buffering,
     ei: Bucket,
-    peers: HashSet<Ipv4Addr>,
+    peers: HashSet<IpAddr>,
     echo_seq: u16,
     pub counters: Counters,
     /// Sessions whose volume quota ran out or volume threshold was reached since the
@@ -103,7 +106,7 @@ impl SlowPath {
         dp: Rc<RefCell<Datapath>>,
         n6_ifindex: u32,
         n6_mac: [u8; 6],
-        n3: Ipv4Addr,
+        gtpu: PipelineConfig,
         cfg: Buffering,
         ei_per_sec: u64,
     ) -> Self {
@@ -111,7 +114,7 @@ impl SlowPath {
             dp,
             n6_ifindex,
             n6_mac,
-            n3,
+            gtpu,
             buffers: HashMap::new(),
             total: 0,
             cfg,
@@ -397,17 +400,20 @@ impl SlowPath {
         n4.send_report(seid, report, now)
     }
 
-    /// End Marker packets on the old path (clause 5.9).
+    /// End Marker packets on the old path (clause 5.9), over the family the data path
+    /// used for it.
     pub fn end_markers(&mut self, old: &pfcp::ie::OuterHeaderCreation) -> GtpuOut {
-        let (Some(teid), Some(peer)) = (old.teid, old.ipv4) else {
+        let Some(t) = tunnel(&self.gtpu, interface::ACCESS, old) else {
             return Vec::new();
         };
-        let port = old.port.unwrap_or(2152);
+        if old.teid.is_none() {
+            return Vec::new();
+        }
         // Header only: version 1, PT 1, type 254, length 0.
         let mut m = vec![0x30, 254, 0, 0];
-        m.extend_from_slice(&teid.to_be_bytes());
+        m.extend_from_slice(&t.teid.to_be_bytes());
         self.counters.end_markers_sent += 1;
-        vec![(SocketAddr::new(IpAddr::V4(peer), port), m)]
+        vec![(SocketAddr::new(t.peer, t.port), m)]
     }
 
     /// Echo Requests to GTP-U peers of a session not seen before.
@@ -416,19 +422,19 @@ impl SlowPath {
         let Some(s) = n4.sessions.get(seid) else {
             return out;
         };
-        for f in s.fars.values() {
-            if let Some(a) = f
-                .forwarding
-                .as_ref()
-                .and_then(|fw| fw.outer_header_creation)
-                .and_then(|o| o.ipv4)
-            {
-                if a != self.n3 && !a.is_unspecified() && self.peers.insert(a) {
-                    self.echo_seq = self.echo_seq.wrapping_add(1);
-                    if let Ok(m) = gtpu::Message::echo_request(self.echo_seq).to_vec() {
-                        self.counters.echo_requests_sent += 1;
-                        out.push((SocketAddr::new(IpAddr::V4(a), 2152), m));
-                    }
+        for fw in s.fars.values().filter_map(|f| f.forwarding.as_ref()) {
+            let Some(t) = fw
+                .outer_header_creation
+                .and_then(|o| tunnel(&self.gtpu, fw.destination_interface, &o))
+            else {
+                continue;
+            };
+            let a = t.peer;
+            if !self.gtpu.local.contains(&a) && !a.is_unspecified() && self.peers.insert(a) {
+                self.echo_seq = self.echo_seq.wrapping_add(1);
+                if let Ok(m) = gtpu::Message::echo_request(self.echo_seq).to_vec() {
+                    self.counters.echo_requests_sent += 1;
+                    out.push((SocketAddr::new(a, 2152), m));
                 }
             }
         }

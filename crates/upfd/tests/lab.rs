@@ -1066,3 +1066,143 @@ fn routing_change_applies_to_the_next_packet() {
     }
     panic!("no round sent its ping within 700 ms of filling the cache");
 }
+
+/// GTP-U over IPv6 on N3 (TS 29.281 clause 4.4: the transport may be IPv4 or IPv6; TS
+/// 29.244 clause 8.2.56 GTP-U/UDP/IPv6): a gNB with only an IPv6 N3 address. upfd
+/// hands out an IPv6 F-TEID for CHOOSE with V6, takes the UE's G-PDUs over IPv6 and
+/// encapsulates downlink in GTP-U/UDP/IPv6 with a correct UDP checksum (the gNB's kernel
+/// drops any other, RFC 8200 clause 8.1); its slow path answers Echo and unknown TEIDs
+/// over IPv6 and sends the End Marker of a path switch there.
+#[test]
+fn n3_over_ipv6_carries_ping_iperf3_and_end_marker() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-v6-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(
+        &lab,
+        &UpfdOptions {
+            n3_ipv6: true,
+            ..UpfdOptions::default()
+        },
+    );
+    let smf = LabSmf::associate(&lab, |_| {});
+    let s = template(0);
+    let (up, fteids) = establish_custom(&smf, &s, |req| {
+        req.create_pdrs[0].pdi.local_fteid = Some(FTeid::choose(false, true, None));
+        req.create_pdrs[0].outer_header_removal = Some(OuterHeaderRemoval {
+            description: OuterHeaderRemoval::GTPU_UDP_IPV6,
+            ext_header_deletion: None,
+        });
+        let mut fw = req.create_fars[0]
+            .forwarding_parameters
+            .clone()
+            .expect("uplink FAR forwards");
+        fw.destination_interface = Interface::ACCESS;
+        fw.destination_interface_type = None;
+        fw.outer_header_creation =
+            Some(OuterHeaderCreation::gtpu_ipv6(s.gnb_teid, addr::GNB_N3_V6));
+        req.create_fars[1].apply_action = req.create_fars[0].apply_action.clone();
+        req.create_fars[1].forwarding_parameters = Some(fw);
+    });
+    let ul = fteids.first().expect("a Created PDR").1;
+    assert_eq!(
+        (ul.ipv4, ul.ipv6),
+        (None, Some(addr::UPF_N3_V6)),
+        "CHOOSE with V6 only: {ul:?}"
+    );
+    let session = UeSession {
+        index: s.index,
+        ue_ip: Some(s.ue_ip),
+        ue_ip6: None,
+        gnb_teid: s.gnb_teid,
+        ul_teid: ul.teid.expect("TEID"),
+        upf: IpAddr::V6(addr::UPF_N3_V6),
+    };
+    let g = Gnb::start(
+        GnbConfig {
+            netns: Some(lab.ns(Ns::Gnb)),
+            gnb6: Some(addr::GNB_N3_V6),
+            ..GnbConfig::default()
+        },
+        vec![session],
+    )
+    .expect("starting the gNB/UE emulator");
+
+    let n = ping(&lab, Ns::Gnb, Some(s.ue_ip), addr::DN_N6, 3);
+    assert_eq!(n, 3, "UE -> DN: {:?}\n{}", g.stats(), upfd.metrics());
+    assert_eq!(ping(&lab, Ns::Dn, None, s.ue_ip, 3), 3, "DN -> UE");
+    let mut figures = Vec::new();
+    for (port, reverse) in [(5301, false), (5302, true)] {
+        let tcp = received_bps(&iperf3(&lab, s.ue_ip, port, 2, reverse, None));
+        assert!(tcp > 20e6, "TCP {tcp} bit/s");
+        figures.push(format!(
+            "{} {:.0} Mbit/s",
+            if reverse { "downlink" } else { "uplink" },
+            tcp / 1e6
+        ));
+    }
+    eprintln!("iperf3 TCP over GTP-U/IPv6: {}", figures.join(", "));
+    let st = g.stats();
+    assert_eq!((st.malformed, st.unknown_teid), (0, 0), "{st:?}");
+    let m = upfd.metrics();
+    for reason in [
+        "no_pdr",
+        "unknown_teid",
+        "unsupported",
+        "no_route",
+        "malformed_ip",
+    ] {
+        let series = format!("upf_dropped_packets_total{{reason=\"{reason}\"}}");
+        assert_eq!(common::lab::metric(&m, &series), 0, "{series}\n{m}");
+    }
+
+    // The slow path over IPv6: Echo, and an Error Indication for an unknown TEID.
+    let probe = udp_in(&lab, Ns::Gnb, SocketAddr::new(addr::GNB_N3_V6.into(), 0));
+    let upf = SocketAddr::new(addr::UPF_N3_V6.into(), 2152);
+    probe
+        .send_to(&gtpu::Message::echo_request(9).to_vec().unwrap(), upf)
+        .unwrap();
+    let got = drain(&probe, 1, Duration::from_secs(2));
+    assert!(
+        got.first().is_some_and(|d| d.len() >= 8 && d[1] == 2),
+        "Echo Response over IPv6: {got:?}"
+    );
+    probe
+        .send_to(
+            &gpdu(0xdead, Some(1), &udp4(s.ue_ip, addr::DN_N6, 1, 9, b"x")),
+            upf,
+        )
+        .unwrap();
+    let got = drain(&probe, 1, Duration::from_secs(2));
+    assert!(
+        got.first().is_some_and(|d| d.len() >= 8 && d[1] == 26),
+        "Error Indication over IPv6: {got:?}"
+    );
+
+    // A path switch with SNDEM: the End Marker reaches the gNB over IPv6.
+    let mut req = smf.smf.modification_request(&s);
+    {
+        let f = req.update_fars[0]
+            .update_forwarding_parameters
+            .as_mut()
+            .expect("template");
+        f.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv6(0x7777, addr::GNB_N3_V6));
+        f.pfcpsm_req_flags = Some(Flags::from_bits(&[pfcpsm_req_flags::SNDEM], 1));
+    }
+    match smf.transact(&Msg::SessionModificationRequest(req), Some(up)) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || g.stats().end_markers == 1),
+        "End Marker over IPv6: {:?}",
+        g.stats()
+    );
+    assert_eq!(upfd.metric("upf_slowpath_end_markers_sent_total"), 1);
+    g.stop();
+    delete(&smf, up);
+}

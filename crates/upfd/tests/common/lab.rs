@@ -44,6 +44,8 @@ pub struct UpfdOptions {
     pub buffering: Vec<String>,
     /// N9: (address, interface) of a second GTP-U endpoint towards other UPFs.
     pub n9: Option<(Ipv4Addr, String)>,
+    /// Give N3 the lab's IPv6 address too (GTP-U over IPv6 towards IPv6 gNBs).
+    pub n3_ipv6: bool,
     pub error_indications_per_sec: u32,
     pub poll_interval: &'static str,
 }
@@ -53,6 +55,7 @@ impl Default for UpfdOptions {
         UpfdOptions {
             buffering: Vec::new(),
             n9: None,
+            n3_ipv6: false,
             error_indications_per_sec: 10,
             poll_interval: "100ms",
         }
@@ -73,9 +76,14 @@ impl LabUpfd {
         let mut y = format!(
             "node_id: \"{n4}\"\n\
              n4: {{ address: \"{n4}\", port: 8805, allowed_peers: [\"192.168.4.0/24\"], heartbeat_interval: 30s }}\n\
-             gtpu:\n  n3: {{ ipv4: {n3} }}\n",
+             gtpu:\n  n3: {{ ipv4: {n3}{v6} }}\n",
             n4 = addr::UPF_N4,
             n3 = addr::UPF_N3,
+            v6 = if o.n3_ipv6 {
+                format!(", ipv6: \"{}\"", addr::UPF_N3_V6)
+            } else {
+                String::new()
+            },
         );
         if let Some((a, _)) = &o.n9 {
             y.push_str(&format!("  n9: {{ ipv4: {a} }}\n"));
