@@ -145,6 +145,11 @@ fn sample() -> Report {
                 p99_us: p99 * k,
                 p999_us: p999 * k,
                 samples: 100_000,
+                bare: Some(Percentiles {
+                    p50_us: 10.0,
+                    p99_us: 30.0,
+                    p999_us: 50.0,
+                }),
             });
         }
     }
@@ -313,7 +318,7 @@ fn html_page_holds_every_table_and_inlined_chart() {
         ]),
         row(&["DL", "64", "3.500", "3.280", "6.286"]),
         row(&[
-            "UL", "64", "90", "2.520", "40.0", "140.0", "420.0", "100000",
+            "UL", "64", "90", "2.520", "40.0", "140.0", "420.0", "30.0", "110.0", "100000",
         ]),
         row(&["1M", "8200", "1.20", "4.80", "45.00", "1350"]),
     ] {
@@ -368,8 +373,8 @@ fn text_shows_limits_ratios_no_drop_latency_sessions_and_machine() {
         "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps",
         "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps",
         "UL 64 B, 1k sessions: no-drop rate 2.80 Mpps (1.43 Gbit/s)",
-        "dir | packet B | % of no-drop | offered Mpps | p50 µs | p99 µs | p99.9 µs | samples",
-        "DL  |       64 |           90 |        2.700 |   44.0 |  154.0 |    462.0 |  100000",
+        "dir | packet B | % of no-drop | offered Mpps | p50 µs | p99 µs | p99.9 µs | bare p99 µs | added p99 µs | samples",
+        "DL  |       64 |           90 |        2.700 |   44.0 |  154.0 |    462.0 |        30.0 |        124.0 |  100000",
         "resident sessions | established/s | p50 ms | p99 ms | max ms | bytes/session",
         "               1M |          8200 |   1.20 |   4.80 |  45.00 |          1350",
         "generator CPUs    | 0",
@@ -438,6 +443,7 @@ fn charts_of_one_point_each_and_no_limits() {
         p99_us: 0.0,
         p999_us: 0.0,
         samples: 0,
+        bare: None,
     });
     r.sessions.push(SessionRatePoint {
         resident: 1000,

@@ -315,7 +315,7 @@ pub fn bench(
         + models::carrier::steps(plan.carrier_max_users).len()
         + if plan.models { 2 * 2 * 2 } else { 0 }
         + 2 * (plan.no_drop_iterations as usize + 1)
-        + 2 * plan.latency_percents.len()
+        + 2 * plan.latency_percents.len() * if args.external { 1 } else { 2 }
         + usize::from(!args.no_check);
     let mut progress = Progress::new(steps);
     let mut r = Report::new(format!(
@@ -625,7 +625,9 @@ pub fn bench(
         });
     }
 
-    // 7. Latency at fractions of the no-drop rate.
+    // 7. Latency at fractions of the no-drop rate (and, once upfd is gone, the bare
+    // forwarder's at the same rates).
+    let mut bare_rates = Vec::new();
     for nd in &no_drop {
         for &p in &plan.latency_percents {
             let d = nd.direction;
@@ -634,18 +636,20 @@ pub fn bench(
             // No flush batching: packets leave when due, so waiting in a batch does not
             // show up as latency.
             let t = rig.trial_with(&[(d, &mix, Some(rate as u64))], secs, None)?;
-            if let Some(l) = &t.latency[d as usize] {
-                let us = |x: Duration| x.as_secs_f64() * 1e6;
+            if let Some(lat) = &t.latency[d as usize] {
+                let l = percentiles(lat);
                 r.latency.push(LatencyPoint {
                     direction: d,
                     packet_bytes: mix.label_bytes(),
                     percent_of_no_drop: p,
                     offered_mpps: t.sent_pps(d) / 1e6,
-                    p50_us: us(l.p50),
-                    p99_us: us(l.p99),
-                    p999_us: us(l.p999),
-                    samples: l.samples,
+                    p50_us: l.p50_us,
+                    p99_us: l.p99_us,
+                    p999_us: l.p999_us,
+                    samples: lat.samples,
+                    bare: None,
                 });
+                bare_rates.push((r.latency.len() - 1, d, rate as u64));
             }
         }
     }
@@ -658,37 +662,67 @@ pub fn bench(
 
     // 8. What a phone's apps see: ping and iperf3 through the UPF.
     rig.close().context("detaching the sinks")?;
+    let mut check_lines = Vec::new();
     if !args.no_check {
         progress.step("ping and iperf3 through the UPF");
         let ue = smf.smf.sessions().iter().find_map(UeSession::from_session);
         match ue.map(|u| check_with_tools(lab, u)) {
-            Some(Ok(lines)) => {
-                progress.finish();
-                for l in lines {
-                    eprintln!("{l}");
-                }
-            }
-            Some(Err(e)) => {
-                progress.finish();
-                eprintln!("ping/iperf3 check failed: {e:#}");
-            }
-            None => progress.finish(),
+            Some(Ok(lines)) => check_lines = lines,
+            Some(Err(e)) => check_lines.push(format!("ping/iperf3 check failed: {e:#}")),
+            None => {}
         }
-    } else {
-        progress.finish();
     }
     if let Some(u) = &upfd {
         if let Ok(m) = u.metrics() {
             let d = upf::drops(&m);
             if !d.is_empty() {
                 let s: Vec<String> = d.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                eprintln!("upfd drops by reason over the run: {}", s.join(", "));
+                check_lines.push(format!(
+                    "upfd drops by reason over the run: {}",
+                    s.join(", ")
+                ));
             }
         }
     }
     drop(smf);
     drop(upfd);
+
+    // 9. The bare forwarder's latency at the rates of step 7 (upfd's programs are off
+    // upf's interfaces now). Not for an external UPF: its programs stay where they are.
+    if !args.external && !bare_rates.is_empty() {
+        let mut rig = Rig::new(lab, args.gen_cpu, args.fwd_cpu, max_sessions, psc)
+            .context("attaching the sinks")?;
+        rig.set_sessions(&synthetic)?;
+        let bare = rig
+            .bare_forwarder(psc)
+            .context("attaching the bare forwarder")?;
+        for (i, d, rate) in bare_rates {
+            progress.step(&format!(
+                "bare forwarder latency {d} at {:.3} Mpps",
+                rate as f64 / 1e6
+            ));
+            let t = rig.trial_with(&[(d, &mix, Some(rate))], secs, None)?;
+            if let Some(l) = &t.latency[d as usize] {
+                r.latency[i].bare = Some(percentiles(l));
+            }
+        }
+        drop(bare);
+        rig.close().context("detaching the sinks")?;
+    }
+    progress.finish();
+    for l in check_lines {
+        eprintln!("{l}");
+    }
     Ok(r)
+}
+
+fn percentiles(l: &upf_bpf::bench::Percentiles) -> report::Percentiles {
+    let us = |x: Duration| x.as_secs_f64() * 1e6;
+    report::Percentiles {
+        p50_us: us(l.p50),
+        p99_us: us(l.p99),
+        p999_us: us(l.p999),
+    }
 }
 
 /// Ping and iperf3 TCP (3 s each way) from one UE through the UPF to the data network.

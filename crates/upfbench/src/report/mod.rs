@@ -278,6 +278,26 @@ pub struct LatencyPoint {
     pub p999_us: f64,
     /// Packets timed.
     pub samples: u64,
+    /// The bare forwarder's percentiles at the same offered rate, same run: what the
+    /// generator, veth and sink add by themselves. The UPF's figure minus these is the
+    /// latency the UPF adds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bare: Option<Percentiles>,
+}
+
+/// Latency percentiles, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+}
+
+impl LatencyPoint {
+    /// p99 through the UPF minus p99 through the bare forwarder at the same rate.
+    pub fn added_p99_us(&self) -> Option<f64> {
+        self.bare.map(|b| self.p99_us - b.p99_us)
+    }
 }
 
 /// PFCP session establishment with a number of sessions already resident.

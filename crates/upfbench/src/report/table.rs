@@ -396,11 +396,14 @@ fn latency_section(v: &[LatencyPoint]) -> Section {
             "p50 µs",
             "p99 µs",
             "p99.9 µs",
+            "bare p99 µs",
+            "added p99 µs",
             "samples",
         ],
-        &[L, R, R, R, R, R, R, R],
+        &[L, R, R, R, R, R, R, R, R, R],
     );
     for p in v {
+        let dash = || "-".to_string();
         t.row(vec![
             p.direction.to_string(),
             p.packet_bytes.to_string(),
@@ -409,13 +412,22 @@ fn latency_section(v: &[LatencyPoint]) -> Section {
             f(p.p50_us, 1),
             f(p.p99_us, 1),
             f(p.p999_us, 1),
+            p.bare.map_or_else(dash, |b| f(b.p99_us, 1)),
+            p.added_p99_us().map_or_else(dash, |a| f(a, 1)),
             p.samples.to_string(),
         ]);
     }
+    let lines = if v.iter().any(|p| p.bare.is_some()) {
+        vec![
+            "bare: the bare XDP forwarder at the same offered rate, same run (generator, veth and sink alone); added = UPF minus bare.".to_string(),
+        ]
+    } else {
+        Vec::new()
+    };
     Section {
         id: "latency",
         heading: "Latency through the UPF".to_string(),
-        lines: Vec::new(),
+        lines,
         tables: vec![t],
         chart: Some("latency"),
     }
