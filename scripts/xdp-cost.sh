@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Per-packet cost of upfd's XDP programs against the bare forwarder's, in the same run:
-# runs `upfbench capacity --profile PROFILE` (default smoke) with the kernel's BPF run-time
+# runs `upfbench capacity --profile PROFILE [ARGS...]` (default smoke; e.g.
+# `scripts/xdp-cost.sh smoke --sessions 1000000`) with the kernel's BPF run-time
 # statistics on (kernel.bpf_stats_enabled), samples every XDP program's run count and
 # run time while it runs, and prints nanoseconds per packet for each program.
 #
@@ -12,6 +13,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 profile="${1:-smoke}"
+shift || true
 out="$(mktemp -d /tmp/xdp-cost.XXXXXX)"
 before="$(sysctl -n kernel.bpf_stats_enabled)"
 restore() { sysctl -q -w kernel.bpf_stats_enabled="$before"; }
@@ -19,7 +21,7 @@ trap restore EXIT
 
 cargo build --release --locked -q -p upfd -p upfbench
 sysctl -q -w kernel.bpf_stats_enabled=1
-timeout 1800 target/release/upfbench capacity --profile "$profile" --no-check \
+timeout 1800 target/release/upfbench capacity --profile "$profile" --no-check "$@" \
   --prefix xc- --out "$out/report" >"$out/capacity.log" 2>&1 &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do

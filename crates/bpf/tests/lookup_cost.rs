@@ -1,0 +1,275 @@
+//! What the data path's table lookups cost as the session count grows: N sessions of the
+//! benchmark's shape (uplink PDR on a TEID and downlink PDR on the UE address, each with
+//! an SDF filter; FARs; a QER with MBR; a volume URR with its threshold armed) are
+//! installed through the Datapath API, then xdp_n3 and xdp_n6 run once per frame
+//! (BPF_PROG_RUN, repeat 1) on frames of sessions picked at random, so each run finds
+//! the tables as a busy UPF's packets would: mostly not in the cache. The kernel times
+//! each run on its own; the mean is printed per direction.
+//!
+//! Run by hand (root, release build; about a minute for 1M sessions):
+//! `UPF_COST_SESSIONS=1000000 cargo test --release -p upf-bpf --test lookup_cost -- --ignored --nocapture`
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
+use rand::{Rng, SeedableRng};
+use upf::fastpath::pipeline::{Egress, PipelineConfig};
+use upf::fastpath::FastPath;
+use upf::rules::*;
+use upf_bpf::datapath::{Capacity, Datapath};
+
+const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
+const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+const DN: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
+
+fn config() -> PipelineConfig {
+    let e = |n: u8| Egress {
+        ifindex: 20,
+        mtu: 1500,
+        smac: [2, 0, 0, 0, 0, n],
+        dmac: [2, 0, 0, 0, 1, n],
+    };
+    let mut neigh = std::collections::HashMap::new();
+    neigh.insert(IpAddr::V4(Ipv4Addr::UNSPECIFIED), e(1));
+    neigh.insert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), e(2));
+    PipelineConfig {
+        local: vec![IpAddr::V4(N3)],
+        n3_v4: Some(N3),
+        neigh,
+        ..Default::default()
+    }
+}
+
+fn urr_template() -> pfcp::msg::CreateUrr {
+    let est = pfcp::samples::corpus()
+        .into_iter()
+        .find(|s| s.bytes[1] == 50)
+        .expect("an establishment sample");
+    let (_, m) = pfcp::msg::parse::<pfcp::msg::SessionEstablishmentRequest>(&est.bytes).unwrap();
+    let mut u = m.create_urrs[0].clone();
+    u.linked_urr_ids.clear();
+    u.far_id_for_quota_action = None;
+    u.aggregated_urrs.clear();
+    u
+}
+
+fn teid(i: u32) -> u32 {
+    // Spread like the allocator's random TEIDs, unique.
+    i.wrapping_mul(0x9e37_79b1) | 1 << 31
+}
+
+fn ue(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(0x0a40_0000 + i + 1)
+}
+
+fn session(i: u32, urr: &pfcp::msg::CreateUrr) -> Session {
+    let seid = u64::from(i) + 1;
+    let mut s = Session::new(
+        seid,
+        FSeid {
+            seid,
+            ipv4: Some(Ipv4Addr::LOCALHOST),
+            ipv6: None,
+        },
+        NodeId::Ipv4(Ipv4Addr::LOCALHOST),
+    );
+    let sdf = SdfFilter {
+        flow_description: Some(b"permit out ip from any to assigned".to_vec()),
+        ..Default::default()
+    };
+    s.qers.insert(
+        1,
+        Qer {
+            id: 1,
+            gate_ul_open: true,
+            gate_dl_open: true,
+            mbr: Some(Bitrate {
+                ul_kbps: 100_000_000,
+                dl_kbps: 100_000_000,
+            }),
+            qfi: Some(1),
+            ..Qer::default()
+        },
+    );
+    let mut rule = urr.clone();
+    rule.urr_id = 1;
+    s.urrs.insert(1, Urr { id: 1, rule });
+    s.fars.insert(
+        1,
+        Far {
+            id: 1,
+            action: ApplyAction {
+                forw: true,
+                ..Default::default()
+            },
+            forwarding: Some(Forwarding {
+                destination_interface: interface::CORE,
+                ..Default::default()
+            }),
+            bar_id: None,
+        },
+    );
+    s.fars.insert(
+        2,
+        Far {
+            id: 2,
+            action: ApplyAction {
+                forw: true,
+                ..Default::default()
+            },
+            forwarding: Some(Forwarding {
+                destination_interface: interface::ACCESS,
+                outer_header_creation: Some(OuterHeaderCreation::gtpu_ipv4(i + 1, GNB)),
+                ..Default::default()
+            }),
+            bar_id: None,
+        },
+    );
+    let ue_ip = UeIp {
+        ipv4: Some(ue(i)),
+        ..Default::default()
+    };
+    for (id, far, pdi, ohr) in [
+        (
+            1u16,
+            1u32,
+            Pdi {
+                source_interface: interface::ACCESS,
+                local_fteid: Some(LocalFteid {
+                    teid: teid(i),
+                    ipv4: Some(N3),
+                    ipv6: None,
+                }),
+                ue_ips: vec![ue_ip],
+                qfis: vec![1],
+                sdf_filters: vec![sdf.clone()],
+                ..Default::default()
+            },
+            Some(OuterHeaderRemoval {
+                description: 0,
+                ext_header_deletion: None,
+            }),
+        ),
+        (
+            2,
+            2,
+            Pdi {
+                source_interface: interface::CORE,
+                ue_ips: vec![UeIp {
+                    is_destination: true,
+                    ..ue_ip
+                }],
+                sdf_filters: vec![sdf.clone()],
+                ..Default::default()
+            },
+            None,
+        ),
+    ] {
+        s.pdrs.insert(
+            id,
+            Pdr {
+                id,
+                precedence: 100,
+                pdi,
+                outer_header_removal: ohr,
+                far_id: Some(far),
+                urr_ids: vec![1],
+                qer_ids: vec![1],
+                activation_time: None,
+                deactivation_time: None,
+            },
+        );
+    }
+    s
+}
+
+fn inner(src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
+    capture::ip_udp_packet(src.into(), dst.into(), 40000, 9, &[0x55; 64])
+}
+
+fn eth(ethertype: u16) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8];
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f
+}
+
+fn uplink_frame(i: u32) -> Vec<u8> {
+    let inner = inner(ue(i), DN);
+    let mut g = vec![0x34, 0xff];
+    g.extend_from_slice(&((inner.len() + 8) as u16).to_be_bytes());
+    g.extend_from_slice(&teid(i).to_be_bytes());
+    g.extend_from_slice(&[0, 0, 0, 0x85, 1, 0x10, 1, 0]);
+    g.extend(inner);
+    let mut f = eth(0x0800);
+    f.extend(capture::ip_udp_packet(
+        GNB.into(),
+        N3.into(),
+        2152,
+        2152,
+        &g,
+    ));
+    f
+}
+
+fn downlink_frame(i: u32) -> Vec<u8> {
+    let mut f = eth(0x0800);
+    f.extend(inner(DN, ue(i)));
+    f
+}
+
+#[test]
+#[ignore]
+fn lookup_cost_by_session_count() {
+    let n: u32 = std::env::var("UPF_COST_SESSIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let runs: u32 = std::env::var("UPF_COST_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200_000);
+    let cfg = config();
+    let mut dp = Datapath::load(Capacity::for_sessions(n + 16), cfg.clone()).expect("load (root)");
+    dp.configure(cfg, 20, 20, 0).unwrap();
+    let urr = urr_template();
+    for i in 0..n {
+        let s = Arc::new(session(i, &urr));
+        dp.install(None, &s).expect("install");
+        dp.write_threshold(s.up_seid, 1, Some(1 << 60)).unwrap();
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for (name, uplink) in [("xdp_n3 (uplink)", true), ("xdp_n6 (downlink)", false)] {
+        let prog = if uplink {
+            &dp.skel().progs.xdp_n3
+        } else {
+            &dp.skel().progs.xdp_n6
+        };
+        let mut total = Duration::ZERO;
+        let mut redirected = 0;
+        let mut out = vec![0u8; 4096];
+        for _ in 0..runs {
+            let i = rng.random_range(0..n);
+            let frame = if uplink {
+                uplink_frame(i)
+            } else {
+                downlink_frame(i)
+            };
+            let input = libbpf_rs::ProgramInput {
+                data_in: Some(&frame),
+                data_out: Some(&mut out),
+                repeat: 1,
+                ..Default::default()
+            };
+            let r = prog.test_run(input).expect("BPF_PROG_RUN");
+            redirected += u32::from(r.return_value == 4);
+            total += r.duration;
+        }
+        assert_eq!(redirected, runs, "every frame forwarded: {:?}", dp.stats());
+        eprintln!(
+            "{n} sessions, {name}: {:.1} ns per packet over {runs} runs",
+            total.as_nanos() as f64 / f64::from(runs)
+        );
+    }
+}
