@@ -316,7 +316,7 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		if (!q0 && q->qfi != QFI_ANY)
 			q0 = q;
 	}
-	if (!urr_quota_ok(p, len, rs->seid))
+	if (!urr_quota_ok(cfg, p, len, rs->seid))
 		return drop(DROP_QUOTA_EXHAUSTED, len);
 
 	/* The new headers. */
@@ -491,14 +491,14 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		 * the neighbour; the frame keeps the link-layer header it came with. */
 		__builtin_memcpy(eth->h_dest, in_dmac, 6);
 		__builtin_memcpy(eth->h_source, in_smac, 6);
-		urr_count(p, rs->uplink, len, now, rs->seid);
+		urr_count(cfg, p, rs->uplink, len, now, rs->seid);
 		return pass_up(STAT_PASSED, len);
 	}
 	__builtin_memcpy(eth->h_dest, eg.dmac, 6);
 	__builtin_memcpy(eth->h_source, eg.smac, 6);
 	if (outer_len && out_family == 6 && udp6_checksum(ctx, ETH_LEN, l3_len - 40))
 		return drop(DROP_MALFORMED_IP, len);
-	urr_count(p, rs->uplink, len, now, rs->seid);
+	urr_count(cfg, p, rs->uplink, len, now, rs->seid);
 	count(far->ohc == OHC_NONE ? STAT_FWD_UL : (from_gtpu ? STAT_FWD_N9 : STAT_FWD_DL), len);
 	if (eg.ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
@@ -587,3 +587,5 @@ int xdp_n6(struct xdp_md *ctx)
 /* Not read: makes the ring buffer's record layout part of the object's BTF, so that
  * the Rust side gets it generated rather than copied by hand. */
 const volatile struct event event_layout = {};
+const volatile struct urr_counters urr_counters_layout = {};
+const volatile struct urr_shared urr_shared_layout = {};

@@ -103,7 +103,15 @@ struct qer {
 	__u64 last_dl;
 };
 
-/* URR counters, clause 5.2.2: per CPU, summed in user space. */
+/* URR state, clause 5.2.2, in `urr_state`: per URR a run of 64-octet cells, first the
+ * one all CPUs share (urr_shared), then one per CPU (urr_counters), so that a packet's
+ * URR work stays in one stretch of memory (one TLB miss at a million sessions rather
+ * than one per table). upfd maps the table into its memory: it writes the shared
+ * cell's fields one at a time (a whole-element update would undo the data path's
+ * decrements in between) and sums the CPUs' counters. */
+#define URR_CELL 64
+
+/* URR counters: one CPU's, summed in user space. */
 struct urr_counters {
 	__u64 ul_packets;
 	__u64 ul_bytes;
@@ -111,26 +119,26 @@ struct urr_counters {
 	__u64 dl_bytes;
 	__u64 first_ns;
 	__u64 last_ns;
+	__u64 pad[2];
 };
 
 #define URR_Q_VOLUME 0x01   /* a volume quota is set: stop when remaining < 0 */
 #define URR_Q_NOTIFIED 0x02 /* upfd was told the quota ran out */
 
-/* URR quota, clause 5.2.2.2: shared by all CPUs, decremented atomically. */
-struct urr_quota {
-	__s64 remaining; /* octets */
-	__u32 flags;
-	__u32 pad;
+/* What all CPUs share, decremented atomically (clause 5.2.2.2): the volume quota left,
+ * and the octets left before the volume threshold (VOLTH), for which the data path
+ * raises EV_THRESHOLD on the one packet that takes it to zero or below, so upfd reads
+ * a URR's counters when its threshold is reached instead of polling every URR. */
+struct urr_shared {
+	__s64 quota;           /* octets */
+	__s64 threshold;       /* octets */
+	__u32 quota_flags;     /* URR_Q_* */
+	__u32 threshold_armed; /* 1: threshold counts */
+	__u64 pad[5];
 };
 
-/* URR volume threshold, clause 5.2.2.2 (VOLTH): octets left before upfd must look at
- * the URR. upfd arms it; the data path decrements it atomically and raises
- * EV_THRESHOLD on the one packet that takes it to zero or below, so upfd reads a URR's
- * counters when its threshold is reached instead of polling every URR. */
-struct urr_threshold {
-	__s64 remaining; /* octets */
-	__u32 armed;
-	__u32 pad;
+struct urr_cell {
+	__u64 w[URR_CELL / 8];
 };
 
 /* SDF filter entry (one port range per side), crates/upf/src/sdf.rs SdfMatch. */
@@ -213,6 +221,8 @@ struct upf_config {
 	__u8 local_v6[MAX_LOCAL_ADDRS][16];
 	__u64 slowpath_burst;  /* unknown-TEID packets passed to upfd: bucket size ... */
 	__u64 slowpath_per_sec; /* ... and refill per second */
+	__u32 urr_stride;       /* cells per URR in urr_state: 1 + possible CPUs */
+	__u32 pad;
 };
 
 /* Drop reasons (named and counted, as Cilium does). Keep in step with
@@ -341,26 +351,14 @@ struct {
 	__type(value, struct qer);
 } qers SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, __u32);
-	__type(value, struct urr_counters);
-} urrs SEC(".maps");
-
+/* Index urr * upf_config.urr_stride: the shared cell; + 1 + CPU: that CPU's counters. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, UPF_MAX_SESSIONS);
 	__type(key, __u32);
-	__type(value, struct urr_quota);
-} quotas SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, __u32);
-	__type(value, struct urr_threshold);
-} thresholds SEC(".maps");
+	__type(value, struct urr_cell);
+} urr_state SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -8,8 +8,24 @@
 
 #include "upf_maps.h"
 
+static __always_inline struct urr_shared *urr_shared_of(const struct upf_config *cfg, __u32 idx)
+{
+	__u32 k = idx * cfg->urr_stride;
+
+	return bpf_map_lookup_elem(&urr_state, &k);
+}
+
+static __always_inline struct urr_counters *urr_counters_of(const struct upf_config *cfg,
+							    __u32 idx)
+{
+	__u32 k = idx * cfg->urr_stride + 1 + bpf_get_smp_processor_id();
+
+	return bpf_map_lookup_elem(&urr_state, &k);
+}
+
 /* Whether every URR of the PDR still has quota for `bytes`; 0 if one ran out. */
-static __always_inline int urr_quota_ok(const struct pdr *p, __u32 bytes, __u64 seid)
+static __always_inline int urr_quota_ok(const struct upf_config *cfg, const struct pdr *p,
+					__u32 bytes, __u64 seid)
 {
 	int i;
 
@@ -18,13 +34,13 @@ static __always_inline int urr_quota_ok(const struct pdr *p, __u32 bytes, __u64 
 
 		if (!idx)
 			continue;
-		struct urr_quota *q = bpf_map_lookup_elem(&quotas, &idx);
+		struct urr_shared *q = urr_shared_of(cfg, idx);
 
-		if (!q || !(q->flags & URR_Q_VOLUME))
+		if (!q || !(q->quota_flags & URR_Q_VOLUME))
 			continue;
-		if (q->remaining < (__s64)bytes) {
-			if (!(q->flags & URR_Q_NOTIFIED)) {
-				__sync_fetch_and_or(&q->flags, URR_Q_NOTIFIED);
+		if (q->quota < (__s64)bytes) {
+			if (!(q->quota_flags & URR_Q_NOTIFIED)) {
+				__sync_fetch_and_or(&q->quota_flags, URR_Q_NOTIFIED);
 				struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 				if (e) {
@@ -59,8 +75,8 @@ static __always_inline void threshold_event(const struct pdr *p, __u32 idx, __u6
 	bpf_ringbuf_submit(e, 0);
 }
 
-static __always_inline void urr_count(const struct pdr *p, int uplink, __u32 bytes, __u64 now,
-				      __u64 seid)
+static __always_inline void urr_count(const struct upf_config *cfg, const struct pdr *p,
+				      int uplink, __u32 bytes, __u64 now, __u64 seid)
 {
 	int i;
 
@@ -69,7 +85,7 @@ static __always_inline void urr_count(const struct pdr *p, int uplink, __u32 byt
 
 		if (!idx)
 			continue;
-		struct urr_counters *c = bpf_map_lookup_elem(&urrs, &idx);
+		struct urr_counters *c = urr_counters_of(cfg, idx);
 
 		if (c) {
 			if (uplink) {
@@ -83,14 +99,14 @@ static __always_inline void urr_count(const struct pdr *p, int uplink, __u32 byt
 				c->first_ns = now;
 			c->last_ns = now;
 		}
-		struct urr_quota *q = bpf_map_lookup_elem(&quotas, &idx);
+		struct urr_shared *q = urr_shared_of(cfg, idx);
 
-		if (q && (q->flags & URR_Q_VOLUME))
-			__sync_fetch_and_sub(&q->remaining, (__s64)bytes);
-		struct urr_threshold *t = bpf_map_lookup_elem(&thresholds, &idx);
-
-		if (t && t->armed) {
-			__s64 old = __sync_fetch_and_sub(&t->remaining, (__s64)bytes);
+		if (!q)
+			continue;
+		if (q->quota_flags & URR_Q_VOLUME)
+			__sync_fetch_and_sub(&q->quota, (__s64)bytes);
+		if (q->threshold_armed) {
+			__s64 old = __sync_fetch_and_sub(&q->threshold, (__s64)bytes);
 
 			/* Only the packet that crosses zero reports it. */
 			if (old > 0 && old <= (__s64)bytes)

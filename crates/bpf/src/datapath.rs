@@ -10,6 +10,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -170,6 +172,8 @@ pub struct Datapath {
     cap: Capacity,
     ncpus: usize,
     boot_offset_ns: i128,
+    /// `urr_state`, mapped into our memory.
+    urr_mem: UrrMem,
 }
 
 fn io(e: impl std::fmt::Display) -> FastPathError {
@@ -224,6 +228,107 @@ fn unix_ns() -> i128 {
         .unwrap_or(0)
 }
 
+/// `struct urr_shared` (bpf/include/upf_maps.h) as upfd sees it in the mapped table.
+#[repr(C)]
+struct UrrShared {
+    quota: AtomicI64,
+    threshold: AtomicI64,
+    quota_flags: AtomicU32,
+    threshold_armed: AtomicU32,
+}
+
+/// bpf/include/upf_maps.h URR_Q_VOLUME.
+const URR_Q_VOLUME: u32 = 0x01;
+const URR_CELL: usize = 64;
+const _: () = assert!(std::mem::size_of::<types::urr_counters>() == URR_CELL);
+const _: () = assert!(std::mem::size_of::<types::urr_shared>() == URR_CELL);
+const _: () = assert!(std::mem::offset_of!(types::urr_shared, threshold_armed) == 20);
+
+/// Cells of `urr_state`: per URR slot, the shared cell and one per possible CPU.
+fn urr_cells(cap: Capacity, ncpus: usize) -> Result<u32, FastPathError> {
+    let slots = u64::from(cap.sessions.saturating_add(1024));
+    u32::try_from(slots * (1 + ncpus as u64))
+        .map_err(|_| FastPathError::Io("urr_state: too many sessions for this many CPUs".into()))
+}
+
+/// `urr_state` (a BPF_F_MMAPABLE array) mapped into our memory: the data path
+/// decrements the shared cells and bumps the counters concurrently, so upfd reads and
+/// writes them one word at a time, atomically, never a whole element.
+struct UrrMem {
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+    cells: usize,
+    stride: usize,
+}
+
+// SAFETY: the mapping is shared memory reached only through atomics.
+unsafe impl Send for UrrMem {}
+unsafe impl Sync for UrrMem {}
+
+impl UrrMem {
+    fn map(m: &impl AsFd, cells: usize, stride: usize) -> Result<Self, FastPathError> {
+        let page = 4096;
+        let len = (cells * URR_CELL).div_ceil(page) * page;
+        // SAFETY: a fresh shared mapping of the map's fd, unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                m.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io(format!(
+                "mapping urr_state: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(UrrMem {
+            base: std::ptr::NonNull::new(p.cast()).ok_or_else(|| io("mmap returned null"))?,
+            len,
+            cells,
+            stride,
+        })
+    }
+
+    fn cell(&self, i: usize) -> Option<&[AtomicU64; URR_CELL / 8]> {
+        (i < self.cells).then(|| {
+            // SAFETY: in bounds, 64-octet aligned (the mapping is page aligned), and
+            // only ever accessed atomically.
+            unsafe { &*self.base.as_ptr().add(i * URR_CELL).cast() }
+        })
+    }
+
+    fn shared(&self, slot: u32) -> Option<&UrrShared> {
+        // SAFETY: UrrShared is the first 24 octets of the cell, atomics over atomics.
+        self.cell(slot as usize * self.stride)
+            .map(|c| unsafe { &*(c as *const [AtomicU64; URR_CELL / 8]).cast() })
+    }
+
+    fn counters(&self, slot: u32, cpu: usize) -> Option<&[AtomicU64; URR_CELL / 8]> {
+        self.cell(slot as usize * self.stride + 1 + cpu)
+    }
+
+    /// A slot's cells to zero, before a new URR uses it.
+    fn clear(&self, slot: u32) {
+        for k in 0..self.stride {
+            if let Some(c) = self.cell(slot as usize * self.stride + k) {
+                c.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+            }
+        }
+    }
+}
+
+impl Drop for UrrMem {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, no longer referenced.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
 impl Datapath {
     /// Open and load the programs with tables sized for `cap`. Needs CAP_BPF.
     pub fn load(cap: Capacity, cfg: PipelineConfig) -> Result<Self, FastPathError> {
@@ -243,18 +348,12 @@ impl Datapath {
         m.qers
             .set_max_entries(cap.sessions.saturating_add(1024))
             .map_err(io)?;
-        m.urrs
-            .set_max_entries(cap.sessions.saturating_add(1024))
-            .map_err(io)?;
-        m.quotas
-            .set_max_entries(cap.sessions.saturating_add(1024))
-            .map_err(io)?;
-        m.thresholds
-            .set_max_entries(cap.sessions.saturating_add(1024))
-            .map_err(io)?;
+        let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
+        let urr_cells = urr_cells(cap, ncpus)?;
+        m.urr_state.set_max_entries(urr_cells).map_err(io)?;
         m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
         let skel = open.load().map_err(io)?;
-        let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
+        let urr_mem = UrrMem::map(&skel.maps.urr_state, urr_cells as usize, 1 + ncpus)?;
         let mut d = Datapath {
             skel,
             pdr_slots: Slots::new(cap.pdrs),
@@ -272,6 +371,7 @@ impl Datapath {
             cap,
             ncpus,
             boot_offset_ns: unix_ns() - mono_ns(),
+            urr_mem,
         };
         d.configure(cfg, 0, 0, 0)?;
         d.bump_nexthop_generation()?;
@@ -298,6 +398,7 @@ impl Datapath {
             n9_ifindex,
             slowpath_per_sec: cfg.slowpath_per_sec,
             slowpath_burst: cfg.slowpath_burst,
+            urr_stride: self.urr_mem.stride as u32,
             ..Default::default()
         };
         let (mut n4, mut n6) = (0, 0);
@@ -593,26 +694,21 @@ impl Datapath {
 
     /// Sum a URR's per-CPU counters.
     fn read_urr(&self, idx: u32) -> Usage {
-        let Ok(Some(per_cpu)) = self
-            .skel
-            .maps
-            .urrs
-            .lookup_percpu(&idx.to_ne_bytes(), MapFlags::ANY)
-        else {
-            return Usage::default();
-        };
         let mut u = Usage::default();
         let (mut first, mut last) = (u64::MAX, 0u64);
-        for b in per_cpu {
-            let c: types::urr_counters = from_bytes(&b);
-            u.ul_packets += c.ul_packets;
-            u.ul_bytes += c.ul_bytes;
-            u.dl_packets += c.dl_packets;
-            u.dl_bytes += c.dl_bytes;
-            if c.first_ns != 0 {
-                first = first.min(c.first_ns);
+        for cpu in 0..self.ncpus {
+            let Some(c) = self.urr_mem.counters(idx, cpu) else {
+                return Usage::default();
+            };
+            let w = |i: usize| c[i].load(Ordering::Relaxed);
+            u.ul_packets += w(0);
+            u.ul_bytes += w(1);
+            u.dl_packets += w(2);
+            u.dl_bytes += w(3);
+            if w(4) != 0 {
+                first = first.min(w(4));
             }
-            last = last.max(c.last_ns);
+            last = last.max(w(5));
         }
         let to_unix = |ns: u64| ((ns as i128 + self.boot_offset_ns) / 1_000_000_000) as u64;
         if first != u64::MAX {
@@ -659,16 +755,23 @@ impl Datapath {
                 "no URR {urr_id} in session {seid:#x}"
             )));
         };
-        let v = types::urr_quota {
-            remaining: remaining.unwrap_or(0),
-            flags: remaining.is_some() as u32,
-            ..Default::default()
-        };
-        self.skel
-            .maps
-            .quotas
-            .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
-            .map_err(io)
+        let c = self
+            .urr_mem
+            .shared(idx)
+            .ok_or_else(|| FastPathError::Io(format!("URR slot {idx} out of range")))?;
+        // The amount before the flag that makes the data path read it; the flag first
+        // when disarming. NOTIFIED is cleared: a new quota may run out again.
+        match remaining {
+            Some(r) => {
+                c.quota.store(r, Ordering::SeqCst);
+                c.quota_flags.store(URR_Q_VOLUME, Ordering::SeqCst);
+            }
+            None => {
+                c.quota_flags.store(0, Ordering::SeqCst);
+                c.quota.store(0, Ordering::SeqCst);
+            }
+        }
+        Ok(())
     }
 
     /// Arm (Some: octets left) or disarm (None) a URR's volume threshold: the data path
@@ -689,16 +792,21 @@ impl Datapath {
                 "no URR {urr_id} in session {seid:#x}"
             )));
         };
-        let v = types::urr_threshold {
-            remaining: remaining.unwrap_or(0),
-            armed: remaining.is_some() as u32,
-            ..Default::default()
-        };
-        self.skel
-            .maps
-            .thresholds
-            .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
-            .map_err(io)
+        let c = self
+            .urr_mem
+            .shared(idx)
+            .ok_or_else(|| FastPathError::Io(format!("URR slot {idx} out of range")))?;
+        match remaining {
+            Some(r) => {
+                c.threshold.store(r, Ordering::SeqCst);
+                c.threshold_armed.store(1, Ordering::SeqCst);
+            }
+            None => {
+                c.threshold_armed.store(0, Ordering::SeqCst);
+                c.threshold.store(0, Ordering::SeqCst);
+            }
+        }
+        Ok(())
     }
 
     pub fn capacity(&self) -> Capacity {
@@ -804,31 +912,7 @@ impl FastPath for Datapath {
                 Some(i) => *i,
                 None => {
                     let i = self.urr_slots.take(1).ok_or(FastPathError::Full("urrs"))?;
-                    let zero =
-                        vec![vec![0u8; std::mem::size_of::<types::urr_counters>()]; self.ncpus];
-                    self.skel
-                        .maps
-                        .urrs
-                        .update_percpu(&i.to_ne_bytes(), &zero, MapFlags::ANY)
-                        .map_err(io)?;
-                    self.skel
-                        .maps
-                        .quotas
-                        .update(
-                            &i.to_ne_bytes(),
-                            bytes(&types::urr_quota::default()),
-                            MapFlags::ANY,
-                        )
-                        .map_err(io)?;
-                    self.skel
-                        .maps
-                        .thresholds
-                        .update(
-                            &i.to_ne_bytes(),
-                            bytes(&types::urr_threshold::default()),
-                            MapFlags::ANY,
-                        )
-                        .map_err(io)?;
+                    self.urr_mem.clear(i);
                     i
                 }
             };
@@ -966,12 +1050,11 @@ impl FastPath for Datapath {
             .and_then(|s| s.urrs.get(&urr_id))
             .copied()
         {
-            let zero = vec![vec![0u8; std::mem::size_of::<types::urr_counters>()]; self.ncpus];
-            let _ = self
-                .skel
-                .maps
-                .urrs
-                .update_percpu(&idx.to_ne_bytes(), &zero, MapFlags::ANY);
+            for cpu in 0..self.ncpus {
+                if let Some(c) = self.urr_mem.counters(idx, cpu) {
+                    c.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+                }
+            }
         }
     }
 
