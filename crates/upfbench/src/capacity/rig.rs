@@ -162,6 +162,40 @@ impl Rig {
         }
     }
 
+    /// Wait (at most `max`) until the generator and forwarding CPUs are nearly idle: after
+    /// a million sessions are set up, the kernel and the processes that made them keep
+    /// these CPUs busy for a while, and a trial started then measures that. Returns how
+    /// long it waited; a note says so when the CPUs did not quiet down.
+    pub fn wait_quiet(&self, max: Duration) -> Duration {
+        const BUSY_AT_MOST: f64 = 0.10;
+        let start = Instant::now();
+        let cpus = [self.gen_cpu, self.fwd_cpu];
+        let mut before = cpus.map(cpu_jiffies);
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            let now = cpus.map(cpu_jiffies);
+            let busy = (0..2)
+                .filter_map(|i| match (before[i], now[i]) {
+                    (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+                        Some((b1 - b0) as f64 / (t1 - t0) as f64)
+                    }
+                    _ => None,
+                })
+                .fold(0.0f64, f64::max);
+            if busy <= BUSY_AT_MOST {
+                return start.elapsed();
+            }
+            if start.elapsed() >= max {
+                self.note(format!(
+                    "CPUs {cpus:?} were still {:.0} % busy {max:?} after the sessions were set up: the first trials may read low",
+                    busy * 100.0
+                ));
+                return start.elapsed();
+            }
+            before = now;
+        }
+    }
+
     /// What could not be set up as planned so far.
     pub fn notes(&self) -> Vec<String> {
         self.notes.borrow().clone()
@@ -428,4 +462,21 @@ impl Drop for BareGuard {
             let _ = drop_in(&self.upf, f);
         }
     }
+}
+
+/// A CPU's (busy, total) jiffies from /proc/stat.
+fn cpu_jiffies(cpu: usize) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&format!("cpu{cpu}")))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    // idle and iowait
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Some((total.saturating_sub(idle), total))
 }
