@@ -105,44 +105,52 @@ static __always_inline int source_allowed(const struct rule_set *rs, const struc
 	return fr && fr->seid == rs->seid;
 }
 
-/* The index of the first PDR, in precedence order, that the packet matches; 0 if none.
- * A global function: verified once. */
-__noinline __u32 match_pdr(const struct rule_set *rs, const struct outer *o, const struct flow *f)
+/* Whether the packet meets PDR `p`'s conditions beyond its lookup key: QFI, SDF. */
+static __always_inline int pdr_matches(const struct rule_set *rs, const struct pdr *p,
+				       const struct outer *o, const struct flow *f)
 {
-	int i, j;
+	int j;
+
+	if (p->qfi != QFI_ANY && (!o->has_psc || o->qfi != p->qfi))
+		return 0;
+	if (!p->n_sdf)
+		return 1;
+	for (j = 0; j < MAX_SDF_PER_PDR; j++) {
+		if (j >= p->n_sdf)
+			break;
+		__u32 si = p->sdf + j;
+		struct sdf_match *m = bpf_map_lookup_elem(&sdfs, &si);
+
+		if (m && sdf_matches(m, f, rs->uplink))
+			return 1;
+	}
+	return 0;
+}
+
+/* The position in rs->pdr of the first PDR, in precedence order, that the packet
+ * matches; -1 if none. The first PDR is read from the rule set's copy. A global
+ * function: verified once. */
+__noinline int match_pdr(const struct rule_set *rs, const struct outer *o, const struct flow *f)
+{
+	int i;
 
 	if (!rs || !o || !f)
-		return 0;
+		return -1;
 	for (i = 0; i < MAX_PDRS_PER_KEY; i++) {
 		if (i >= rs->n_pdrs)
 			break;
+		if (i == 0 && (rs->hot & RS_HOT_PDR0)) {
+			if (pdr_matches(rs, &rs->pdr0, o, f))
+				return 0;
+			continue;
+		}
 		__u32 idx = rs->pdr[i];
 		struct pdr *p = bpf_map_lookup_elem(&pdrs, &idx);
 
-		if (!p)
-			continue;
-		if (p->qfi != QFI_ANY && (!o->has_psc || o->qfi != p->qfi))
-			continue;
-		if (p->n_sdf) {
-			int hit = 0;
-
-			for (j = 0; j < MAX_SDF_PER_PDR; j++) {
-				if (j >= p->n_sdf)
-					break;
-				__u32 si = p->sdf + j;
-				struct sdf_match *m = bpf_map_lookup_elem(&sdfs, &si);
-
-				if (m && sdf_matches(m, f, rs->uplink)) {
-					hit = 1;
-					break;
-				}
-			}
-			if (!hit)
-				continue;
-		}
-		return idx;
+		if (p && pdr_matches(rs, p, o, f))
+			return i;
 	}
-	return 0;
+	return -1;
 }
 
 /* Hand a packet for a buffering FAR to upfd (TS 29.244 clause 5.2.1, BUFF; NOCP asks
@@ -272,13 +280,24 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 	if (rs->uplink && !source_allowed(rs, f))
 		return drop(DROP_SPOOFED_SOURCE, len);
 
-	__u32 pdr_idx = match_pdr(rs, o, f);
-	struct pdr *p = pdr_idx ? bpf_map_lookup_elem(&pdrs, &pdr_idx) : 0;
+	int at = match_pdr(rs, o, f);
+	const struct pdr *p = 0;
+	int hot = 0;
 
+	if (at == 0 && (rs->hot & RS_HOT_PDR0)) {
+		p = &rs->pdr0;
+		hot = 1;
+	} else if (at >= 0) {
+		/* MAX_PDRS_PER_KEY is a power of two: the mask is the verifier's bound. */
+		__u32 pi = rs->pdr[at & (MAX_PDRS_PER_KEY - 1)];
+
+		p = bpf_map_lookup_elem(&pdrs, &pi);
+	}
 	if (!p)
 		return drop(DROP_NO_PDR, len);
 	__u32 far_idx = p->far;
-	struct far *far = bpf_map_lookup_elem(&fars, &far_idx);
+	const struct far *far = hot && (rs->hot & RS_HOT_FAR0) ? &rs->far0
+							      : bpf_map_lookup_elem(&fars, &far_idx);
 
 	if (!far)
 		return drop(DROP_NO_PDR, len);

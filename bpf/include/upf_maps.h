@@ -36,19 +36,6 @@ struct pdr {
 	__u8 ohr_ext;   /* GTP-U extension header deletion: bit 0 = PDU Session Container */
 };
 
-/* The PDRs reached by one lookup key (a local TEID, a UE address, a framed route),
- * ordered by precedence, the direction they see packets in, and the session's UE
- * addresses for the anti-spoofing check of uplink packets. */
-struct rule_set {
-	__u64 seid;
-	__u32 pdr[MAX_PDRS_PER_KEY];
-	__u8 n_pdrs;
-	__u8 has_ue_v4;
-	__u8 ue_v6_len; /* prefix length of ue_v6, 0: none */
-	__u8 uplink;    /* 1: the UE is the source (N3 uplink); 0: the destination */
-	__u32 ue_v4;    /* network byte order */
-	__u8 ue_v6[16];
-};
 
 #define FAR_DROP 0x01
 #define FAR_FORW 0x02
@@ -76,6 +63,30 @@ struct far {
 	__u16 pad2;
 	__u8 peer[16];  /* remote address; IPv4 in the first 4 octets */
 	__u8 src[16];   /* our address, the outer source */
+};
+
+#define RS_HOT_PDR0 0x01 /* pdr0 is a copy of pdrs[pdr[0]] */
+#define RS_HOT_FAR0 0x02 /* far0 is a copy of fars[pdr0.far] */
+
+/* The PDRs reached by one lookup key (a local TEID, a UE address, a framed route),
+ * ordered by precedence, the direction they see packets in, and the session's UE
+ * addresses for the anti-spoofing check of uplink packets. The first PDR and its FAR
+ * are also copied in: with a million sessions each table a packet visits costs a cache
+ * and TLB miss, and most keys have one PDR. upfd rewrites the whole value whenever
+ * the session changes, so the copies never go stale. */
+struct rule_set {
+	__u64 seid;
+	__u32 pdr[MAX_PDRS_PER_KEY];
+	__u8 n_pdrs;
+	__u8 has_ue_v4;
+	__u8 ue_v6_len; /* prefix length of ue_v6, 0: none */
+	__u8 uplink;    /* 1: the UE is the source (N3 uplink); 0: the destination */
+	__u32 ue_v4;    /* network byte order */
+	__u8 ue_v6[16];
+	__u32 hot;      /* RS_HOT_* */
+	__u32 pad;
+	struct pdr pdr0;
+	struct far far0;
 };
 
 #define QER_F_MBR_UL 0x01
@@ -308,8 +319,11 @@ struct lpm_key {
 #define UPF_MAX_SESSIONS 65536 /* upfd resizes every table before loading */
 #endif
 
+/* Keyed tables hold only the keys in use (BPF_F_NO_PREALLOC): they are sized for two
+ * keys per session, and a rule set is a few cache lines. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, UPF_MAX_SESSIONS);
 	__type(key, struct teid_key);
 	__type(value, struct rule_set);
@@ -317,6 +331,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, UPF_MAX_SESSIONS);
 	__type(key, struct ue_key);
 	__type(value, struct rule_set);

@@ -228,6 +228,17 @@ fn unix_ns() -> i128 {
         .unwrap_or(0)
 }
 
+/// bpf/include/upf_maps.h RS_HOT_*.
+const RS_HOT_PDR0: u32 = 0x01;
+const RS_HOT_FAR0: u32 = 0x02;
+
+/// The PDR and FAR values an install wrote, by table index: the rule sets copy theirs.
+#[derive(Default)]
+struct Written {
+    pdrs: HashMap<u32, types::pdr>,
+    fars: HashMap<u32, types::far>,
+}
+
 /// `struct urr_shared` (bpf/include/upf_maps.h) as upfd sees it in the mapped table.
 #[repr(C)]
 struct UrrShared {
@@ -505,7 +516,7 @@ impl Datapath {
             .map_err(io)
     }
 
-    fn write_far(&self, idx: u32, f: &upf::rules::Far) -> Result<(), FastPathError> {
+    fn write_far(&self, idx: u32, f: &upf::rules::Far) -> Result<types::far, FastPathError> {
         let mut v = types::far {
             id: f.id,
             ..Default::default()
@@ -544,13 +555,17 @@ impl Datapath {
             .maps
             .fars
             .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
-            .map_err(io)
+            .map_err(io)?;
+        Ok(v)
     }
 
+    /// A key's value: its PDRs by index, with the first PDR and its FAR copied in
+    /// (`written`: the values just written to the pdrs and fars tables, by index).
     fn rule_set_value(
         s: &Session,
         rs: &upf::fastpath::pipeline::RuleSet,
         pdr_index: &HashMap<u16, u32>,
+        written: &Written,
     ) -> types::rule_set {
         let mut v = types::rule_set {
             seid: s.up_seid,
@@ -560,6 +575,14 @@ impl Datapath {
         };
         for (i, p) in rs.pdrs.iter().enumerate() {
             v.pdr[i] = pdr_index.get(&p.id).copied().unwrap_or(0);
+        }
+        if let Some(p) = written.pdrs.get(&v.pdr[0]).filter(|_| v.pdr[0] != 0) {
+            v.pdr0 = *p;
+            v.hot |= RS_HOT_PDR0;
+            if let Some(f) = written.fars.get(&p.far).filter(|_| p.far != 0) {
+                v.far0 = *f;
+                v.hot |= RS_HOT_FAR0;
+            }
         }
         let (v4, v6) = session_ue(s);
         if let Some(a) = v4 {
@@ -919,9 +942,10 @@ impl FastPath for Datapath {
             inst.urrs.insert(u.id, idx);
         }
         let mut far_index = HashMap::new();
+        let mut written = Written::default();
         for f in new.fars.values() {
             let idx = self.far_slots.take(1).ok_or(FastPathError::Full("fars"))?;
-            self.write_far(idx, f)?;
+            written.fars.insert(idx, self.write_far(idx, f)?);
             inst.fars.push(idx);
             far_index.insert(f.id, idx);
         }
@@ -966,6 +990,7 @@ impl FastPath for Datapath {
                 .pdrs
                 .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
                 .map_err(io)?;
+            written.pdrs.insert(idx, v);
             inst.pdrs.push(idx);
             pdr_index.insert(p.id, idx);
         }
@@ -973,7 +998,7 @@ impl FastPath for Datapath {
         let maps = &self.skel.maps;
         for (t, _) in &k.teids {
             let rs = rule_set(new, Some(*t), None);
-            let v = Self::rule_set_value(new, &rs, &pdr_index);
+            let v = Self::rule_set_value(new, &rs, &pdr_index, &written);
             maps.uplink
                 .update(&t.to_ne_bytes(), bytes(&v), MapFlags::ANY)
                 .map_err(io)?;
@@ -981,7 +1006,7 @@ impl FastPath for Datapath {
         }
         for (a, _) in &k.ue_ips {
             let rs = rule_set(new, None, Some(*a));
-            let v = Self::rule_set_value(new, &rs, &pdr_index);
+            let v = Self::rule_set_value(new, &rs, &pdr_index, &written);
             let key = ue_key(*a);
             maps.downlink
                 .update(bytes(&key), bytes(&v), MapFlags::ANY)
@@ -990,7 +1015,7 @@ impl FastPath for Datapath {
         }
         for r in &k.framed_routes {
             let rs = rule_set(new, None, Some(r.network()));
-            let v = Self::rule_set_value(new, &rs, &pdr_index);
+            let v = Self::rule_set_value(new, &rs, &pdr_index, &written);
             let key = lpm_key(r);
             maps.framed
                 .update(bytes(&key), bytes(&v), MapFlags::ANY)

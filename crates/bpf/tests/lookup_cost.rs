@@ -239,6 +239,10 @@ fn lookup_cost_by_session_count() {
         dp.install(None, &s).expect("install");
         dp.write_threshold(s.up_seid, 1, Some(1 << 60)).unwrap();
     }
+    eprintln!(
+        "{n} sessions installed: BPF maps {} MiB (memlock)",
+        bpf_memlock() >> 20
+    );
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for (name, uplink) in [("xdp_n3 (uplink)", true), ("xdp_n6 (downlink)", false)] {
         let prog = if uplink {
@@ -272,4 +276,24 @@ fn lookup_cost_by_session_count() {
             total.as_nanos() as f64 / f64::from(runs)
         );
     }
+}
+
+/// Sum of `memlock` over this process's BPF map descriptors.
+fn bpf_memlock() -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir("/proc/self/fdinfo")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let info = std::fs::read_to_string(e.path()).unwrap_or_default();
+        if info.lines().any(|l| l.starts_with("map_type:")) {
+            total += info
+                .lines()
+                .find_map(|l| l.strip_prefix("memlock:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
 }

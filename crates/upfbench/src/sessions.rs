@@ -87,16 +87,23 @@ pub struct Level {
     pub bytes_per_session: Option<u64>,
 }
 
-/// The memory a process holds: VmRSS (bytes) and the memlock of its BPF map fds.
+/// The memory a process holds: its anonymous resident memory (bytes) and the memlock of
+/// its BPF map fds.
 pub fn process_memory(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
+    let kb = |key: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    // Anonymous memory: the process's own. Not VmRSS, which also counts file-backed
+    // pages: the binary's text, and BPF maps the process has mapped (upfd maps its URR
+    // table), which memlock below already counts.
+    let rss_kb = kb("RssAnon:").or_else(|| kb("VmRSS:"))?;
     Some((rss_kb * 1024, bpf_map_memlock(pid)))
 }
 
