@@ -256,24 +256,25 @@ async fn read_request_head(conn: &mut tokio::net::TcpStream) -> Vec<u8> {
 }
 
 /// Invalidate the next-hop cache, keyed by destination alone when the FIB's answer cannot
-/// depend on the source (checked again now: rules and routes may have changed). Says
-/// when the keying changes from `was`; returns it.
-fn nexthop_mode(dp: &mut Datapath, was: Option<bool>) -> bool {
+/// depend on the source (checked now, at start); says which; returns it.
+fn nexthop_mode(dp: &mut Datapath) -> bool {
     let now = crate::routewatch::source_independent();
-    if was != Some(now) {
-        info!(
-            "xdp: next hops cached per {}",
-            if now {
-                "destination (no source policy rules, no multipath routes)"
-            } else {
-                "source and destination (source policy rules or multipath routes present)"
-            }
-        );
-    }
+    log_nexthop_mode(now);
     if let Err(e) = dp.set_nexthop_by_destination(now) {
         warn!("xdp: invalidating the next-hop cache: {e}");
     }
     now
+}
+
+fn log_nexthop_mode(by_destination: bool) {
+    info!(
+        "xdp: next hops cached per {}",
+        if by_destination {
+            "destination (no source policy rules, no multipath routes)"
+        } else {
+            "source and destination (source policy rules or multipath routes present)"
+        }
+    );
 }
 
 async fn send_all(sock: &UdpSocket, outs: Vec<Out>) {
@@ -464,7 +465,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let mut watch = match &xdp {
         Some(x) => match crate::routewatch::RouteWatch::open() {
             Ok(w) => {
-                nh.by_destination = nexthop_mode(&mut x.dp.borrow_mut(), None);
+                nh.by_destination = nexthop_mode(&mut x.dp.borrow_mut());
                 Some(w)
             }
             Err(e) => {
@@ -477,6 +478,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         },
         None => None,
     };
+    // The last settled keying (for the log) and the check of it in flight, with the
+    // invalidation count it was asked at.
+    let mut nh_keyed_by_destination = nh.by_destination;
+    let mut nh_check: Option<(u64, tokio::task::JoinHandle<bool>)> = None;
     let api = match cfg.api.listen {
         Some(a) => Some(
             TcpListener::bind(a)
@@ -559,8 +564,18 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                     let mut dp = x.dp.borrow_mut();
                     match r {
                         Ok(_) => {
-                            nh.by_destination = nexthop_mode(&mut dp, Some(nh.by_destination));
+                            // Invalidate at once, keyed by source and destination (right
+                            // whatever changed) until a check finds the FIB's answer
+                            // cannot depend on the source. The check dumps every rule and
+                            // route, so it runs off this loop: with a large routing table
+                            // it takes long, and N4 must not wait for it.
+                            if let Err(e) = dp.set_nexthop_by_destination(false) {
+                                warn!("xdp: invalidating the next-hop cache: {e}");
+                            }
                             nh.invalidations += 1;
+                            if nh_check.is_none() {
+                                nh_check = Some((nh.invalidations, tokio::task::spawn_blocking(crate::routewatch::source_independent)));
+                            }
                         }
                         Err(e) => {
                             // Unwatched from here on: the cache goes off for good.
@@ -569,6 +584,26 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                             watch = None;
                         }
                     }
+                }
+            }
+            r = async { (&mut nh_check.as_mut().unwrap().1).await }, if nh_check.is_some() => {
+                let asked_at = nh_check.take().map_or(0, |c| c.0);
+                if asked_at != nh.invalidations {
+                    // Routing changed again while the check ran: ask again.
+                    nh_check = Some((nh.invalidations, tokio::task::spawn_blocking(crate::routewatch::source_independent)));
+                } else if let Some(x) = xdp.as_ref() {
+                    let now = r.unwrap_or(false);
+                    let mut dp = x.dp.borrow_mut();
+                    if now != nh_keyed_by_destination {
+                        log_nexthop_mode(now);
+                        nh_keyed_by_destination = now;
+                    }
+                    if now {
+                        if let Err(e) = dp.set_nexthop_by_destination(true) {
+                            warn!("xdp: invalidating the next-hop cache: {e}");
+                        }
+                    }
+                    nh.by_destination = now;
                 }
             }
             _ = poll.tick() => {

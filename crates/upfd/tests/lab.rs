@@ -1044,7 +1044,11 @@ fn routing_change_applies_to_the_next_packet() {
         // such a rule exists, and the UEs are routed apart as the FIB routes them.
         let by_dst = "upf_nexthop_cache_by_destination";
         assert_eq!(upfd.metric("upf_nexthop_cache_on"), 1);
-        assert_eq!(upfd.metric(by_dst), 1, "no source rules in the lab");
+        // (The check after a change runs beside upfd's loop: wait for it.)
+        assert!(
+            eventually(Duration::from_secs(2), || upfd.metric(by_dst) == 1),
+            "no source rules in the lab"
+        );
         assert_eq!(ping(&lab, Ns::Gnb, Some(u2), addr::DN_N6, 1), 1);
         let from = u2.to_string();
         let blackhole = format!("{dn}/32");
