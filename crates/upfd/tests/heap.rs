@@ -1,0 +1,170 @@
+//! upfd's heap per session, counted by the allocator: N sessions of the SMF emulator's
+//! template (2 PDRs, 2 FARs, a QER with MBR, a volume-threshold URR) established through
+//! the N4 layer in-process, with the reference model as the fast path or (UPF_HEAP_XDP,
+//! root) the XDP data path's Datapath; live bytes and allocations per session after
+//! the last one. Counts what the program asked for, not the allocator's overhead or
+//! the BPF maps (the capacity report's bytes/session has both).
+//!
+//! Run by hand:
+//! `UPF_HEAP_SESSIONS=20000 [UPF_HEAP_XDP=1] [UPF_HEAP_SDF=1] cargo test --release -p upfd --test heap -- --ignored --nocapture`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The system allocator, counting live bytes and allocations.
+struct Counting;
+static LIVE: AtomicI64 = AtomicI64::new(0);
+static COUNT: AtomicI64 = AtomicI64::new(0);
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
+        COUNT.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
+        COUNT.fetch_sub(1, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+#[global_allocator]
+static A: Counting = Counting;
+
+use pfcp::ie::{Flags, NodeId};
+use pfcp::msg::{self, Msg};
+use pfcp::HeaderRepr;
+use upf::alloc::{TeidAllocator, UeIpPools};
+use upf::n4::{N4Config, N4};
+use upf::procedures::{GtpuAddresses, Limits, Resources};
+use upf::sessions::Sessions;
+
+#[test]
+#[ignore]
+fn heap_per_session() {
+    let n: usize = std::env::var("UPF_HEAP_SESSIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20000);
+    let xdp = std::env::var("UPF_HEAP_XDP").is_ok();
+    let mut pools = UeIpPools::default();
+    pools.add("internet", "10.45.0.0/16".parse().unwrap());
+    let res = Resources::new(
+        TeidAllocator::new(1, 0xffff_ffff),
+        pools,
+        GtpuAddresses {
+            access_v4: Some(Ipv4Addr::new(10, 10, 0, 7)),
+            ..Default::default()
+        },
+        Limits::default(),
+    );
+    let fp: Box<dyn upf::fastpath::FastPath> = if xdp {
+        let cfg = upf::fastpath::pipeline::PipelineConfig {
+            local: vec![IpAddr::V4(Ipv4Addr::new(10, 10, 0, 7))],
+            n3_v4: Some(Ipv4Addr::new(10, 10, 0, 7)),
+            ..Default::default()
+        };
+        Box::new(
+            upf_bpf::datapath::Datapath::load(
+                upf_bpf::datapath::Capacity::for_sessions(n as u32 + 100),
+                cfg,
+            )
+            .unwrap(),
+        )
+    } else {
+        Box::new(upf::fastpath::model::Model::new(1 << 22))
+    };
+    let mut sessions = Sessions::new(res, fp, n + 100);
+    sessions.reserve(n + 100);
+    let mut n4 = N4::new(
+        N4Config {
+            node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
+            addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7)),
+            recovery_time_stamp: 3_900_000_000,
+            features: Flags::from_bits(&[pfcp::ie::up_function_features::FTUP], 2),
+            allowed_peers: vec!["127.0.0.0/8".parse().unwrap()],
+            smf_peers: Vec::new(),
+            heartbeat_interval: Duration::from_secs(5),
+            t1: Duration::from_secs(1),
+            n1: 2,
+            cache_ttl: Duration::from_secs(0),
+            cache_max: 0,
+            graceful_release_period: Duration::from_secs(10),
+        },
+        sessions,
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cfg = upfbench::smf::SmfConfig::new("127.0.0.7:8805".parse().unwrap());
+    cfg.bind = "127.0.0.4:0".parse().unwrap();
+    cfg.node_id = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 4)));
+    let sdf = std::env::var("UPF_HEAP_SDF").is_ok();
+    if sdf {
+        cfg.sdf_filter = Some("permit out ip from any to assigned".into());
+    }
+    let smf = rt.block_on(upfbench::smf::Smf::connect(cfg)).unwrap();
+    let from: SocketAddr = "127.0.0.4:8805".parse().unwrap();
+    let now = Instant::now();
+    let setup = msg::AssociationSetupRequest {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
+        recovery_time_stamp: 1,
+        up_function_features: None,
+        cp_function_features: Some(Flags(vec![0])),
+        user_plane_ip_resource_information: vec![],
+        alternative_smf_ip_addresses: vec![],
+        smf_set_id: None,
+        pfcp_session_retention_information: None,
+        ue_ip_address_pool_information: vec![],
+        gtpu_path_qos_control_information: vec![],
+        pfcpas_req_flags: None,
+        other: vec![],
+    };
+    let out = n4.on_datagram(from, &msg::emit(&HeaderRepr::node(0, 1), &setup), now);
+    assert_eq!(out.len(), 1);
+    let base = LIVE.load(Ordering::Relaxed);
+    let cbase = COUNT.load(Ordering::Relaxed);
+    for i in 0..n {
+        let s = upfbench::smf::Session {
+            index: i,
+            cp_seid: 0x1000 + i as u64,
+            ue_ip: Ipv4Addr::from(0x0a2d_0001 + i as u32),
+            gnb_teid: i as u32 + 1,
+            up_fseid: None,
+            n3_fteid: None,
+            state: upfbench::smf::SessionState::Established,
+        };
+        let req = smf.establishment_request(&s);
+        let out = n4.on_datagram(
+            from,
+            &msg::emit(&HeaderRepr::session(0, 0, 2 + i as u32), &req),
+            now,
+        );
+        let m = Msg::parse(&out[0].data).map(|x| x.1);
+        match m {
+            Ok(Msg::SessionEstablishmentResponse(r)) => {
+                assert!(r.cause.is_acceptance(), "{r:?}")
+            }
+            other => panic!("not an establishment response: {other:?}"),
+        }
+    }
+    let live = LIVE.load(Ordering::Relaxed) - base;
+    let count = COUNT.load(Ordering::Relaxed) - cbase;
+    eprintln!(
+        "{n} sessions ({}, SDF filter {}): {} live bytes and {:.1} allocations per session",
+        if xdp {
+            "XDP data path"
+        } else {
+            "reference model"
+        },
+        if sdf { "on" } else { "off" },
+        live / n as i64,
+        count as f64 / n as f64
+    );
+}
