@@ -423,6 +423,25 @@ pub fn set_fifo(pid: i32, priority: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// (busy, total) jiffies of each CPU since boot, from /proc/stat (busy: all but idle
+/// and iowait), indexed by CPU; empty if it cannot be read.
+pub fn cpu_busy() -> Vec<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let total: u64 = v.iter().take(8).sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            (total.saturating_sub(idle), total)
+        })
+        .collect()
+}
+
 fn ncpus() -> io::Result<usize> {
     libbpf_rs::num_possible_cpus().map_err(|e| io_err("possible CPUs", e))
 }

@@ -764,20 +764,7 @@ impl Datapath {
         urr_id: u32,
         remaining: Option<i64>,
     ) -> Result<(), FastPathError> {
-        let Some(idx) = self
-            .sessions
-            .get(&seid)
-            .and_then(|s| s.urrs.get(&urr_id))
-            .copied()
-        else {
-            return Err(FastPathError::Io(format!(
-                "no URR {urr_id} in session {seid:#x}"
-            )));
-        };
-        let c = self
-            .urr_mem
-            .shared(idx)
-            .ok_or_else(|| FastPathError::Io(format!("URR slot {idx} out of range")))?;
+        let c = self.urr_shared(seid, urr_id)?;
         // The amount before the flag that makes the data path read it; the flag first
         // when disarming. NOTIFIED is cleared: a new quota may run out again.
         match remaining {
@@ -793,14 +780,8 @@ impl Datapath {
         Ok(())
     }
 
-    /// Arm (Some: octets left) or disarm (None) a URR's volume threshold: the data path
-    /// raises EV_THRESHOLD on the packet that uses it up.
-    pub fn write_threshold(
-        &self,
-        seid: u64,
-        urr_id: u32,
-        remaining: Option<i64>,
-    ) -> Result<(), FastPathError> {
+    /// The cell of a session's URR that every CPU shares.
+    fn urr_shared(&self, seid: u64, urr_id: u32) -> Result<&UrrShared, FastPathError> {
         let Some(idx) = self
             .sessions
             .get(&seid)
@@ -811,10 +792,20 @@ impl Datapath {
                 "no URR {urr_id} in session {seid:#x}"
             )));
         };
-        let c = self
-            .urr_mem
+        self.urr_mem
             .shared(idx)
-            .ok_or_else(|| FastPathError::Io(format!("URR slot {idx} out of range")))?;
+            .ok_or_else(|| FastPathError::Io(format!("URR slot {idx} out of range")))
+    }
+
+    /// Arm (Some: octets left) or disarm (None) a URR's volume threshold: the data path
+    /// raises EV_THRESHOLD on the packet that uses it up.
+    pub fn write_threshold(
+        &self,
+        seid: u64,
+        urr_id: u32,
+        remaining: Option<i64>,
+    ) -> Result<(), FastPathError> {
+        let c = self.urr_shared(seid, urr_id)?;
         match remaining {
             Some(r) => {
                 c.threshold.store(r, Ordering::SeqCst);

@@ -1004,24 +1004,6 @@ fn busy(c0: &[(u64, u64)], c1: &[(u64, u64)]) -> String {
         .join(", ")
 }
 
-/// Per CPU (busy, total) jiffies from /proc/stat.
-fn cpu_busy() -> Vec<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    stat.lines()
-        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
-        .map(|l| {
-            let v: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            let total: u64 = v.iter().take(8).sum();
-            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-            (total - idle, total)
-        })
-        .collect()
-}
-
 /// Both directions from one thread (not an assertion on speed): a [`DualGenerator`] on
 /// CPU 0, 64 B user packets, 1000 sessions, timestamps on as in upfbench; unpaced 1:1
 /// through the bare forwarder (NAPI threads real-time on CPU 1), paced at several rates,

@@ -6,11 +6,14 @@
 //! UPF_DIFF_CASES (default 100000) frames; UPF_DIFF_SEED picks the generator's seed (the
 //! seed is printed, so a failure can be replayed). Needs CAP_BPF (root).
 
+mod common;
+
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use common::urr_template;
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
 use rand::rngs::StdRng;
@@ -64,19 +67,6 @@ fn config() -> PipelineConfig {
         slowpath_per_sec: 0,
         slowpath_burst: 0,
     }
-}
-
-fn urr_template() -> pfcp::msg::CreateUrr {
-    let est = pfcp::samples::corpus()
-        .into_iter()
-        .find(|s| s.bytes[1] == 50)
-        .expect("an establishment sample");
-    let (_, m) = pfcp::msg::parse::<pfcp::msg::SessionEstablishmentRequest>(&est.bytes).unwrap();
-    let mut u = m.create_urrs[0].clone();
-    u.linked_urr_ids.clear();
-    u.far_id_for_quota_action = None;
-    u.aggregated_urrs.clear();
-    u
 }
 
 struct Gen {

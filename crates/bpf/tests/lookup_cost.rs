@@ -9,19 +9,18 @@
 //! Run by hand (root, release build; about a minute for 1M sessions):
 //! `UPF_COST_SESSIONS=1000000 cargo test --release -p upf-bpf --test lookup_cost -- --ignored --nocapture`
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
+use common::{session, teid, ue, urr_template, GNB, N3};
 use rand::{Rng, SeedableRng};
 use upf::fastpath::pipeline::{Egress, PipelineConfig};
 use upf::fastpath::FastPath;
-use upf::rules::*;
 use upf_bpf::datapath::{Capacity, Datapath};
 
-const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
-const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
 const DN: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
 
 fn config() -> PipelineConfig {
@@ -40,149 +39,6 @@ fn config() -> PipelineConfig {
         neigh,
         ..Default::default()
     }
-}
-
-fn urr_template() -> pfcp::msg::CreateUrr {
-    let est = pfcp::samples::corpus()
-        .into_iter()
-        .find(|s| s.bytes[1] == 50)
-        .expect("an establishment sample");
-    let (_, m) = pfcp::msg::parse::<pfcp::msg::SessionEstablishmentRequest>(&est.bytes).unwrap();
-    let mut u = m.create_urrs[0].clone();
-    u.linked_urr_ids.clear();
-    u.far_id_for_quota_action = None;
-    u.aggregated_urrs.clear();
-    u
-}
-
-fn teid(i: u32) -> u32 {
-    // Spread like the allocator's random TEIDs, unique.
-    i.wrapping_mul(0x9e37_79b1) | 1 << 31
-}
-
-fn ue(i: u32) -> Ipv4Addr {
-    Ipv4Addr::from(0x0a40_0000 + i + 1)
-}
-
-fn session(i: u32, urr: &pfcp::msg::CreateUrr) -> Session {
-    let seid = u64::from(i) + 1;
-    let mut s = Session::new(
-        seid,
-        FSeid {
-            seid,
-            ipv4: Some(Ipv4Addr::LOCALHOST),
-            ipv6: None,
-        },
-        NodeId::Ipv4(Ipv4Addr::LOCALHOST),
-    );
-    let sdf = SdfFilter {
-        flow_description: Some(b"permit out ip from any to assigned".to_vec()),
-        ..Default::default()
-    };
-    s.qers.insert(
-        1,
-        Qer {
-            id: 1,
-            gate_ul_open: true,
-            gate_dl_open: true,
-            mbr: Some(Bitrate {
-                ul_kbps: 100_000_000,
-                dl_kbps: 100_000_000,
-            }),
-            qfi: Some(1),
-            ..Qer::default()
-        },
-    );
-    let mut rule = urr.clone();
-    rule.urr_id = 1;
-    s.urrs.insert(1, Urr { id: 1, rule });
-    s.fars.insert(
-        1,
-        Far {
-            id: 1,
-            action: ApplyAction {
-                forw: true,
-                ..Default::default()
-            },
-            forwarding: Some(Forwarding {
-                destination_interface: interface::CORE,
-                ..Default::default()
-            }),
-            bar_id: None,
-        },
-    );
-    s.fars.insert(
-        2,
-        Far {
-            id: 2,
-            action: ApplyAction {
-                forw: true,
-                ..Default::default()
-            },
-            forwarding: Some(Forwarding {
-                destination_interface: interface::ACCESS,
-                outer_header_creation: Some(OuterHeaderCreation::gtpu_ipv4(i + 1, GNB)),
-                ..Default::default()
-            }),
-            bar_id: None,
-        },
-    );
-    let ue_ip = UeIp {
-        ipv4: Some(ue(i)),
-        ..Default::default()
-    };
-    for (id, far, pdi, ohr) in [
-        (
-            1u16,
-            1u32,
-            Pdi {
-                source_interface: interface::ACCESS,
-                local_fteid: Some(LocalFteid {
-                    teid: teid(i),
-                    ipv4: Some(N3),
-                    ipv6: None,
-                }),
-                ue_ips: vec![ue_ip],
-                qfis: vec![1],
-                sdf_filters: vec![sdf.clone()],
-                ..Default::default()
-            },
-            Some(OuterHeaderRemoval {
-                description: 0,
-                ext_header_deletion: None,
-            }),
-        ),
-        (
-            2,
-            2,
-            Pdi {
-                source_interface: interface::CORE,
-                ue_ips: vec![UeIp {
-                    is_destination: true,
-                    ..ue_ip
-                }],
-                sdf_filters: vec![sdf.clone()],
-                ..Default::default()
-            },
-            None,
-        ),
-    ] {
-        s.pdrs.insert(
-            id,
-            Pdr {
-                id,
-                precedence: 100,
-                pdi,
-                outer_header_removal: ohr,
-                far_id: Some(far),
-                urr_ids: vec![1],
-                qer_ids: vec![1],
-                activation_time: None,
-                deactivation_time: None,
-            },
-        );
-    }
-    s
 }
 
 fn inner(src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
@@ -236,7 +92,7 @@ fn lookup_cost_by_session_count() {
     let urr = urr_template();
     let t0 = std::time::Instant::now();
     for i in 0..n {
-        let s = Arc::new(session(i, &urr));
+        let s = Arc::new(session(i, "permit out ip from any to assigned", &urr));
         dp.install(None, &s).expect("install");
         dp.write_threshold(s.up_seid, 1, Some(1 << 60)).unwrap();
     }

@@ -2,25 +2,16 @@
 //! of the sdfs table, so its size bounds distinct filter sets, not sessions; a full
 //! table refuses a session without changing anything. Needs CAP_BPF (root).
 
-use std::net::Ipv4Addr;
+mod common;
+
 use std::sync::Arc;
 
-use pfcp::ie::{FSeid, NodeId, SdfFilter};
+use common::root;
+use pfcp::ie::SdfFilter;
 use upf::fastpath::pipeline::PipelineConfig;
 use upf::fastpath::{FastPath, FastPathError};
 use upf::rules::*;
 use upf_bpf::datapath::{Capacity, Datapath};
-
-const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("not root: skipping (loading BPF programs needs CAP_BPF)");
-    }
-    r
-}
 
 fn filter(flow: &str) -> SdfFilter {
     SdfFilter {
@@ -29,77 +20,9 @@ fn filter(flow: &str) -> SdfFilter {
     }
 }
 
-/// A session as the benchmark's SMF builds it: an uplink PDR on a TEID and a downlink
-/// PDR on the UE address, each with `flow` as its SDF filter, forwarding FARs.
+/// The benchmark's session `i` with `flow` as both PDRs' SDF filter.
 fn session(i: u32, flow: &str) -> Arc<Session> {
-    let seid = u64::from(i) + 1;
-    let ue = Ipv4Addr::from(0x0a2d_0000 + i + 1);
-    let mut s = Session::new(
-        seid,
-        FSeid {
-            seid,
-            ipv4: Some(Ipv4Addr::LOCALHOST),
-            ipv6: None,
-        },
-        NodeId::Ipv4(Ipv4Addr::LOCALHOST),
-    );
-    for (id, uplink) in [(1u16, true), (2, false)] {
-        let far = Far {
-            id: u32::from(id),
-            action: ApplyAction {
-                forw: true,
-                ..Default::default()
-            },
-            forwarding: Some(Forwarding {
-                destination_interface: if uplink {
-                    interface::CORE
-                } else {
-                    interface::ACCESS
-                },
-                ..Default::default()
-            }),
-            bar_id: None,
-        };
-        s.fars.insert(far.id, far);
-        let pdi = if uplink {
-            Pdi {
-                source_interface: interface::ACCESS,
-                local_fteid: Some(LocalFteid {
-                    teid: 0x100 + i,
-                    ipv4: Some(N3),
-                    ipv6: None,
-                }),
-                sdf_filters: vec![filter(flow)],
-                ..Default::default()
-            }
-        } else {
-            Pdi {
-                source_interface: interface::CORE,
-                ue_ips: vec![UeIp {
-                    ipv4: Some(ue),
-                    is_destination: true,
-                    ..Default::default()
-                }],
-                sdf_filters: vec![filter(flow)],
-                ..Default::default()
-            }
-        };
-        s.pdrs.insert(
-            id,
-            Pdr {
-                id,
-                precedence: 200,
-                pdi,
-                outer_header_removal: None,
-                far_id: Some(u32::from(id)),
-                urr_ids: vec![],
-                qer_ids: vec![],
-                activation_time: None,
-                deactivation_time: None,
-            },
-        );
-    }
-    Arc::new(s)
+    Arc::new(common::session(i, flow, &common::urr_template()))
 }
 
 #[test]

@@ -170,10 +170,11 @@ impl Rig {
         const BUSY_AT_MOST: f64 = 0.10;
         let start = Instant::now();
         let cpus = [self.gen_cpu, self.fwd_cpu];
-        let mut before = cpus.map(cpu_jiffies);
+        let jiffies = |cpu: usize| b::cpu_busy().get(cpu).copied();
+        let mut before = cpus.map(jiffies);
         loop {
             std::thread::sleep(Duration::from_millis(250));
-            let now = cpus.map(cpu_jiffies);
+            let now = cpus.map(jiffies);
             let busy = (0..2)
                 .filter_map(|i| match (before[i], now[i]) {
                     (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
@@ -462,21 +463,4 @@ impl Drop for BareGuard {
             let _ = drop_in(&self.upf, f);
         }
     }
-}
-
-/// A CPU's (busy, total) jiffies from /proc/stat.
-fn cpu_jiffies(cpu: usize) -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(&format!("cpu{cpu}")))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let total: u64 = v.iter().take(8).sum();
-    // idle and iowait
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    Some((total.saturating_sub(idle), total))
 }

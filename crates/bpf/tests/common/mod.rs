@@ -1,0 +1,169 @@
+//! What the data path's tests share: the benchmark's session shape, a URR template.
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::net::Ipv4Addr;
+
+use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
+use upf::rules::*;
+
+pub const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
+pub const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+
+/// Whether we are root; says so when not (loading BPF programs needs CAP_BPF).
+pub fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let r = unsafe { libc::geteuid() } == 0;
+    if !r {
+        eprintln!("not root: skipping (loading BPF programs needs CAP_BPF)");
+    }
+    r
+}
+
+/// The first Create URR of the corpus' establishment sample, without links to other
+/// rules.
+pub fn urr_template() -> pfcp::msg::CreateUrr {
+    let est = pfcp::samples::corpus()
+        .into_iter()
+        .find(|s| s.bytes[1] == 50)
+        .expect("an establishment sample");
+    let (_, m) = pfcp::msg::parse::<pfcp::msg::SessionEstablishmentRequest>(&est.bytes).unwrap();
+    let mut u = m.create_urrs[0].clone();
+    u.linked_urr_ids.clear();
+    u.far_id_for_quota_action = None;
+    u.aggregated_urrs.clear();
+    u
+}
+
+/// Session `i`'s uplink TEID: spread like the allocator's random TEIDs, unique.
+pub fn teid(i: u32) -> u32 {
+    i.wrapping_mul(0x9e37_79b1) | 1 << 31
+}
+
+/// Session `i`'s UE address.
+pub fn ue(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(0x0a40_0000 + i + 1)
+}
+
+/// A session as the benchmark's SMF builds it: an uplink PDR on a TEID (QFI 1, Outer
+/// Header Removal) and a downlink PDR on the UE address, each with `flow` as its SDF
+/// filter; FARs to N6 and to the gNB; a QER with MBR and QFI; `urr` on both PDRs.
+pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
+    let seid = u64::from(i) + 1;
+    let mut s = Session::new(
+        seid,
+        FSeid {
+            seid,
+            ipv4: Some(Ipv4Addr::LOCALHOST),
+            ipv6: None,
+        },
+        NodeId::Ipv4(Ipv4Addr::LOCALHOST),
+    );
+    let sdf = SdfFilter {
+        flow_description: Some(flow.as_bytes().to_vec()),
+        ..Default::default()
+    };
+    s.qers.insert(
+        1,
+        Qer {
+            id: 1,
+            gate_ul_open: true,
+            gate_dl_open: true,
+            mbr: Some(Bitrate {
+                ul_kbps: 100_000_000,
+                dl_kbps: 100_000_000,
+            }),
+            qfi: Some(1),
+            ..Qer::default()
+        },
+    );
+    let mut rule = urr.clone();
+    rule.urr_id = 1;
+    s.urrs.insert(1, Urr { id: 1, rule });
+    s.fars.insert(
+        1,
+        Far {
+            id: 1,
+            action: ApplyAction {
+                forw: true,
+                ..Default::default()
+            },
+            forwarding: Some(Forwarding {
+                destination_interface: interface::CORE,
+                ..Default::default()
+            }),
+            bar_id: None,
+        },
+    );
+    s.fars.insert(
+        2,
+        Far {
+            id: 2,
+            action: ApplyAction {
+                forw: true,
+                ..Default::default()
+            },
+            forwarding: Some(Forwarding {
+                destination_interface: interface::ACCESS,
+                outer_header_creation: Some(OuterHeaderCreation::gtpu_ipv4(i + 1, GNB)),
+                ..Default::default()
+            }),
+            bar_id: None,
+        },
+    );
+    let ue_ip = UeIp {
+        ipv4: Some(ue(i)),
+        ..Default::default()
+    };
+    for (id, far, pdi, ohr) in [
+        (
+            1u16,
+            1u32,
+            Pdi {
+                source_interface: interface::ACCESS,
+                local_fteid: Some(LocalFteid {
+                    teid: teid(i),
+                    ipv4: Some(N3),
+                    ipv6: None,
+                }),
+                ue_ips: vec![ue_ip],
+                qfis: vec![1],
+                sdf_filters: vec![sdf.clone()],
+                ..Default::default()
+            },
+            Some(OuterHeaderRemoval {
+                description: 0,
+                ext_header_deletion: None,
+            }),
+        ),
+        (
+            2,
+            2,
+            Pdi {
+                source_interface: interface::CORE,
+                ue_ips: vec![UeIp {
+                    is_destination: true,
+                    ..ue_ip
+                }],
+                sdf_filters: vec![sdf.clone()],
+                ..Default::default()
+            },
+            None,
+        ),
+    ] {
+        s.pdrs.insert(
+            id,
+            Pdr {
+                id,
+                precedence: 100,
+                pdi,
+                outer_header_removal: ohr,
+                far_id: Some(far),
+                urr_ids: vec![1],
+                qer_ids: vec![1],
+                activation_time: None,
+                deactivation_time: None,
+            },
+        );
+    }
+    s
+}
