@@ -149,7 +149,7 @@ impl Gen {
         for u in 1..=n_urr {
             let mut rule = self.urr.clone();
             rule.urr_id = u;
-            s.urrs.insert(u, Urr { id: u, rule });
+            s.urrs.insert(u, Urr::new(&rule));
         }
         let pick_ids = |g: &mut Gen, n: u32, max: usize| -> Vec<u32> {
             let mut v: Vec<u32> = (1..=n).filter(|_| g.chance(0.6)).collect();

@@ -558,10 +558,7 @@ fn build_urr(c: &CreateUrr) -> Result<Urr, Rejection> {
             "Measurement Method has no method set",
         ));
     }
-    Ok(Urr {
-        id: c.urr_id,
-        rule: c.clone(),
-    })
+    Ok(Urr::new(c))
 }
 
 fn build_bar(c: &CreateBar) -> Bar {

@@ -277,7 +277,7 @@ mod tests {
         rule.time_quota = None;
         rule.quota_holding_time = None;
         rule.inactivity_detection_time = None;
-        Urr { id: 1, rule }
+        Urr::new(&rule)
     }
 
     #[test]

@@ -231,18 +231,58 @@ impl Qer {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Urr {
     pub id: u32,
-    pub rule: CreateUrr,
+    pub rule: UrrRule,
+}
+
+/// What of a Create URR (Table 7.5.2.4-1) this UP function acts on. Only these IEs are
+/// kept: a million sessions' URRs are memory, and a whole Create URR (every optional IE)
+/// is 600 octets where these are a third of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UrrRule {
+    pub measurement_method: Flags,
+    pub reporting_triggers: Flags,
+    pub measurement_period: Option<u32>,
+    pub volume_threshold: Option<pfcp::ie::Volume>,
+    pub volume_quota: Option<pfcp::ie::Volume>,
+    pub time_threshold: Option<u32>,
+    pub time_quota: Option<u32>,
+    pub quota_holding_time: Option<u32>,
+    pub inactivity_detection_time: Option<u32>,
+    pub linked_urr_ids: Vec<u32>,
+    pub far_id_for_quota_action: Option<u32>,
+}
+
+impl From<&CreateUrr> for UrrRule {
+    fn from(c: &CreateUrr) -> Self {
+        UrrRule {
+            measurement_method: c.measurement_method.clone(),
+            reporting_triggers: c.reporting_triggers.clone(),
+            measurement_period: c.measurement_period,
+            volume_threshold: c.volume_threshold,
+            volume_quota: c.volume_quota,
+            time_threshold: c.time_threshold,
+            time_quota: c.time_quota,
+            quota_holding_time: c.quota_holding_time,
+            inactivity_detection_time: c.inactivity_detection_time,
+            linked_urr_ids: c.linked_urr_ids.clone(),
+            far_id_for_quota_action: c.far_id_for_quota_action,
+        }
+    }
 }
 
 impl Urr {
+    pub fn new(c: &CreateUrr) -> Self {
+        Urr {
+            id: c.urr_id,
+            rule: c.into(),
+        }
+    }
+
     /// Apply an Update URR: every IE present replaces the stored one (clause 7.5.4.4).
     pub fn update(&mut self, u: &UpdateUrr) {
         let r = &mut self.rule;
         macro_rules! take {
             ($($f:ident),*) => {$( if u.$f.is_some() { r.$f = u.$f.clone(); } )*};
-        }
-        macro_rules! take_list {
-            ($($f:ident),*) => {$( if !u.$f.is_empty() { r.$f = u.$f.clone(); } )*};
         }
         if let Some(m) = &u.measurement_method {
             r.measurement_method = m.clone();
@@ -256,33 +296,13 @@ impl Urr {
             volume_quota,
             time_threshold,
             time_quota,
-            event_threshold,
-            event_quota,
             quota_holding_time,
-            dropped_dl_traffic_threshold,
-            quota_validity_time,
-            monitoring_time,
-            subsequent_volume_threshold,
-            subsequent_time_threshold,
-            subsequent_volume_quota,
-            subsequent_time_quota,
-            subsequent_event_threshold,
-            subsequent_event_quota,
             inactivity_detection_time,
-            measurement_information,
-            time_quota_mechanism,
-            far_id_for_quota_action,
-            ethernet_inactivity_timer,
-            number_of_reports,
-            user_plane_inactivity_timer
+            far_id_for_quota_action
         );
-        take_list!(
-            linked_urr_ids,
-            aggregated_urrs,
-            additional_monitoring_time,
-            exempted_application_ids,
-            exempted_sdf_filters
-        );
+        if !u.linked_urr_ids.is_empty() {
+            r.linked_urr_ids = u.linked_urr_ids.clone();
+        }
     }
 }
 

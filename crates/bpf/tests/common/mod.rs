@@ -78,7 +78,7 @@ pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
     );
     let mut rule = urr.clone();
     rule.urr_id = 1;
-    s.urrs.insert(1, Urr { id: 1, rule });
+    s.urrs.insert(1, Urr::new(&rule));
     s.fars.insert(
         1,
         Far {
