@@ -474,9 +474,6 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		glen = outer_len - OUTER_V6 - 8 + len;
 	}
 	if (g) {
-		if ((void *)(g + 8) > data_end)
-			return drop(DROP_MALFORMED_IP, len);
-
 		g[0] = psc_len ? 0x34 : 0x30;
 		g[1] = GTP_GPDU;
 		g[2] = glen >> 8;

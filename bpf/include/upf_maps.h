@@ -36,7 +36,6 @@ struct pdr {
 	__u8 ohr_ext;   /* GTP-U extension header deletion: bit 0 = PDU Session Container */
 };
 
-
 #define FAR_DROP 0x01
 #define FAR_FORW 0x02
 #define FAR_BUFF 0x04

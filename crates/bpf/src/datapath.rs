@@ -27,12 +27,12 @@ use upf::rules::Session;
 use crate::upf::types;
 use crate::upf::{UpfSkel, UpfSkelBuilder};
 
-/// Grace period before a freed slot is reused.
 /// `struct far`'s `ohc` (bpf/include/upf_maps.h OHC_*).
 const OHC_GTPU_V4: u8 = 1;
 const OHC_GTPU_V6: u8 = 2;
 const OHC_UNSUPPORTED: u8 = 3;
 
+/// Grace period before a freed slot is reused.
 const GRACE: Duration = Duration::from_millis(50);
 
 fn bytes<T: Copy>(t: &T) -> &[u8] {
@@ -144,6 +144,11 @@ impl Capacity {
             sdf_entries: sessions.saturating_add(1024),
             framed_routes: 4096,
         }
+    }
+
+    /// Slots of the QER and URR tables: one QER and one URR per session, and room.
+    fn qer_urr_slots(&self) -> u32 {
+        self.sessions.saturating_add(1024)
     }
 }
 
@@ -257,7 +262,7 @@ const _: () = assert!(std::mem::offset_of!(types::urr_shared, threshold_armed) =
 
 /// Cells of `urr_state`: per URR slot, the shared cell and one per possible CPU.
 fn urr_cells(cap: Capacity, ncpus: usize) -> Result<u32, FastPathError> {
-    let slots = u64::from(cap.sessions.saturating_add(1024));
+    let slots = u64::from(cap.qer_urr_slots());
     u32::try_from(slots * (1 + ncpus as u64))
         .map_err(|_| FastPathError::Io("urr_state: too many sessions for this many CPUs".into()))
 }
@@ -356,9 +361,7 @@ impl Datapath {
         m.framed.set_max_entries(cap.framed_routes).map_err(io)?;
         m.pdrs.set_max_entries(cap.pdrs).map_err(io)?;
         m.fars.set_max_entries(cap.pdrs).map_err(io)?;
-        m.qers
-            .set_max_entries(cap.sessions.saturating_add(1024))
-            .map_err(io)?;
+        m.qers.set_max_entries(cap.qer_urr_slots()).map_err(io)?;
         let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
         let urr_cells = urr_cells(cap, ncpus)?;
         m.urr_state.set_max_entries(urr_cells).map_err(io)?;
@@ -369,8 +372,8 @@ impl Datapath {
             skel,
             pdr_slots: Slots::new(cap.pdrs),
             far_slots: Slots::new(cap.pdrs),
-            qer_slots: Slots::new(cap.sessions.saturating_add(1024)),
-            urr_slots: Slots::new(cap.sessions.saturating_add(1024)),
+            qer_slots: Slots::new(cap.qer_urr_slots()),
+            urr_slots: Slots::new(cap.qer_urr_slots()),
             sdf_slots: Slots::new(cap.sdf_entries),
             sdf_blocks: HashMap::new(),
             sdf_refs: HashMap::new(),
