@@ -716,16 +716,13 @@ pub fn validate(s: &Session, limits: &Limits, gtpu: &GtpuAddresses) -> Result<()
         let Some(o) = &fw.outer_header_creation else {
             continue;
         };
-        use pfcp::ie::OuterHeaderCreation as O;
         let side = if fw.destination_interface == interface::ACCESS {
             interface::ACCESS
         } else {
             interface::CORE
         };
         let (v4, v6) = gtpu.for_interface(side);
-        let ok = (o.has(O::GTPU_UDP_IPV4) && o.ipv4.is_some() && v4.is_some())
-            || (o.has(O::GTPU_UDP_IPV6) && o.ipv6.is_some() && v6.is_some());
-        if !ok {
+        if crate::fastpath::pipeline::tunnel_from(v4, v6, o).is_none() {
             return Err(Rejection::rule(
                 FailedRuleId::FAR,
                 f.id,

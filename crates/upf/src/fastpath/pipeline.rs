@@ -907,7 +907,6 @@ pub fn tunnel(
     destination_interface: u8,
     o: &pfcp::ie::OuterHeaderCreation,
 ) -> Option<Tunnel> {
-    use pfcp::ie::OuterHeaderCreation as O;
     let access = destination_interface == interface::ACCESS;
     let src4 = if access {
         cfg.n3_v4
@@ -919,6 +918,17 @@ pub fn tunnel(
     } else {
         cfg.n9_v6.or(cfg.n3_v6)
     };
+    tunnel_from(src4, src6, o)
+}
+
+/// The tunnel for an Outer Header Creation given our addresses on that side (see
+/// `tunnel`); N4 uses it to refuse a FAR the data path could not serve.
+pub fn tunnel_from(
+    src4: Option<std::net::Ipv4Addr>,
+    src6: Option<std::net::Ipv6Addr>,
+    o: &pfcp::ie::OuterHeaderCreation,
+) -> Option<Tunnel> {
+    use pfcp::ie::OuterHeaderCreation as O;
     let (peer, src) = match (o.ipv4, src4, o.ipv6, src6) {
         (Some(p), Some(s), _, _) if o.has(O::GTPU_UDP_IPV4) => (IpAddr::V4(p), IpAddr::V4(s)),
         (_, _, Some(p), Some(s)) if o.has(O::GTPU_UDP_IPV6) => (IpAddr::V6(p), IpAddr::V6(s)),
