@@ -150,7 +150,8 @@ fn has_attr(body: &[u8], fixed: usize, ty: u16) -> bool {
 /// body of each answer. Bounded: 500 ms without an answer, 64 MiB.
 fn dump(request: u16) -> io::Result<Vec<Vec<u8>>> {
     let fd = rtnetlink_socket(0)?;
-    // A dump of this namespace's tables takes milliseconds; the event loop waits on it.
+    // A dump of this namespace's tables takes milliseconds. Only upfd's start waits on
+    // it (later checks run on a blocking thread), but a stuck kernel must not hang it.
     let tv = libc::timeval {
         tv_sec: 0,
         tv_usec: 500_000,

@@ -170,11 +170,14 @@ impl Rig {
         const BUSY_AT_MOST: f64 = 0.10;
         let start = Instant::now();
         let cpus = [self.gen_cpu, self.fwd_cpu];
-        let jiffies = |cpu: usize| b::cpu_busy().get(cpu).copied();
-        let mut before = cpus.map(jiffies);
+        let jiffies = || {
+            let all = b::cpu_busy();
+            cpus.map(|c| all.get(c).copied())
+        };
+        let mut before = jiffies();
         loop {
             std::thread::sleep(Duration::from_millis(250));
-            let now = cpus.map(jiffies);
+            let now = jiffies();
             let busy = (0..2)
                 .filter_map(|i| match (before[i], now[i]) {
                     (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
