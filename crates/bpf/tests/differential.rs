@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use common::urr_template;
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
-use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
+use pfcp::ie::{Bitrate, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use upf::fastpath::model::Model;
@@ -106,15 +106,7 @@ impl Gen {
     }
 
     fn session(&mut self, seid: u64, index: u32) -> (Session, SessionInfo) {
-        let mut s = Session::new(
-            seid,
-            FSeid {
-                seid,
-                ipv4: Some(Ipv4Addr::LOCALHOST),
-                ipv6: None,
-            },
-            NodeId::Ipv4(Ipv4Addr::LOCALHOST),
-        );
+        let mut s = common::empty_session(seid);
         let ue_v4 = Ipv4Addr::from(0x0a2d_0000 + index + 1);
         let ue_v6 = self
             .chance(0.3)

@@ -557,6 +557,26 @@ fn volume_quota_stops_forwarding() {
     drop(g);
 }
 
+/// Switch session `s`'s downlink FAR (UP SEID `up`) to `to`, asking for End Markers on
+/// the old path (SNDEM, TS 29.244 clause 5.9); the UPF must accept.
+fn switch_path(smf: &LabSmf, s: &Session, up: u64, to: OuterHeaderCreation) {
+    let mut req = smf.smf.modification_request(s);
+    {
+        let f = req.update_fars[0]
+            .update_forwarding_parameters
+            .as_mut()
+            .expect("template");
+        f.outer_header_creation = Some(to);
+        f.pfcpsm_req_flags = Some(Flags::from_bits(&[pfcpsm_req_flags::SNDEM], 1));
+    }
+    match smf.transact(&Msg::SessionModificationRequest(req), Some(up)) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Path switch: Update FAR with a new gNB F-TEID and SNDEM. The old gNB gets one End
 /// Marker with the old TEID, new downlink G-PDUs go to the new gNB address with the new
 /// TEID and a DL PDU Session Container with QFI 1.
@@ -579,24 +599,12 @@ fn path_switch_sends_end_marker_to_old_gnb() {
     let new_gnb = addr::GNB_N3_EXTRA[0];
     let target = udp_in(&lab, Ns::Gnb, SocketAddr::new(new_gnb.into(), 2152));
     let s = smf.smf.sessions()[0].clone();
-    let mut req = smf.smf.modification_request(&s);
-    {
-        let f = req.update_fars[0]
-            .update_forwarding_parameters
-            .as_mut()
-            .expect("template");
-        f.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv4(0x7777, new_gnb));
-        f.pfcpsm_req_flags = Some(Flags::from_bits(&[pfcpsm_req_flags::SNDEM], 1));
-    }
-    match smf.transact(
-        &Msg::SessionModificationRequest(req),
-        Some(s.up_fseid.unwrap().seid),
-    ) {
-        Msg::SessionModificationResponse(r) => {
-            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
-        }
-        other => panic!("{other:?}"),
-    }
+    switch_path(
+        &smf,
+        &s,
+        s.up_fseid.unwrap().seid,
+        OuterHeaderCreation::gtpu_ipv4(0x7777, new_gnb),
+    );
     assert!(
         eventually(Duration::from_secs(2), || g.stats().end_markers == 1),
         "End Marker at the old gNB: {:?}",
@@ -1186,21 +1194,12 @@ fn n3_over_ipv6_carries_ping_iperf3_and_end_marker() {
     );
 
     // A path switch with SNDEM: the End Marker reaches the gNB over IPv6.
-    let mut req = smf.smf.modification_request(&s);
-    {
-        let f = req.update_fars[0]
-            .update_forwarding_parameters
-            .as_mut()
-            .expect("template");
-        f.outer_header_creation = Some(OuterHeaderCreation::gtpu_ipv6(0x7777, addr::GNB_N3_V6));
-        f.pfcpsm_req_flags = Some(Flags::from_bits(&[pfcpsm_req_flags::SNDEM], 1));
-    }
-    match smf.transact(&Msg::SessionModificationRequest(req), Some(up)) {
-        Msg::SessionModificationResponse(r) => {
-            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
-        }
-        other => panic!("{other:?}"),
-    }
+    switch_path(
+        &smf,
+        &s,
+        up,
+        OuterHeaderCreation::gtpu_ipv6(0x7777, addr::GNB_N3_V6),
+    );
     assert!(
         eventually(Duration::from_secs(2), || g.stats().end_markers == 1),
         "End Marker over IPv6: {:?}",

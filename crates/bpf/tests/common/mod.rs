@@ -44,12 +44,9 @@ pub fn ue(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(0x0a40_0000 + i + 1)
 }
 
-/// A session as the benchmark's SMF builds it: an uplink PDR on a TEID (QFI 1, Outer
-/// Header Removal) and a downlink PDR on the UE address, each with `flow` as its SDF
-/// filter; FARs to N6 and to the gNB; a QER with MBR and QFI; `urr` on both PDRs.
-pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
-    let seid = u64::from(i) + 1;
-    let mut s = Session::new(
+/// A session without rules, `seid` on both sides, owned by a CP function on loopback.
+pub fn empty_session(seid: u64) -> Session {
+    Session::new(
         seid,
         FSeid {
             seid,
@@ -57,7 +54,14 @@ pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
             ipv6: None,
         },
         NodeId::Ipv4(Ipv4Addr::LOCALHOST),
-    );
+    )
+}
+
+/// A session as the benchmark's SMF builds it: an uplink PDR on a TEID (QFI 1, Outer
+/// Header Removal) and a downlink PDR on the UE address, each with `flow` as its SDF
+/// filter; FARs to N6 and to the gNB; a QER with MBR and QFI; `urr` on both PDRs.
+pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
+    let mut s = empty_session(u64::from(i) + 1);
     let sdf = SdfFilter {
         flow_description: Some(flow.as_bytes().to_vec()),
         ..Default::default()
