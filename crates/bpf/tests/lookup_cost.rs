@@ -8,6 +8,8 @@
 //!
 //! Run by hand (root, release build; about a minute for 1M sessions):
 //! `UPF_COST_SESSIONS=1000000 cargo test --release -p upf-bpf --test lookup_cost -- --ignored --nocapture`
+//! `UPF_COST_OMIT=sdf,qer,urr` (any of them) installs sessions without those rules, to
+//! see what each one adds.
 
 mod common;
 
@@ -90,12 +92,35 @@ fn lookup_cost_by_session_count() {
     let mut dp = Datapath::load(Capacity::for_sessions(n + 16), cfg.clone()).expect("load (root)");
     dp.configure(cfg, 20, 20, 0).unwrap();
     let urr = urr_template();
+    let omit = std::env::var("UPF_COST_OMIT").unwrap_or_default();
+    let omit: Vec<&str> = omit.split(',').collect();
     let t0 = std::time::Instant::now();
     for i in 0..n {
-        let s = Arc::new(session(i, "permit out ip from any to assigned", &urr));
+        let mut s = session(i, "permit out ip from any to assigned", &urr);
+        for pdr in s.pdrs.values_mut() {
+            if omit.contains(&"sdf") {
+                pdr.pdi.sdf_filters.clear();
+            }
+            if omit.contains(&"qer") {
+                pdr.qer_ids.clear();
+            }
+            if omit.contains(&"urr") {
+                pdr.urr_ids.clear();
+            }
+        }
+        if omit.contains(&"qer") {
+            s.qers.remove(&1);
+        }
+        if omit.contains(&"urr") {
+            s.urrs.remove(&1);
+        }
+        let s = Arc::new(s);
         dp.install(None, &s).expect("install");
-        dp.write_threshold(s.up_seid, 1, Some(1 << 60)).unwrap();
+        if !omit.contains(&"urr") {
+            dp.write_threshold(s.up_seid, 1, Some(1 << 60)).unwrap();
+        }
     }
+    eprintln!("omitted: {omit:?}");
     eprintln!(
         "{n} sessions installed in {:.1?} ({:.1} us each): BPF maps {} MiB (memlock)",
         t0.elapsed(),
