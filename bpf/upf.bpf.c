@@ -255,6 +255,34 @@ static __always_inline int dec_ttl(void *data_end, __u8 *ip, __u8 version)
 	return 0;
 }
 
+/* Start loading the cells PDR `p`'s first QER and URR will update. With a million
+ * sessions they are rarely in the cache, and the locked instructions that update them
+ * (the QER's spin lock, the shared cell's atomics) each wait for their miss in turn;
+ * plain loads issued together let the misses, page walks included, overlap (lookup_cost
+ * at 1M sessions, 4 alternating runs: 1,445 -> 1,292 ns per uplink packet, 1,462 ->
+ * 1,301 downlink; touching the SDF filter too did not help). */
+static __always_inline void touch_rules(const struct upf_config *cfg, const struct pdr *p)
+{
+	__u32 qi = p->qer[0];
+	__u32 ui = p->urr[0];
+
+	if (qi) {
+		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
+
+		if (q)
+			(void)*(volatile __u8 *)&q->gate_ul;
+	}
+	if (ui) {
+		struct urr_shared *s = urr_shared_of(cfg, ui);
+		struct urr_counters *c = urr_counters_of(cfg, ui);
+
+		if (s)
+			(void)*(volatile __u32 *)&s->quota_flags;
+		if (c)
+			(void)*(volatile __u64 *)&c->last_ns;
+	}
+}
+
 /* Everything after the PDR lookup key: PDR, FAR, QER, URR, rewrite, egress. `inner` is
  * the offset of the user's IP packet; `from_gtpu` says whether it came in a G-PDU. */
 static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
@@ -277,6 +305,8 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 	__builtin_memcpy(in_dmac, ieth->h_dest, 6);
 	__builtin_memcpy(in_smac, ieth->h_source, 6);
 
+	if (rs->hot & RS_HOT_PDR0)
+		touch_rules(cfg, &rs->pdr0);
 	if (rs->uplink && !source_allowed(rs, f))
 		return drop(DROP_SPOOFED_SOURCE, len);
 
