@@ -7,13 +7,18 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use rand::Rng;
 
+use crate::fastpath::teid_index::TeidIndex;
+
 /// TEIDs are drawn at random from a configured range so that they are unique and not
-/// predictable (an off-path attacker cannot guess a live tunnel).
+/// predictable (an off-path attacker cannot guess a live tunnel). With a
+/// [`TeidIndex`] they are drawn from its free slots first, so the data path finds them
+/// without hashing.
 #[derive(Debug)]
 pub struct TeidAllocator {
     lo: u32,
     hi: u32,
     used: HashSet<u32>,
+    index: TeidIndex,
 }
 
 impl TeidAllocator {
@@ -24,6 +29,16 @@ impl TeidAllocator {
             lo: lo.max(1),
             hi: hi.max(lo.max(1)),
             used: HashSet::new(),
+            index: TeidIndex::none(),
+        }
+    }
+
+    /// As [`new`](Self::new), preferring the TEIDs of `index`'s slots (which must be
+    /// for the same range).
+    pub fn with_index(lo: u32, hi: u32, index: TeidIndex) -> Self {
+        TeidAllocator {
+            index,
+            ..Self::new(lo, hi)
         }
     }
 
@@ -46,6 +61,16 @@ impl TeidAllocator {
             return None;
         }
         let mut rng = rand::rng();
+        // A random free slot while they are not nearly all taken (TEIDs the CP function
+        // chose may occupy some too).
+        if self.index.slots() > 0 {
+            for _ in 0..16 {
+                let t = self.index.teid(rng.random_range(0..self.index.slots()));
+                if self.used.insert(t) {
+                    return Some(t);
+                }
+            }
+        }
         // Random probing; the range is kept far from full in practice, and the bound makes
         // a pathological fill fall back to a linear scan.
         for _ in 0..64 {
@@ -232,6 +257,21 @@ mod tests {
         assert_eq!(a.allocate(), None);
         a.release(500);
         assert_eq!(a.allocate(), Some(500));
+    }
+
+    #[test]
+    fn teids_come_from_the_index_slots_until_they_run_out() {
+        let ix = TeidIndex::seeded(1, u32::MAX, 100, 3);
+        let mut a = TeidAllocator::with_index(1, u32::MAX, ix);
+        // 16 random probes miss when 30 % of the slots are taken with p = 0.3^16.
+        let v: Vec<u32> = (0..30).map(|_| a.allocate().unwrap()).collect();
+        assert!(v.iter().all(|t| ix.slot(*t).is_some()), "{v:?}");
+        // Past the slots, TEIDs still come, from the rest of the range.
+        let more: Vec<u32> = (0..200).map(|_| a.allocate().unwrap()).collect();
+        let direct = v.iter().chain(&more).filter(|t| ix.slot(**t).is_some());
+        assert_eq!(direct.count(), 100, "every slot used");
+        let all: HashSet<u32> = v.iter().chain(&more).copied().collect();
+        assert_eq!(all.len(), 230, "unique");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod model;
 pub mod pipeline;
+pub mod teid_index;
 
 use std::sync::Arc;
 
