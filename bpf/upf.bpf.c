@@ -15,6 +15,7 @@
 #include "qer.h"
 #include "urr.h"
 #include "egress.h"
+#include "direct.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -579,8 +580,7 @@ int xdp_n3(struct xdp_md *ctx)
 	if (parse_inner(data, data_end, o.inner, frame, &f))
 		return drop(DROP_MALFORMED_IP, frame);
 
-	struct teid_key k = { .teid = o.teid };
-	struct rule_set *rs = bpf_map_lookup_elem(&uplink, &k);
+	struct rule_set *rs = uplink_rules(cfg, o.teid);
 
 	if (!rs)
 		return unknown_teid(f.len, bpf_ktime_get_ns());
@@ -607,11 +607,7 @@ int xdp_n6(struct xdp_md *ctx)
 	if (parse_inner(data, data_end, l3, frame, &f))
 		return pass_up(STAT_PASSED, frame);
 
-	struct ue_key k = {};
-
-	k.family = f.version;
-	__builtin_memcpy(k.addr, f.dst, 16);
-	struct rule_set *rs = bpf_map_lookup_elem(&downlink, &k);
+	struct rule_set *rs = downlink_rules(cfg, &f);
 
 	if (!rs) {
 		struct lpm_key lk = {};

@@ -232,7 +232,16 @@ struct upf_config {
 	__u64 slowpath_burst;  /* unknown-TEID packets passed to upfd: bucket size ... */
 	__u64 slowpath_per_sec; /* ... and refill per second */
 	__u32 urr_stride;       /* cells per URR in urr_state: 1 + possible CPUs */
-	__u32 pad;
+	/* TEID -> uplink_slots index (include/teid_index.h); teid_slots 0: none. */
+	__u32 teid_lo;
+	__u32 teid_mask;
+	__u32 teid_shift;
+	__u32 teid_mul1;
+	__u32 teid_mul2;
+	__u32 teid_add;
+	__u32 teid_slots;
+	__u32 ue_slots;   /* downlink_slots entries; 0: none */
+	__u32 pad2;
 };
 
 /* Drop reasons (named and counted, as Cilium does). Keep in step with
@@ -327,6 +336,36 @@ struct {
 	__type(key, struct teid_key);
 	__type(value, struct rule_set);
 } uplink SEC(".maps");
+
+/* Rule sets in direct slots (include/direct.h): one array access instead of a hash's
+ * bucket and element. Uplink: the slot the TEID encodes (upfd allocates TEIDs so);
+ * downlink: UE IPv4 address mod ue_slots. `key` says whose rule set the slot holds (the
+ * TEID; the address in network order); another key or 0: look in the hash table.
+ * upfd writes a slot through a memory mapping, rule set first and key last, and never
+ * rewrites the rule set of a slot a packet may still be reading: a changed rule set goes
+ * to the hash table (the slot's key cleared) and comes back once no packet can see the
+ * old one (crates/bpf/src/direct.rs). */
+struct slot_entry {
+	__u32 key;
+	__u32 pad;
+	struct rule_set rs;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct slot_entry);
+} uplink_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct slot_entry);
+} downlink_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -21,8 +21,11 @@ use upf::fastpath::model::keys;
 use upf::fastpath::pipeline::{
     qer_rate, rule_set, session_ue, tunnel, Egress, PipelineConfig, STAT_MAX,
 };
+use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{FastPath, FastPathError, Usage};
 use upf::rules::Session;
+
+use crate::direct::{ue_v4_key, DirectTable, Keying};
 
 use crate::upf::types;
 use crate::upf::{UpfSkel, UpfSkelBuilder};
@@ -35,13 +38,13 @@ const OHC_UNSUPPORTED: u8 = 3;
 /// Grace period before a freed slot is reused.
 const GRACE: Duration = Duration::from_millis(50);
 
-fn bytes<T: Copy>(t: &T) -> &[u8] {
+pub(crate) fn bytes<T: Copy>(t: &T) -> &[u8] {
     // SAFETY: T is a plain-old-data repr(C) type generated from BTF; reading its octets
     // (padding included, all zero-initialised by Default) is defined.
     unsafe { std::slice::from_raw_parts(t as *const T as *const u8, std::mem::size_of::<T>()) }
 }
 
-fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
+pub(crate) fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
     let mut t = T::default();
     let n = b.len().min(std::mem::size_of::<T>());
     // SAFETY: as above; at most size_of::<T>() octets are copied into t.
@@ -133,6 +136,11 @@ pub struct Capacity {
     pub pdrs: u32,
     pub sdf_entries: u32,
     pub framed_routes: u32,
+    /// The TEIDs with a direct uplink slot: upfd passes the one its TEID allocator
+    /// uses, so the TEIDs it hands out are found without hashing.
+    pub teid_index: TeidIndex,
+    /// Direct downlink slots, for UE IPv4 addresses (address mod slots).
+    pub ue_slots: u32,
 }
 
 impl Capacity {
@@ -143,6 +151,8 @@ impl Capacity {
             pdrs: sessions.saturating_mul(2).saturating_add(1024),
             sdf_entries: sessions.saturating_add(1024),
             framed_routes: 4096,
+            teid_index: TeidIndex::new(1, u32::MAX, sessions.saturating_add(1024)),
+            ue_slots: sessions.saturating_add(1024),
         }
     }
 
@@ -179,13 +189,31 @@ pub struct Datapath {
     boot_offset_ns: i128,
     /// `urr_state`, mapped into our memory.
     urr_mem: UrrMem,
+    /// Where rule sets are: direct slots or the `uplink` / `downlink` hash tables.
+    uplink: DirectTable,
+    downlink: DirectTable,
 }
 
 fn io(e: impl std::fmt::Display) -> FastPathError {
     FastPathError::Io(e.to_string())
 }
 
-fn ue_key(a: IpAddr) -> types::ue_key {
+/// Remove a UE address key, from its direct slot or the hash table.
+fn delete_ue(
+    downlink: &mut DirectTable,
+    maps: &crate::upf::UpfMaps<'static>,
+    k: &types::ue_key,
+    now: Instant,
+) {
+    if k.family == 4 {
+        let a = std::net::Ipv4Addr::new(k.addr[0], k.addr[1], k.addr[2], k.addr[3]);
+        downlink.delete(maps, ue_v4_key(a), now);
+    } else {
+        let _ = maps.downlink.delete(bytes(k));
+    }
+}
+
+pub(crate) fn ue_key(a: IpAddr) -> types::ue_key {
     let mut k = types::ue_key::default();
     match a {
         IpAddr::V4(x) => {
@@ -355,6 +383,18 @@ impl Datapath {
         m.uplink
             .set_max_entries(cap.sessions.saturating_mul(2))
             .map_err(io)?;
+        let (up_keys, down_keys) = (
+            Keying::Teid(cap.teid_index),
+            Keying::UeV4 {
+                slots: cap.ue_slots,
+            },
+        );
+        m.uplink_slots
+            .set_max_entries(DirectTable::entries(&up_keys))
+            .map_err(io)?;
+        m.downlink_slots
+            .set_max_entries(DirectTable::entries(&down_keys))
+            .map_err(io)?;
         m.downlink
             .set_max_entries(cap.sessions.saturating_mul(2))
             .map_err(io)?;
@@ -368,6 +408,8 @@ impl Datapath {
         m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
         let skel = open.load().map_err(io)?;
         let urr_mem = UrrMem::map(&skel.maps.urr_state, urr_cells as usize, 1 + ncpus)?;
+        let uplink = DirectTable::map(&skel.maps.uplink_slots, up_keys, GRACE)?;
+        let downlink = DirectTable::map(&skel.maps.downlink_slots, down_keys, GRACE)?;
         let mut d = Datapath {
             skel,
             pdr_slots: Slots::new(cap.pdrs),
@@ -386,6 +428,8 @@ impl Datapath {
             ncpus,
             boot_offset_ns: unix_ns() - mono_ns(),
             urr_mem,
+            uplink,
+            downlink,
         };
         d.configure(cfg, 0, 0, 0)?;
         d.bump_nexthop_generation()?;
@@ -394,6 +438,38 @@ impl Datapath {
 
     pub fn skel(&self) -> &UpfSkel<'static> {
         &self.skel
+    }
+
+    /// The TEIDs with direct uplink slots (see `Capacity::teid_index`).
+    pub fn teid_index(&self) -> TeidIndex {
+        match self.uplink.keying() {
+            Keying::Teid(ix) => ix,
+            Keying::UeV4 { .. } => TeidIndex::none(),
+        }
+    }
+
+    /// Whether `teid`'s uplink rules are in its direct slot (else in the hash table).
+    pub fn uplink_in_slot(&self, teid: u32) -> bool {
+        self.uplink.in_slot(teid)
+    }
+
+    /// Whether the downlink rules of UE address `a` are in its direct slot.
+    pub fn downlink_in_slot(&self, a: std::net::Ipv4Addr) -> bool {
+        self.downlink.in_slot(ue_v4_key(a))
+    }
+
+    /// Uplink and downlink keys: (in direct slots, with a slot but in the hash table,
+    /// waiting to move to their slot).
+    pub fn direct_keys(&self) -> [(usize, usize, usize); 2] {
+        [self.uplink.counts(), self.downlink.counts()]
+    }
+
+    /// Move changed rule sets back into their direct slots once it is safe (installs do
+    /// it too; upfd also calls this on its timer, for quiet times).
+    pub fn settle(&mut self) {
+        let now = Instant::now();
+        self.uplink.settle(&self.skel.maps, now);
+        self.downlink.settle(&self.skel.maps, now);
     }
 
     /// Write the data path's configuration: local addresses, the interfaces traffic
@@ -415,6 +491,17 @@ impl Datapath {
             urr_stride: self.urr_mem.stride as u32,
             ..Default::default()
         };
+        let t = self.teid_index().params();
+        c.teid_lo = t.lo;
+        c.teid_mask = t.mask;
+        c.teid_shift = t.shift;
+        c.teid_mul1 = t.mul1;
+        c.teid_mul2 = t.mul2;
+        c.teid_add = t.add;
+        c.teid_slots = t.slots;
+        if let Keying::UeV4 { slots } = self.downlink.keying() {
+            c.ue_slots = slots;
+        }
         let (mut n4, mut n6) = (0, 0);
         for a in &cfg.local {
             match a {
@@ -848,6 +935,8 @@ impl FastPath for Datapath {
         ] {
             s.warm(now);
         }
+        self.uplink.settle(&self.skel.maps, now);
+        self.downlink.settle(&self.skel.maps, now);
         let seid = new.up_seid;
         let prev = match old {
             Some(_) => self.sessions.get(&seid).cloned().unwrap_or_default(),
@@ -857,8 +946,7 @@ impl FastPath for Datapath {
         // Keys must be free or ours; tables must have room.
         let maps = &self.skel.maps;
         for (t, pdr) in &k.teids {
-            if let Ok(Some(v)) = maps.uplink.lookup(&t.to_ne_bytes(), MapFlags::ANY) {
-                let rs: types::rule_set = from_bytes(&v);
+            if let Some(rs) = self.uplink.get(maps, *t) {
                 if rs.seid != seid {
                     return Err(FastPathError::Conflict {
                         pdr_id: *pdr,
@@ -868,8 +956,16 @@ impl FastPath for Datapath {
             }
         }
         for (a, pdr) in &k.ue_ips {
-            if let Ok(Some(v)) = maps.downlink.lookup(bytes(&ue_key(*a)), MapFlags::ANY) {
-                let rs: types::rule_set = from_bytes(&v);
+            let installed = match a {
+                IpAddr::V4(x) => self.downlink.get(maps, ue_v4_key(*x)),
+                IpAddr::V6(_) => maps
+                    .downlink
+                    .lookup(bytes(&ue_key(*a)), MapFlags::ANY)
+                    .ok()
+                    .flatten()
+                    .map(|v| from_bytes::<types::rule_set>(&v)),
+            };
+            if let Some(rs) = installed {
                 if rs.seid != seid {
                     return Err(FastPathError::Conflict {
                         pdr_id: *pdr,
@@ -1025,18 +1121,20 @@ impl FastPath for Datapath {
         for (t, _) in &k.teids {
             let rs = sets.next().expect("one rule set per key");
             let v = Self::rule_set_value(new, rs, &pdr_index, &written);
-            maps.uplink
-                .update(&t.to_ne_bytes(), bytes(&v), MapFlags::ANY)
-                .map_err(io)?;
+            self.uplink.put(maps, *t, &v, now)?;
             inst.teids.push(*t);
         }
         for (a, _) in &k.ue_ips {
             let rs = sets.next().expect("one rule set per key");
             let v = Self::rule_set_value(new, rs, &pdr_index, &written);
             let key = ue_key(*a);
-            maps.downlink
-                .update(bytes(&key), bytes(&v), MapFlags::ANY)
-                .map_err(io)?;
+            match a {
+                IpAddr::V4(x) => self.downlink.put(maps, ue_v4_key(*x), &v, now)?,
+                IpAddr::V6(_) => maps
+                    .downlink
+                    .update(bytes(&key), bytes(&v), MapFlags::ANY)
+                    .map_err(io)?,
+            }
             inst.ues.push(key);
         }
         for r in &k.framed_routes {
@@ -1051,12 +1149,12 @@ impl FastPath for Datapath {
         // Keys the new version no longer has.
         for t in &prev.teids {
             if !inst.teids.contains(t) {
-                let _ = maps.uplink.delete(&t.to_ne_bytes());
+                self.uplink.delete(maps, *t, now);
             }
         }
         for kk in &prev.ues {
             if !inst.ues.iter().any(|x| bytes(x) == bytes(kk)) {
-                let _ = maps.downlink.delete(bytes(kk));
+                delete_ue(&mut self.downlink, maps, kk, now);
             }
         }
         for kk in &prev.framed {
@@ -1075,11 +1173,12 @@ impl FastPath for Datapath {
             return;
         };
         let maps = &self.skel.maps;
+        let now = Instant::now();
         for t in &inst.teids {
-            let _ = maps.uplink.delete(&t.to_ne_bytes());
+            self.uplink.delete(maps, *t, now);
         }
         for k in &inst.ues {
-            let _ = maps.downlink.delete(bytes(k));
+            delete_ue(&mut self.downlink, maps, k, now);
         }
         for k in &inst.framed {
             let _ = maps.framed.delete(bytes(k));

@@ -21,3 +21,4 @@ pub use libbpf_rs;
 
 pub mod bench;
 pub mod datapath;
+mod direct;

@@ -20,6 +20,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use upf::fastpath::model::Model;
 use upf::fastpath::pipeline::{DropReason, Egress, PipelineConfig, Verdict};
+use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::FastPath;
 use upf::rules::*;
 use upf_bpf::datapath::{Capacity, Datapath};
@@ -73,6 +74,12 @@ struct Gen {
     rng: StdRng,
     urr: pfcp::msg::CreateUrr,
     next_teid: u32,
+    /// Half the TEIDs are as upfd allocates them, in direct slots: the first 200 in
+    /// turn, so a slot is reused soon after its session is removed.
+    index: TeidIndex,
+    next_slot: u32,
+    /// The data path's downlink slots (UE address mod ue_slots).
+    ue_slots: u32,
 }
 
 /// What a generated session offers the frame generator.
@@ -107,7 +114,12 @@ impl Gen {
 
     fn session(&mut self, seid: u64, index: u32) -> (Session, SessionInfo) {
         let mut s = common::empty_session(seid);
-        let ue_v4 = Ipv4Addr::from(0x0a2d_0000 + index + 1);
+        // Now and then an address with the same direct slot as the previous session's.
+        let ue_v4 = if index % 256 > 0 && self.chance(0.2) {
+            Ipv4Addr::from(0x0a2d_0000 + index + self.ue_slots * 20)
+        } else {
+            Ipv4Addr::from(0x0a2d_0000 + index + 1)
+        };
         let ue_v6 = self
             .chance(0.3)
             .then(|| Ipv6Addr::new(0x2001, 0xdb8, 0x45, index as u16, 0, 0, 0, 1));
@@ -152,6 +164,10 @@ impl Gen {
         let n_teid = if self.chance(0.2) { 2 } else { 1 };
         let teids: Vec<u32> = (0..n_teid)
             .map(|_| {
+                if self.chance(0.5) {
+                    self.next_slot = (self.next_slot + 1) % 200;
+                    return self.index.teid(self.next_slot);
+                }
                 self.next_teid += self.rng.random_range(1..1000);
                 self.next_teid
             })
@@ -545,14 +561,17 @@ fn xdp_agrees_with_the_reference_pipeline() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().random());
     eprintln!("differential: {cases} frames, UPF_DIFF_SEED={seed}");
+    let cfg = config();
+    let cap = Capacity::for_sessions(4096);
+    let mut dp = Datapath::load(cap, cfg.clone()).expect("load (needs root)");
     let mut g = Gen {
         rng: StdRng::seed_from_u64(seed),
         urr: urr_template(),
         next_teid: 0x100,
+        index: dp.teid_index(),
+        next_slot: 0,
+        ue_slots: cap.ue_slots,
     };
-    let cfg = config();
-    let mut dp =
-        Datapath::load(Capacity::for_sessions(4096), cfg.clone()).expect("load (needs root)");
     dp.configure(cfg.clone(), 30, 20, 0).unwrap();
     let mut model = Model::new(1 << 20);
     model.config = cfg;
@@ -572,6 +591,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
     let mut done = 0;
     let mut batch = 0u64;
     let mut by_verdict: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut places: std::collections::BTreeMap<&str, usize> = Default::default();
     while done < cases {
         batch += 1;
         // A batch of sessions, installed in both.
@@ -596,6 +616,22 @@ fn xdp_agrees_with_the_reference_pipeline() {
                         model.state.quota.insert((seid, *u), q);
                         dp.write_quota(seid, *u, Some(q)).unwrap();
                     }
+                }
+                for t in &info.teids {
+                    let place = match (g.index.slot(*t), dp.uplink_in_slot(*t)) {
+                        (None, _) => "no slot",
+                        (Some(_), true) => "in its slot",
+                        (Some(_), false) => "slot cooling",
+                    };
+                    *places.entry(place).or_insert(0usize) += 1;
+                }
+                if let Some(a) = info.ue_v4 {
+                    let place = if dp.downlink_in_slot(a) {
+                        "UE in its slot"
+                    } else {
+                        "UE hashed"
+                    };
+                    *places.entry(place).or_insert(0usize) += 1;
                 }
                 infos.push(info);
                 installed.push(s);
@@ -711,7 +747,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
             dp.remove(&s);
         }
     }
-    eprintln!("differential: {done} frames agree: {by_verdict:?}");
+    eprintln!("differential: {done} frames agree: {by_verdict:?}; keys: {places:?}");
+    assert_eq!(places.len(), 5, "keys in every place: {places:?}");
     // The generator must reach every outcome that matters.
     for k in [
         "forward",

@@ -9,73 +9,19 @@
 //! Run by hand (root, release build; about a minute for 1M sessions):
 //! `UPF_COST_SESSIONS=1000000 cargo test --release -p upf-bpf --test lookup_cost -- --ignored --nocapture`
 //! `UPF_COST_OMIT=sdf,qer,urr` (any of them) installs sessions without those rules, to
-//! see what each one adds.
+//! see what each one adds; `UPF_COST_HASHED=1` gives the sessions TEIDs with no direct
+//! slot (as when the SMF chooses them) and turns the downlink slots off, so every key is
+//! found through the hash tables.
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{session, teid, ue, urr_template, GNB, N3};
+use common::{downlink_frame, neigh_config, session, set_teid, ue, uplink_frame, urr_template};
 use rand::{Rng, SeedableRng};
-use upf::fastpath::pipeline::{Egress, PipelineConfig};
 use upf::fastpath::FastPath;
 use upf_bpf::datapath::{Capacity, Datapath};
-
-const DN: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
-
-fn config() -> PipelineConfig {
-    let e = |n: u8| Egress {
-        ifindex: 20,
-        mtu: 1500,
-        smac: [2, 0, 0, 0, 0, n],
-        dmac: [2, 0, 0, 0, 1, n],
-    };
-    let mut neigh = std::collections::HashMap::new();
-    neigh.insert(IpAddr::V4(Ipv4Addr::UNSPECIFIED), e(1));
-    neigh.insert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), e(2));
-    PipelineConfig {
-        local: vec![IpAddr::V4(N3)],
-        n3_v4: Some(N3),
-        neigh,
-        ..Default::default()
-    }
-}
-
-fn inner(src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
-    capture::ip_udp_packet(src.into(), dst.into(), 40000, 9, &[0x55; 64])
-}
-
-fn eth(ethertype: u16) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8];
-    f.extend_from_slice(&ethertype.to_be_bytes());
-    f
-}
-
-fn uplink_frame(i: u32) -> Vec<u8> {
-    let inner = inner(ue(i), DN);
-    let mut g = vec![0x34, 0xff];
-    g.extend_from_slice(&((inner.len() + 8) as u16).to_be_bytes());
-    g.extend_from_slice(&teid(i).to_be_bytes());
-    g.extend_from_slice(&[0, 0, 0, 0x85, 1, 0x10, 1, 0]);
-    g.extend(inner);
-    let mut f = eth(0x0800);
-    f.extend(capture::ip_udp_packet(
-        GNB.into(),
-        N3.into(),
-        2152,
-        2152,
-        &g,
-    ));
-    f
-}
-
-fn downlink_frame(i: u32) -> Vec<u8> {
-    let mut f = eth(0x0800);
-    f.extend(inner(DN, ue(i)));
-    f
-}
 
 #[test]
 #[ignore]
@@ -88,8 +34,24 @@ fn lookup_cost_by_session_count() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200_000);
-    let cfg = config();
-    let mut dp = Datapath::load(Capacity::for_sessions(n + 16), cfg.clone()).expect("load (root)");
+    let cfg = neigh_config();
+    let hashed = std::env::var_os("UPF_COST_HASHED").is_some();
+    let mut cap = Capacity::for_sessions(n + 16);
+    if hashed {
+        cap.ue_slots = 0;
+    }
+    let mut dp = Datapath::load(cap, cfg.clone()).expect("load (root)");
+    let index = dp.teid_index();
+    // TEIDs as upfd allocates them (CHOOSE) and UE addresses from a pool: each in its
+    // direct slot; with UPF_COST_HASHED, TEIDs an SMF chose and no downlink slots, all
+    // in the hash tables.
+    let teid_of = |i: u32| {
+        if hashed {
+            common::teid(i)
+        } else {
+            index.teid(i)
+        }
+    };
     dp.configure(cfg, 20, 20, 0).unwrap();
     let urr = urr_template();
     let omit = std::env::var("UPF_COST_OMIT").unwrap_or_default();
@@ -97,6 +59,7 @@ fn lookup_cost_by_session_count() {
     let t0 = std::time::Instant::now();
     for i in 0..n {
         let mut s = session(i, "permit out ip from any to assigned", &urr);
+        set_teid(&mut s, teid_of(i));
         for pdr in s.pdrs.values_mut() {
             if omit.contains(&"sdf") {
                 pdr.pdi.sdf_filters.clear();
@@ -120,7 +83,10 @@ fn lookup_cost_by_session_count() {
             dp.write_threshold(s.up_seid, 1, Some(1 << 60)).unwrap();
         }
     }
-    eprintln!("omitted: {omit:?}");
+    eprintln!(
+        "omitted: {omit:?}; keys (in slots, hashed, waiting) up, down: {:?}",
+        dp.direct_keys()
+    );
     eprintln!(
         "{n} sessions installed in {:.1?} ({:.1} us each): BPF maps {} MiB (memlock)",
         t0.elapsed(),
@@ -140,9 +106,9 @@ fn lookup_cost_by_session_count() {
         for _ in 0..runs {
             let i = rng.random_range(0..n);
             let frame = if uplink {
-                uplink_frame(i)
+                uplink_frame(teid_of(i), ue(i))
             } else {
-                downlink_frame(i)
+                downlink_frame(ue(i))
             };
             let input = libbpf_rs::ProgramInput {
                 data_in: Some(&frame),

@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use upf::alloc::{TeidAllocator, UeIpPools};
 use upf::fastpath::model::Model;
 use upf::fastpath::pipeline::PipelineConfig;
+use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{FastPath, FastPathError, Usage};
 use upf::n4::{to_ntp, usage_report, Event, N4Config, Out, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
@@ -132,14 +133,14 @@ impl Drop for Xdp {
     }
 }
 
-fn build(cfg: &Config, fastpath: Box<dyn FastPath>) -> N4 {
+fn build(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) -> N4 {
     let mut pools = UeIpPools::default();
     for p in &cfg.ue_pools {
         pools.add(&p.network_instance, p.prefix);
     }
     let n9 = cfg.gtpu.n9.as_ref();
     let res = Resources::new(
-        TeidAllocator::new(cfg.gtpu.teid_range[0], cfg.gtpu.teid_range[1]),
+        TeidAllocator::with_index(cfg.gtpu.teid_range[0], cfg.gtpu.teid_range[1], teid_index),
         pools,
         GtpuAddresses {
             access_v4: cfg.gtpu.n3.ipv4,
@@ -174,7 +175,7 @@ fn build(cfg: &Config, fastpath: Box<dyn FastPath>) -> N4 {
     N4::new(n4cfg, sessions)
 }
 
-fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
+fn start_xdp(cfg: &Config, teid_index: TeidIndex) -> anyhow::Result<Xdp> {
     let d = &cfg.datapath;
     let n3_name = d.n3_interface.as_deref().unwrap_or_default();
     let n6_name = d.n6_interface.as_deref().unwrap_or_default();
@@ -203,7 +204,11 @@ fn start_xdp(cfg: &Config) -> anyhow::Result<Xdp> {
         slowpath_burst: d.unknown_teid_to_slowpath_per_sec.max(1),
     };
     let max = u32::try_from(cfg.limits.max_sessions).unwrap_or(u32::MAX);
-    let mut dp = Datapath::load(Capacity::for_sessions(max), pcfg.clone())
+    let cap = Capacity {
+        teid_index,
+        ..Capacity::for_sessions(max)
+    };
+    let mut dp = Datapath::load(cap, pcfg.clone())
         .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
     dp.configure(pcfg.clone(), n3_if, n6_if, n9_if.unwrap_or(0))
         .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
@@ -424,15 +429,26 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let sock = UdpSocket::bind(addr)
         .await
         .with_context(|| format!("n4.address: binding {addr}"))?;
+    // TEIDs upfd allocates encode a direct slot of the data path's uplink table.
+    let teid_index = match cfg.datapath.mode {
+        DatapathMode::Xdp => {
+            let slots = u32::try_from(cfg.limits.max_sessions)
+                .unwrap_or(u32::MAX)
+                .saturating_add(1024);
+            let [lo, hi] = cfg.gtpu.teid_range;
+            TeidIndex::new(lo, hi, slots)
+        }
+        DatapathMode::None => TeidIndex::none(),
+    };
     let mut xdp = match cfg.datapath.mode {
-        DatapathMode::Xdp => Some(start_xdp(&cfg)?),
+        DatapathMode::Xdp => Some(start_xdp(&cfg, teid_index)?),
         DatapathMode::None => None,
     };
     let fastpath: Box<dyn FastPath> = match &xdp {
         Some(x) => Box::new(Shared(x.dp.clone())),
         None => Box::new(NoForwarding(Model::new(cfg.limits.max_sessions * 4))),
     };
-    let mut n4 = build(&cfg, fastpath);
+    let mut n4 = build(&cfg, fastpath, teid_index);
     let gtpu = match &xdp {
         Some(_) => GtpuSockets::bind(&cfg).await?,
         None => GtpuSockets::default(),
@@ -613,6 +629,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 send_all(&sock, outs).await;
                 if let Some(x) = xdp.as_mut() {
                     x.slow.expire(&n4, now);
+                    x.dp.borrow_mut().settle();
                 }
             }
             r = async { api.as_ref().unwrap().accept().await }, if api.is_some() => {

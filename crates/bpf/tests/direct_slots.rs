@@ -1,0 +1,228 @@
+//! Rule sets in direct slots (bpf/include/direct.h, crates/bpf/src/direct.rs). Uplink: a
+//! TEID of the index is found in its slot; changed rules take effect at once through the
+//! hash table and return to the slot after the grace period; a removed TEID is unknown
+//! at once, and one reinstalled at once works; TEIDs outside the index use the hash
+//! table; two sessions cannot share a TEID wherever it lives. Downlink: the same for UE
+//! addresses, and two addresses with the same slot both work. Every step is checked by
+//! running xdp_n3 or xdp_n6 on a frame (BPF_PROG_RUN). Needs CAP_BPF (root).
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{
+    downlink_frame, neigh_config, root, session, set_teid, ue, uplink_frame, urr_template,
+};
+use upf::fastpath::{FastPath, FastPathError};
+use upf::rules::*;
+use upf_bpf::datapath::{Capacity, Datapath};
+
+const XDP_REDIRECT: u32 = 4;
+/// bpf/include/upf_maps.h enum drop_reason.
+const DROP_UNKNOWN_TEID: usize = 0;
+const DROP_FAR_DROP: usize = 10;
+
+const XDP_PASS: u32 = 2;
+/// enum stat_index: left to the kernel.
+const STAT_PASSED: usize = 20;
+
+const NOT_OURS: &str = "not a UE's";
+const FORWARDED: &str = "forwarded";
+const UNKNOWN: &str = "unknown TEID";
+const DROPPED: &str = "dropped by its FAR";
+
+/// What xdp_n3 did with an uplink frame of UE `i` on `teid`.
+fn run(dp: &Datapath, teid: u32, i: u32) -> &'static str {
+    run_prog(dp, true, &uplink_frame(teid, ue(i)))
+}
+
+/// What xdp_n6 did with a downlink frame to `a`.
+fn run_down(dp: &Datapath, a: Ipv4Addr) -> &'static str {
+    run_prog(dp, false, &downlink_frame(a))
+}
+
+fn run_prog(dp: &Datapath, uplink: bool, frame: &[u8]) -> &'static str {
+    let before = dp.stats();
+    let mut out = vec![0u8; 4096];
+    let input = libbpf_rs::ProgramInput {
+        data_in: Some(frame),
+        data_out: Some(&mut out),
+        repeat: 1,
+        ..Default::default()
+    };
+    let progs = &dp.skel().progs;
+    let prog = if uplink { &progs.xdp_n3 } else { &progs.xdp_n6 };
+    let verdict = prog.test_run(input).expect("BPF_PROG_RUN").return_value;
+    let after = dp.stats();
+    let grew = |r: usize| after[r].0 > before[r].0;
+    match verdict {
+        XDP_REDIRECT => FORWARDED,
+        _ if grew(DROP_UNKNOWN_TEID) => UNKNOWN,
+        _ if grew(DROP_FAR_DROP) => DROPPED,
+        XDP_PASS if !uplink && grew(STAT_PASSED) => NOT_OURS,
+        v => panic!("verdict {v}, stats {after:?}"),
+    }
+}
+
+fn with_teid(i: u32, teid: u32) -> Session {
+    let mut s = session(i, "permit out ip from any to assigned", &urr_template());
+    set_teid(&mut s, teid);
+    s
+}
+
+/// The session with its uplink FAR dropping instead of forwarding.
+fn dropping(s: &Session) -> Session {
+    drop_far(s, 1)
+}
+
+fn drop_far(s: &Session, far: u32) -> Session {
+    let mut m = s.clone();
+    if let Some(f) = m.fars.get_mut(&far) {
+        f.action = ApplyAction {
+            drop: true,
+            ..Default::default()
+        };
+    }
+    m
+}
+
+/// Past the data path's grace period (50 ms), then let it settle.
+fn after_grace(dp: &mut Datapath) {
+    std::thread::sleep(Duration::from_millis(60));
+    dp.settle();
+}
+
+#[test]
+fn direct_slots_follow_installs_changes_and_removals() {
+    if !root() {
+        return;
+    }
+    let cfg = neigh_config();
+    let mut dp = Datapath::load(Capacity::for_sessions(1000), cfg.clone()).expect("load");
+    dp.configure(cfg, 20, 20, 0).unwrap();
+    let index = dp.teid_index();
+    let t = index.teid(17);
+    assert_eq!(index.slot(t), Some(17));
+
+    // Installed: in the slot, forwarded.
+    let s = Arc::new(with_teid(1, t));
+    dp.install(None, &s).unwrap();
+    assert!(dp.uplink_in_slot(t));
+    assert_eq!(run(&dp, t, 1), FORWARDED);
+
+    // Changed: the new rules at once, from the hash table; back in the slot later.
+    let d = Arc::new(dropping(&s));
+    dp.install(Some(&s), &d).unwrap();
+    assert!(!dp.uplink_in_slot(t));
+    assert_eq!(dp.direct_keys()[0], (0, 1, 1));
+    assert_eq!(run(&dp, t, 1), DROPPED);
+    dp.settle();
+    assert!(!dp.uplink_in_slot(t), "not before the grace period");
+    after_grace(&mut dp);
+    assert!(dp.uplink_in_slot(t));
+    assert_eq!(dp.direct_keys()[0], (1, 0, 0));
+    assert_eq!(run(&dp, t, 1), DROPPED, "the slot holds the new rules");
+
+    // Two changes within the grace period: the last one counts.
+    dp.install(Some(&d), &s).unwrap();
+    dp.install(Some(&s), &d).unwrap();
+    dp.install(Some(&d), &s).unwrap();
+    assert_eq!(run(&dp, t, 1), FORWARDED);
+    after_grace(&mut dp);
+    assert!(dp.uplink_in_slot(t));
+    assert_eq!(run(&dp, t, 1), FORWARDED);
+
+    // Removed: unknown at once; reinstalled at once: it works from
+    // the hash table, then from the slot.
+    dp.remove(&s);
+    assert_eq!(dp.direct_keys()[0], (0, 0, 0));
+    assert_eq!(run(&dp, t, 1), UNKNOWN);
+    dp.install(None, &s).unwrap();
+    assert!(!dp.uplink_in_slot(t), "the slot is still cooling");
+    assert_eq!(run(&dp, t, 1), FORWARDED);
+    after_grace(&mut dp);
+    assert!(dp.uplink_in_slot(t));
+    assert_eq!(run(&dp, t, 1), FORWARDED);
+
+    // Removed while waiting in the hash table: gone from both.
+    let d = Arc::new(dropping(&s));
+    dp.install(Some(&s), &d).unwrap();
+    dp.remove(&d);
+    after_grace(&mut dp);
+    assert_eq!(dp.direct_keys()[0], (0, 0, 0));
+    assert_eq!(run(&dp, t, 1), UNKNOWN);
+
+    // A TEID with no slot (the SMF chose it) lives in the hash table.
+    let outside = (1..).find(|x| index.slot(*x).is_none()).unwrap();
+    let o = Arc::new(with_teid(2, outside));
+    dp.install(None, &o).unwrap();
+    assert!(!dp.uplink_in_slot(outside));
+    assert_eq!(run(&dp, outside, 2), FORWARDED);
+    assert_eq!(run(&dp, t, 1), UNKNOWN, "the neighbouring slot stays empty");
+
+    // One TEID, two sessions: refused wherever the first one's rules are.
+    let s3 = Arc::new(with_teid(3, index.teid(18)));
+    dp.install(None, &s3).unwrap();
+    for teid in [index.teid(18), outside] {
+        let mut other = with_teid(4, teid);
+        other.up_seid = 999;
+        match dp.install(None, &Arc::new(other)) {
+            Err(FastPathError::Conflict { .. }) => {}
+            r => panic!("TEID {teid:#x} shared: {r:?}"),
+        }
+    }
+    assert_eq!(run(&dp, index.teid(18), 3), FORWARDED);
+}
+
+#[test]
+fn downlink_slots_by_ue_address() {
+    if !root() {
+        return;
+    }
+    let cfg = neigh_config();
+    let cap = Capacity::for_sessions(1000);
+    let mut dp = Datapath::load(cap, cfg.clone()).expect("load");
+    dp.configure(cfg, 20, 20, 0).unwrap();
+
+    let s = Arc::new(with_teid(5, common::teid(5)));
+    dp.install(None, &s).unwrap();
+    assert!(dp.downlink_in_slot(ue(5)));
+    assert_eq!(run_down(&dp, ue(5)), FORWARDED);
+
+    // Changed: at once, then back in the slot.
+    let d = Arc::new(drop_far(&s, 2));
+    dp.install(Some(&s), &d).unwrap();
+    assert!(!dp.downlink_in_slot(ue(5)));
+    assert_eq!(run_down(&dp, ue(5)), DROPPED);
+    after_grace(&mut dp);
+    assert!(dp.downlink_in_slot(ue(5)));
+    assert_eq!(dp.direct_keys()[1], (1, 0, 0));
+    assert_eq!(run_down(&dp, ue(5)), DROPPED);
+
+    // An address with the same slot: in the hash table, and both work.
+    let i2 = 5 + cap.ue_slots;
+    let s2 = Arc::new(with_teid(i2, common::teid(i2)));
+    dp.install(None, &s2).unwrap();
+    assert!(!dp.downlink_in_slot(ue(i2)));
+    assert_eq!(run_down(&dp, ue(i2)), FORWARDED);
+    assert_eq!(run_down(&dp, ue(5)), DROPPED);
+
+    // Removed: the address is no UE's at once; the other one still works.
+    dp.remove(&d);
+    assert_eq!(run_down(&dp, ue(5)), NOT_OURS);
+    assert_eq!(run_down(&dp, ue(i2)), FORWARDED);
+    dp.remove(&s2);
+    assert_eq!(run_down(&dp, ue(i2)), NOT_OURS);
+    assert_eq!(dp.direct_keys()[1], (0, 0, 0));
+
+    // One address, two sessions: refused.
+    dp.install(None, &s).unwrap();
+    let mut other = with_teid(5, common::teid(6));
+    other.up_seid = 999;
+    match dp.install(None, &Arc::new(other)) {
+        Err(FastPathError::Conflict { .. }) => {}
+        r => panic!("UE address shared: {r:?}"),
+    }
+}
