@@ -32,8 +32,23 @@ pub fn render(
     datapath: Option<&[(u64, u64)]>,
     slow: Option<&SlowPath>,
     nexthops: Option<&crate::routewatch::NextHops>,
+    direct: Option<[(usize, usize, usize); 2]>,
 ) -> String {
     let mut s = String::new();
+    if let Some([up, down]) = direct {
+        let _ = writeln!(
+            s,
+            "# HELP upf_lookup_keys_in_slot Lookup keys (uplink: TEIDs; downlink: UE IPv4 addresses) whose rules the data path finds in their direct slot, one memory access; other keys are found through a hash table.\n\
+             # TYPE upf_lookup_keys_in_slot gauge\n\
+             upf_lookup_keys_in_slot{{direction=\"uplink\"}} {}\n\
+             upf_lookup_keys_in_slot{{direction=\"downlink\"}} {}\n\
+             # HELP upf_lookup_keys_slot_hashed Keys with a direct slot whose rules are in the hash table: changed less than the grace period ago (they move back), or their slot holds another key.\n\
+             # TYPE upf_lookup_keys_slot_hashed gauge\n\
+             upf_lookup_keys_slot_hashed{{direction=\"uplink\"}} {}\n\
+             upf_lookup_keys_slot_hashed{{direction=\"downlink\"}} {}",
+            up.0, down.0, up.1, down.1
+        );
+    }
     if let Some(nh) = nexthops {
         let _ = writeln!(
             s,

@@ -635,7 +635,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             r = async { api.as_ref().unwrap().accept().await }, if api.is_some() => {
                 if let Ok((mut conn, _)) = r {
                     let stats = xdp.as_ref().map(|x| x.dp.borrow().stats());
-                    let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow), xdp.as_ref().map(|_| NextHops { on: watch.is_some(), ..nh }).as_ref());
+                    let body_metrics = crate::metrics::render(&n4, stats.as_deref(), xdp.as_ref().map(|x| &x.slow), xdp.as_ref().map(|_| NextHops { on: watch.is_some(), ..nh }).as_ref(), xdp.as_ref().map(|x| x.dp.borrow().direct_keys()));
                     let body_status = crate::metrics::status(&n4);
                     let req = read_request_head(&mut conn).await;
                     let line = String::from_utf8_lossy(&req);

@@ -170,6 +170,14 @@ fn ping_and_iperf3_from_several_ues_both_directions() {
         ) > 1000,
         "{m}"
     );
+    // The TEIDs upfd chose and the UE addresses are found in their direct slots: the
+    // rule sets the modification rewrote went back there on upfd's timer.
+    for dir in ["uplink", "downlink"] {
+        let in_slot = format!("upf_lookup_keys_in_slot{{direction=\"{dir}\"}}");
+        let hashed = format!("upf_lookup_keys_slot_hashed{{direction=\"{dir}\"}}");
+        assert_eq!(common::lab::metric(&m, &in_slot), 3, "{in_slot}\n{m}");
+        assert_eq!(common::lab::metric(&m, &hashed), 0, "{hashed}\n{m}");
+    }
     let st = g.stop();
     assert_eq!((st.malformed, st.unknown_teid), (0, 0), "{st:?}");
     drop(smf);
