@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 use upf::fastpath::model::keys;
@@ -115,18 +117,41 @@ impl Slots {
     }
 }
 
-/// What one installed session occupies.
+/// Rule ID -> table index for the few QERs or URRs of a session: a linear search in
+/// place costs less memory than a hash map per session (docs/benchmarks.md, heap).
+#[derive(Debug, Default, Clone, PartialEq)]
+struct IdMap(SmallVec<[(u32, u32); 2]>);
+
+impl IdMap {
+    fn get(&self, id: &u32) -> Option<&u32> {
+        self.0.iter().find(|(k, _)| k == id).map(|(_, v)| v)
+    }
+
+    fn insert(&mut self, id: u32, v: u32) {
+        match self.0.iter_mut().find(|(k, _)| *k == id) {
+            Some(e) => e.1 = v,
+            None => self.0.push((id, v)),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&u32, &u32)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+/// What one installed session occupies. Inline for the usual session (one or two keys,
+/// two PDRs and FARs, a QER, a URR): one allocation instead of nine.
 #[derive(Debug, Default, Clone)]
 struct Installed {
-    teids: Vec<u32>,
-    ues: Vec<types::ue_key>,
+    teids: SmallVec<[u32; 2]>,
+    ues: SmallVec<[types::ue_key; 1]>,
     framed: Vec<types::lpm_key>,
-    pdrs: Vec<u32>,
-    fars: Vec<u32>,
-    sdfs: Vec<(u32, u32)>,
+    pdrs: SmallVec<[u32; 2]>,
+    fars: SmallVec<[u32; 2]>,
+    sdfs: SmallVec<[(u32, u32); 2]>,
     /// Stable across modifications: their state (buckets, counters) must survive.
-    qers: HashMap<u32, u32>,
-    urrs: HashMap<u32, u32>,
+    qers: IdMap,
+    urrs: IdMap,
 }
 
 /// Sizes of the tables.
@@ -774,12 +799,7 @@ impl Datapath {
         )
     }
 
-    fn release(
-        &mut self,
-        inst: &Installed,
-        keep_qers: &HashMap<u32, u32>,
-        keep_urrs: &HashMap<u32, u32>,
-    ) {
+    fn release(&mut self, inst: &Installed, keep_qers: &IdMap, keep_urrs: &IdMap) {
         for p in &inst.pdrs {
             self.pdr_slots.release(*p, 1);
         }
@@ -789,12 +809,12 @@ impl Datapath {
         for (s, n) in &inst.sdfs {
             self.release_sdf_block(*s, *n);
         }
-        for (id, q) in &inst.qers {
+        for (id, q) in inst.qers.iter() {
             if keep_qers.get(id) != Some(q) {
                 self.qer_slots.release(*q, 1);
             }
         }
-        for (id, u) in &inst.urrs {
+        for (id, u) in inst.urrs.iter() {
             if keep_urrs.get(id) != Some(u) {
                 self.urr_slots.release(*u, 1);
             }
@@ -1183,7 +1203,7 @@ impl FastPath for Datapath {
         for k in &inst.framed {
             let _ = maps.framed.delete(bytes(k));
         }
-        self.release(&inst, &HashMap::new(), &HashMap::new());
+        self.release(&inst, &IdMap::default(), &IdMap::default());
     }
 
     fn usage(&self, seid: u64, urr_id: u32) -> Usage {
