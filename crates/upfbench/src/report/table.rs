@@ -299,6 +299,16 @@ pub(crate) fn ratio_line(r: &Report, p: &ThroughputPoint) -> String {
     if let Some((x, l)) = gen {
         parts.push(format!("{x:.2} x generator limit {} Mpps", sig3(l)));
     }
+    // The target: throughput with many sessions as a share of one session's.
+    let one = r.throughput.iter().find(|q| {
+        q.sessions == 1 && q.direction == p.direction && q.packet_bytes == p.packet_bytes
+    });
+    if let Some(one) = one.filter(|q| p.sessions > 1 && q.received_mpps > 0.0) {
+        parts.push(format!(
+            "{:.2} x 1 session",
+            p.received_mpps / one.received_mpps
+        ));
+    }
     if parts.is_empty() {
         format!(
             "{head}; no limit measured for {} {} B",
@@ -498,5 +508,35 @@ mod tests {
             ratio_line(&r, &r.throughput[0]),
             "DL 128 B, 1k sessions: 2.50 Mpps; no limit measured for DL 128 B"
         );
+    }
+
+    #[test]
+    fn ratio_line_compares_many_sessions_with_one() {
+        let mut r = Report::new("test");
+        for (sessions, mpps) in [(1, 2.0), (1_000_000, 0.5)] {
+            r.throughput.push(ThroughputPoint::measured(
+                Direction::Uplink,
+                650,
+                sessions,
+                5.0,
+                mpps,
+            ));
+        }
+        r.throughput.push(ThroughputPoint::measured(
+            Direction::Downlink,
+            650,
+            1_000_000,
+            5.0,
+            0.5,
+        ));
+        assert_eq!(
+            ratio_line(&r, &r.throughput[1]),
+            "UL 650 B, 1M sessions: 0.500 Mpps = 0.25 x 1 session"
+        );
+        assert_eq!(
+            ratio_line(&r, &r.throughput[0]),
+            "UL 650 B, 1 session: 2.00 Mpps; no limit measured for UL 650 B"
+        );
+        assert!(ratio_line(&r, &r.throughput[2]).ends_with("no limit measured for DL 650 B"));
     }
 }
