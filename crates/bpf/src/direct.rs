@@ -225,6 +225,10 @@ impl DirectTable {
             }
             return Some(v);
         }
+        if self.keying.slot(key).is_some() && !self.hashed.contains(&key) {
+            // A key with a slot is in the hash table only if `hashed` says so: no syscall.
+            return None;
+        }
         let b = self
             .hash(maps)
             .lookup(&self.hash_key(key), MapFlags::ANY)
