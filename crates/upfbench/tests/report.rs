@@ -371,7 +371,7 @@ fn text_shows_limits_ratios_no_drop_latency_sessions_and_machine() {
     let text = render_text(&sample());
     for line in [
         "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps",
-        "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps",
+        "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps, 0.88 x 1 session",
         "UL 64 B, 1k sessions: no-drop rate 2.80 Mpps (1.43 Gbit/s)",
         "dir | packet B | % of no-drop | offered Mpps | p50 µs | p99 µs | p99.9 µs | bare p99 µs | added p99 µs | samples",
         "DL  |       64 |           90 |        2.700 |   44.0 |  154.0 |    462.0 |        30.0 |        124.0 |  100000",

@@ -954,7 +954,7 @@ fn generators_through_upfd_count_exactly_per_session() {
     }
     let _serial = serial();
     let lab = Lab::up("e-gen-").unwrap().down_on_drop();
-    let _upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
     let mut smf = LabSmf::associate(&lab, |_| {});
     smf.establish(100);
     let sessions: Vec<GenSession> = smf
@@ -992,11 +992,19 @@ fn generators_through_upfd_count_exactly_per_session() {
             "{d}: only {} sent",
             t.sent[d as usize]
         );
-        assert_eq!(
-            &got[..100],
-            &sent[..],
-            "{d}: received per session = sent per session"
-        );
+        if got[..100] != sent[..] {
+            // Where the missing packets went: upfd's drops and outcomes.
+            let m = upfd.metrics();
+            let counts: Vec<&str> = m
+                .lines()
+                .filter(|l| l.starts_with("upf_d") && !l.ends_with(" 0"))
+                .collect();
+            panic!(
+                "{d}: received per session {:?}\n  != sent per session {:?}\nupfd: {counts:#?}",
+                &got[..100],
+                sent
+            );
+        }
         assert!(t.latency[d as usize].is_some(), "{d}: latency recorded");
     }
     rig.close().unwrap();
