@@ -69,8 +69,11 @@ pub(crate) struct DirectTable {
     base: std::ptr::NonNull<u8>,
     len: usize,
     grace: Duration,
-    /// Slot -> the key whose rule set it holds.
-    owner: HashMap<u32, u32>,
+    /// Slot -> the key whose rule set it holds, 0: none (a copy of the slots' key
+    /// fields, which only we write; sized once, so it never grows during installs).
+    owner: Vec<u32>,
+    /// Slots holding a key.
+    used: usize,
     /// Keys with a slot whose rule set is in the hash table.
     hashed: HashSet<u32>,
     /// Slots whose key was cleared less than a grace period ago, and when (also in
@@ -122,7 +125,8 @@ impl DirectTable {
             base: std::ptr::NonNull::new(p.cast()).ok_or_else(|| io("mmap returned null"))?,
             len,
             grace,
-            owner: HashMap::new(),
+            owner: vec![0; keying.slots() as usize],
+            used: 0,
             hashed: HashSet::new(),
             cleared: HashMap::new(),
             cleared_order: VecDeque::new(),
@@ -169,7 +173,7 @@ impl DirectTable {
     pub(crate) fn in_slot(&self, key: u32) -> bool {
         self.keying
             .slot(key)
-            .is_some_and(|s| self.owner.get(&s) == Some(&key))
+            .is_some_and(|s| self.owner[s as usize] == key)
     }
 
     fn entry(&self, slot: u32) -> *mut u8 {
@@ -200,12 +204,18 @@ impl DirectTable {
             );
         }
         self.key_word(slot).store(key, Ordering::Release);
-        self.owner.insert(slot, key);
+        if self.owner[slot as usize] == 0 {
+            self.used += 1;
+        }
+        self.owner[slot as usize] = key;
     }
 
     fn clear(&mut self, slot: u32, now: Instant) {
         self.key_word(slot).store(0, Ordering::Release);
-        self.owner.remove(&slot);
+        if self.owner[slot as usize] != 0 {
+            self.used -= 1;
+        }
+        self.owner[slot as usize] = 0;
         self.cleared.insert(slot, now);
         self.cleared_order.push_back((now, slot));
     }
@@ -247,8 +257,8 @@ impl DirectTable {
         let Some(slot) = self.keying.slot(key) else {
             return self.hash_put(maps, key, v);
         };
-        match self.owner.get(&slot) {
-            Some(k) if *k == key => {
+        match Some(self.owner[slot as usize]).filter(|k| *k != 0) {
+            Some(k) if k == key => {
                 // Not in place: to the hash table, then the slot stops answering.
                 self.hash_put(maps, key, v)?;
                 self.hashed.insert(key);
@@ -279,7 +289,7 @@ impl DirectTable {
     pub(crate) fn delete(&mut self, maps: &UpfMaps<'static>, key: u32, now: Instant) {
         match self.keying.slot(key) {
             Some(slot) => {
-                if self.owner.get(&slot) == Some(&key) {
+                if self.owner[slot as usize] == key {
                     self.clear(slot, now);
                 }
                 if self.hashed.remove(&key) {
@@ -311,7 +321,7 @@ impl DirectTable {
             let Some(slot) = self.keying.slot(key) else {
                 continue;
             };
-            if !self.hashed.contains(&key) || self.owner.contains_key(&slot) {
+            if !self.hashed.contains(&key) || self.owner[slot as usize] != 0 {
                 continue;
             }
             if !self.cool(slot, now) {
@@ -331,7 +341,7 @@ impl DirectTable {
 
     /// (keys in slots, keys with a slot in the hash table, of which waiting to move).
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
-        (self.owner.len(), self.hashed.len(), self.waiting.len())
+        (self.used, self.hashed.len(), self.waiting.len())
     }
 }
 
