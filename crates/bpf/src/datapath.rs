@@ -219,7 +219,7 @@ pub struct Datapath {
     downlink: DirectTable,
 }
 
-fn io(e: impl std::fmt::Display) -> FastPathError {
+pub(crate) fn io(e: impl std::fmt::Display) -> FastPathError {
     FastPathError::Io(e.to_string())
 }
 
@@ -320,24 +320,22 @@ fn urr_cells(cap: Capacity, ncpus: usize) -> Result<u32, FastPathError> {
         .map_err(|_| FastPathError::Io("urr_state: too many sessions for this many CPUs".into()))
 }
 
-/// `urr_state` (a BPF_F_MMAPABLE array) mapped into our memory: the data path
-/// decrements the shared cells and bumps the counters concurrently, so upfd reads and
-/// writes them one word at a time, atomically, never a whole element.
-struct UrrMem {
+/// A BPF_F_MMAPABLE map's values mapped into our memory, unmapped on drop.
+pub(crate) struct MapMemory {
     base: std::ptr::NonNull<u8>,
     len: usize,
-    cells: usize,
-    stride: usize,
 }
 
-// SAFETY: the mapping is shared memory reached only through atomics.
-unsafe impl Send for UrrMem {}
-unsafe impl Sync for UrrMem {}
+// SAFETY: plain shared memory; what may be read or written through it, and how, is up to
+// its users (UrrMem: atomics only; DirectTable: only what no packet reads).
+unsafe impl Send for MapMemory {}
+unsafe impl Sync for MapMemory {}
 
-impl UrrMem {
-    fn map(m: &impl AsFd, cells: usize, stride: usize) -> Result<Self, FastPathError> {
+impl MapMemory {
+    /// The first `bytes` octets of the values of `m` (named `name` in errors).
+    pub(crate) fn map(m: &impl AsFd, bytes: usize, name: &str) -> Result<Self, FastPathError> {
         let page = 4096;
-        let len = (cells * URR_CELL).div_ceil(page) * page;
+        let len = bytes.div_ceil(page) * page;
         // SAFETY: a fresh shared mapping of the map's fd, unmapped in Drop.
         let p = unsafe {
             libc::mmap(
@@ -351,13 +349,42 @@ impl UrrMem {
         };
         if p == libc::MAP_FAILED {
             return Err(io(format!(
-                "mapping urr_state: {}",
+                "mapping {name}: {}",
                 std::io::Error::last_os_error()
             )));
         }
-        Ok(UrrMem {
+        Ok(MapMemory {
             base: std::ptr::NonNull::new(p.cast()).ok_or_else(|| io("mmap returned null"))?,
             len,
+        })
+    }
+
+    /// The mapping's start (page aligned).
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+}
+
+impl Drop for MapMemory {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, no longer referenced.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// `urr_state` (a BPF_F_MMAPABLE array) mapped into our memory: the data path
+/// decrements the shared cells and bumps the counters concurrently, so upfd reads and
+/// writes them one word at a time, atomically, never a whole element.
+struct UrrMem {
+    mem: MapMemory,
+    cells: usize,
+    stride: usize,
+}
+
+impl UrrMem {
+    fn map(m: &impl AsFd, cells: usize, stride: usize) -> Result<Self, FastPathError> {
+        Ok(UrrMem {
+            mem: MapMemory::map(m, cells * URR_CELL, "urr_state")?,
             cells,
             stride,
         })
@@ -367,7 +394,7 @@ impl UrrMem {
         (i < self.cells).then(|| {
             // SAFETY: in bounds, 64-octet aligned (the mapping is page aligned), and
             // only ever accessed atomically.
-            unsafe { &*self.base.as_ptr().add(i * URR_CELL).cast() }
+            unsafe { &*self.mem.base().add(i * URR_CELL).cast() }
         })
     }
 
@@ -388,13 +415,6 @@ impl UrrMem {
                 c.iter().for_each(|w| w.store(0, Ordering::Relaxed));
             }
         }
-    }
-}
-
-impl Drop for UrrMem {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, no longer referenced.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 

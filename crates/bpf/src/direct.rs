@@ -18,7 +18,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -26,12 +25,8 @@ use libbpf_rs::{MapCore, MapFlags, MapMut};
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::FastPathError;
 
-use crate::datapath::{bytes, from_bytes, ue_key};
+use crate::datapath::{bytes, from_bytes, io, ue_key, MapMemory};
 use crate::upf::{types, UpfMaps};
-
-fn io(e: impl std::fmt::Display) -> FastPathError {
-    FastPathError::Io(e.to_string())
-}
 
 /// How keys find their slots.
 #[derive(Debug, Clone, Copy)]
@@ -66,8 +61,7 @@ pub(crate) fn ue_v4_key(a: Ipv4Addr) -> u32 {
 
 pub(crate) struct DirectTable {
     keying: Keying,
-    base: std::ptr::NonNull<u8>,
-    len: usize,
+    mem: MapMemory,
     grace: Duration,
     /// Slot -> the key whose rule set it holds, 0: none (a copy of the slots' key
     /// fields, which only we write; sized once, so it never grows during installs).
@@ -84,9 +78,6 @@ pub(crate) struct DirectTable {
     waiting: VecDeque<(Instant, u32)>,
 }
 
-// SAFETY: the mapping is plain memory; the data path only reads it.
-unsafe impl Send for DirectTable {}
-
 const ENTRY: usize = std::mem::size_of::<types::slot_entry>();
 const RS: usize = std::mem::offset_of!(types::slot_entry, rs);
 
@@ -100,30 +91,11 @@ impl DirectTable {
     /// `struct slot_entry`.
     pub(crate) fn map(m: &MapMut, keying: Keying, grace: Duration) -> Result<Self, FastPathError> {
         const _: () = assert!(ENTRY % 8 == 0, "array elements are not padded");
-        let page = 4096;
-        let len = (Self::entries(&keying) as usize * ENTRY).div_ceil(page) * page;
-        // SAFETY: a fresh shared mapping of the map's fd, unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                m.as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io(format!(
-                "mapping {}: {}",
-                m.name().to_string_lossy(),
-                std::io::Error::last_os_error()
-            )));
-        }
+        let bytes = Self::entries(&keying) as usize * ENTRY;
+        let name = m.name().to_string_lossy();
         Ok(DirectTable {
             keying,
-            base: std::ptr::NonNull::new(p.cast()).ok_or_else(|| io("mmap returned null"))?,
-            len,
+            mem: MapMemory::map(m, bytes, &name)?,
             grace,
             owner: vec![0; keying.slots() as usize],
             used: 0,
@@ -179,7 +151,7 @@ impl DirectTable {
     fn entry(&self, slot: u32) -> *mut u8 {
         assert!(slot < self.keying.slots());
         // SAFETY: in bounds of the mapping (slots * ENTRY <= len).
-        unsafe { self.base.as_ptr().add(slot as usize * ENTRY) }
+        unsafe { self.mem.base().add(slot as usize * ENTRY) }
     }
 
     fn key_word(&self, slot: u32) -> &AtomicU32 {
@@ -342,12 +314,5 @@ impl DirectTable {
     /// (keys in slots, keys with a slot in the hash table, of which waiting to move).
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
         (self.used, self.hashed.len(), self.waiting.len())
-    }
-}
-
-impl Drop for DirectTable {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, no longer referenced.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
