@@ -975,8 +975,7 @@ impl FastPath for Datapath {
         ] {
             s.warm(now);
         }
-        self.uplink.settle(&self.skel.maps, now);
-        self.downlink.settle(&self.skel.maps, now);
+        self.settle();
         let seid = new.up_seid;
         let prev = match old {
             Some(_) => self.sessions.get(&seid).cloned().unwrap_or_default(),
