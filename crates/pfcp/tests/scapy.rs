@@ -893,21 +893,11 @@ fn our_messages() -> Vec<Emitted> {
         "association_setup_request",
         node(ASSOCIATION_SETUP_REQUEST, 7),
         &AssociationSetupRequest {
-            node_id: NodeId::Ipv4(UPF),
-            recovery_time_stamp: RECOVERY,
             up_function_features: Some(Flags::from_bits(
                 &[upff::BUCP, upff::FTUP, upff::EMPU, upff::PDIU, upff::QUOAC],
                 2,
             )),
-            cp_function_features: None,
-            user_plane_ip_resource_information: vec![],
-            alternative_smf_ip_addresses: vec![],
-            smf_set_id: None,
-            pfcp_session_retention_information: None,
-            ue_ip_address_pool_information: vec![],
-            gtpu_path_qos_control_information: vec![],
-            pfcpas_req_flags: None,
-            other: vec![],
+            ..AssociationSetupRequest::new(NodeId::Ipv4(UPF), RECOVERY)
         },
     ));
 

@@ -71,18 +71,8 @@ fn setup(n: &mut N4, from: &str, ts: u32, now: Instant) -> Msg {
         _ => unreachable!(),
     };
     let r = msg::AssociationSetupRequest {
-        node_id: NodeId::Ipv4(ip),
-        recovery_time_stamp: ts,
-        up_function_features: None,
         cp_function_features: Some(Flags(vec![0])),
-        user_plane_ip_resource_information: vec![],
-        alternative_smf_ip_addresses: vec![],
-        smf_set_id: None,
-        pfcp_session_retention_information: None,
-        ue_ip_address_pool_information: vec![],
-        gtpu_path_qos_control_information: vec![],
-        pfcpas_req_flags: None,
-        other: vec![],
+        ..msg::AssociationSetupRequest::new(NodeId::Ipv4(ip), ts)
     };
     ask(
         n,

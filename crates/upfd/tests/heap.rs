@@ -113,18 +113,8 @@ fn heap_per_session() {
     let from: SocketAddr = "127.0.0.4:8805".parse().unwrap();
     let now = Instant::now();
     let setup = msg::AssociationSetupRequest {
-        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
-        recovery_time_stamp: 1,
-        up_function_features: None,
         cp_function_features: Some(Flags(vec![0])),
-        user_plane_ip_resource_information: vec![],
-        alternative_smf_ip_addresses: vec![],
-        smf_set_id: None,
-        pfcp_session_retention_information: None,
-        ue_ip_address_pool_information: vec![],
-        gtpu_path_qos_control_information: vec![],
-        pfcpas_req_flags: None,
-        other: vec![],
+        ..msg::AssociationSetupRequest::new(NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)), 1)
     };
     let out = n4.on_datagram(from, &msg::emit(&HeaderRepr::node(0, 1), &setup), now);
     assert_eq!(out.len(), 1);

@@ -59,6 +59,27 @@ message! {
     }
 }
 
+impl AssociationSetupRequest {
+    /// A request with the mandatory IEs only (Table 7.4.4.1-1); set the optional ones
+    /// with struct update syntax.
+    pub fn new(node_id: NodeId, recovery_time_stamp: u32) -> Self {
+        AssociationSetupRequest {
+            node_id,
+            recovery_time_stamp,
+            up_function_features: None,
+            cp_function_features: None,
+            user_plane_ip_resource_information: vec![],
+            alternative_smf_ip_addresses: vec![],
+            smf_set_id: None,
+            pfcp_session_retention_information: None,
+            ue_ip_address_pool_information: vec![],
+            gtpu_path_qos_control_information: vec![],
+            pfcpas_req_flags: None,
+            other: vec![],
+        }
+    }
+}
+
 message! {
     /// Association Setup Response, Table 7.4.4.2-1.
     pub struct AssociationSetupResponse = ASSOCIATION_SETUP_RESPONSE {

@@ -348,18 +348,8 @@ impl Smf {
     /// Features; learns the UPF's Node ID, UP Function Features and N3 address.
     pub async fn associate(&mut self) -> PhaseReport {
         let req = AssociationSetupRequest {
-            node_id: self.node_id(),
-            recovery_time_stamp: self.n4.recovery_time_stamp(),
-            up_function_features: None,
             cp_function_features: Some(Flags(vec![0])),
-            user_plane_ip_resource_information: vec![],
-            alternative_smf_ip_addresses: vec![],
-            smf_set_id: None,
-            pfcp_session_retention_information: None,
-            ue_ip_address_pool_information: vec![],
-            gtpu_path_qos_control_information: vec![],
-            pfcpas_req_flags: None,
-            other: vec![],
+            ..AssociationSetupRequest::new(self.node_id(), self.n4.recovery_time_stamp())
         };
         let bytes = msg::emit(&HeaderRepr::node(0, self.n4.next_sequence()), &req);
         let mut stats = PhaseStats::new("associate");
