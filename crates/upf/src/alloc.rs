@@ -57,8 +57,24 @@ impl TeidAllocator {
 
     /// A fresh TEID, or `None` when the range is (nearly) exhausted.
     pub fn allocate(&mut self) -> Option<u32> {
+        self.allocate_for(None)
+    }
+
+    /// As [`allocate`](Self::allocate), preferring the TEID whose direct slot is the one
+    /// the session's UE IPv4 address has in the downlink table (address mod slots, the
+    /// same number of slots): the data path then finds both directions' rules, and the
+    /// QER and URR cells upfd puts at that index, from the key alone, and loads them all
+    /// at once (docs/benchmarks.md, "aligned slots"). The TEID stays unguessable: the
+    /// index is a keyed bijection.
+    pub fn allocate_for(&mut self, ue: Option<Ipv4Addr>) -> Option<u32> {
         if self.used.len() as u64 >= self.capacity() {
             return None;
+        }
+        if let (Some(a), n @ 1..) = (ue, self.index.slots()) {
+            let t = self.index.teid(u32::from(a) % n);
+            if self.used.insert(t) {
+                return Some(t);
+            }
         }
         let mut rng = rand::rng();
         // A random free slot while they are not nearly all taken (TEIDs the CP function
@@ -272,6 +288,27 @@ mod tests {
         assert_eq!(direct.count(), 100, "every slot used");
         let all: HashSet<u32> = v.iter().chain(&more).copied().collect();
         assert_eq!(all.len(), 230, "unique");
+    }
+
+    #[test]
+    fn a_ue_address_picks_the_teid_of_its_slot_while_free() {
+        let ix = TeidIndex::seeded(1, u32::MAX, 100, 5);
+        let mut a = TeidAllocator::with_index(1, u32::MAX, ix);
+        let ue = Ipv4Addr::new(10, 45, 0, 7);
+        let slot = u32::from(ue) % 100;
+        let t = a.allocate_for(Some(ue)).unwrap();
+        assert_eq!(ix.slot(t), Some(slot));
+        // Taken: another free TEID, never the same one twice.
+        let u = a.allocate_for(Some(ue)).unwrap();
+        assert_ne!(u, t);
+        a.release(t);
+        assert_eq!(a.allocate_for(Some(ue)), Some(t));
+        // Without direct slots the address changes nothing.
+        let mut plain = TeidAllocator::new(1, 10);
+        let v: HashSet<u32> = (0..10)
+            .map(|_| plain.allocate_for(Some(ue)).unwrap())
+            .collect();
+        assert_eq!(v.len(), 10);
     }
 
     #[test]

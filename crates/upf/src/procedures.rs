@@ -132,6 +132,9 @@ pub struct Resources {
     pub limits: Limits,
     taken_teids: Vec<u32>,
     taken_ue_ips: Vec<IpAddr>,
+    /// The UE IPv4 address of the session the current request is for, if known: the
+    /// TEIDs it CHOOSEs are allocated to match it ([`TeidAllocator::allocate_for`]).
+    ue_hint: Option<Ipv4Addr>,
 }
 
 impl Resources {
@@ -148,6 +151,7 @@ impl Resources {
             limits,
             taken_teids: Vec::new(),
             taken_ue_ips: Vec::new(),
+            ue_hint: None,
         }
     }
 
@@ -159,12 +163,14 @@ impl Resources {
         for a in self.taken_ue_ips.drain(..) {
             self.ue_ips.release(a);
         }
+        self.ue_hint = None;
     }
 
     /// Keep what the current request allocated (the request succeeded).
     pub fn commit(&mut self) {
         self.taken_teids.clear();
         self.taken_ue_ips.clear();
+        self.ue_hint = None;
     }
 
     /// Release what a session held and its new version no longer does.
@@ -210,7 +216,7 @@ fn name(n: &Option<pfcp::ie::Name>) -> Option<String> {
 
 impl Resources {
     fn take_teid(&mut self) -> Option<u32> {
-        let t = self.teids.allocate()?;
+        let t = self.teids.allocate_for(self.ue_hint)?;
         self.taken_teids.push(t);
         Some(t)
     }
@@ -301,6 +307,7 @@ impl Resources {
                 _ => {
                     let a = self.ue_ips.allocate_v4(ni).ok_or_else(exhausted)?;
                     self.taken_ue_ips.push(IpAddr::V4(a));
+                    self.ue_hint.get_or_insert(a);
                     session.allocated_ue_ips.push(IpAddr::V4(a));
                     Some(a)
                 }
@@ -356,6 +363,13 @@ fn build_pdi(
     }
     let network_instance = name(&p.network_instance);
     let mut chose = false;
+    // UE addresses first: a TEID chosen below is matched to the address.
+    // Exact capacity: a pushed-to Vec keeps room for 4, paid a million times over.
+    let mut ue_ips = Vec::with_capacity(p.ue_ip_address.len());
+    for u in &p.ue_ip_address {
+        chose |= u.choose_v4 || u.choose_v6;
+        ue_ips.push(res.resolve_ue_ip(u, network_instance.as_deref(), session)?);
+    }
     let local_fteid = match &p.local_fteid {
         Some(f) => {
             chose = f.choose.is_some();
@@ -363,12 +377,6 @@ fn build_pdi(
         }
         None => None,
     };
-    // Exact capacity: a pushed-to Vec keeps room for 4, paid a million times over.
-    let mut ue_ips = Vec::with_capacity(p.ue_ip_address.len());
-    for u in &p.ue_ip_address {
-        chose |= u.choose_v4 || u.choose_v6;
-        ue_ips.push(res.resolve_ue_ip(u, network_instance.as_deref(), session)?);
-    }
     let mut framed_routes = Vec::new();
     for r in p.framed_routes.iter().chain(&p.framed_ipv6_routes) {
         framed_routes.push(
@@ -804,6 +812,24 @@ struct NewRules<'a> {
     pdrs: &'a [CreatePdr],
 }
 
+/// The session's UE IPv4 address as far as known before anything is allocated: one it
+/// has, or one the request names (SMFs usually put it only in the downlink PDR, after
+/// the uplink PDR that CHOOSEs the TEID).
+fn ue_v4_hint(s: &Session, tes: &[CreateTrafficEndpoint], pdrs: &[CreatePdr]) -> Option<Ipv4Addr> {
+    let installed = s
+        .pdrs
+        .values()
+        .flat_map(|p| &p.pdi.ue_ips)
+        .chain(s.traffic_endpoints.values().flat_map(|t| &t.ue_ips))
+        .find_map(|u| u.ipv4);
+    installed.or_else(|| {
+        pdrs.iter()
+            .flat_map(|c| &c.pdi.ue_ip_address)
+            .chain(tes.iter().flat_map(|t| &t.ue_ip_address))
+            .find_map(|u| u.ipv4)
+    })
+}
+
 /// Add rules in dependency order: what PDRs point at first.
 fn add_rules(
     res: &mut Resources,
@@ -819,6 +845,7 @@ fn add_rules(
         tes,
         pdrs,
     } = new;
+    res.ue_hint = ue_v4_hint(s, tes, pdrs);
     if let Some(b) = bar {
         insert_unique(&mut s.bars, b.bar_id, build_bar(b), || {
             Rejection::rule(FailedRuleId::BAR, b.bar_id as u32, "BAR ID already in use")

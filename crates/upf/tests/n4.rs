@@ -13,6 +13,7 @@ use pfcp::msg::{self, Msg};
 use pfcp::HeaderRepr;
 use upf::alloc::{TeidAllocator, UeIpPools};
 use upf::fastpath::model::Model;
+use upf::fastpath::teid_index::TeidIndex;
 use upf::n4::{Event, N4Config, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
 use upf::sessions::Sessions;
@@ -25,10 +26,14 @@ fn addr(s: &str) -> SocketAddr {
 }
 
 fn node() -> N4 {
+    node_with(TeidAllocator::new(1, 0xffff_ffff))
+}
+
+fn node_with(teids: TeidAllocator) -> N4 {
     let mut pools = UeIpPools::default();
     pools.add("internet", "10.45.0.0/24".parse().unwrap());
     let res = Resources::new(
-        TeidAllocator::new(1, 0xffff_ffff),
+        teids,
         pools,
         GtpuAddresses {
             access_v4: Some(Ipv4Addr::new(10, 10, 0, 7)),
@@ -571,6 +576,34 @@ fn ue_ip_allocation_and_release() {
     // Released addresses are handed out again.
     let r = establish(&mut n, SMF, 200, &establishment(0x999, None), now);
     assert!(ips.contains(&r.created_pdrs[1].ue_ip_address[0].ipv4.unwrap()));
+}
+
+#[test]
+fn a_chosen_teid_shares_the_direct_slot_of_the_ue_address() {
+    // As upfd runs with the XDP data path: TEIDs encode direct slots.
+    let index = TeidIndex::seeded(1, 0xffff_ffff, 1000, 11);
+    let mut n = node_with(TeidAllocator::with_index(1, 0xffff_ffff, index));
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    for i in 0..20u32 {
+        // The SMF names the address in the downlink PDR only, after the uplink PDR
+        // that CHOOSEs the TEID (as Open5GS and upfbench smf do).
+        let ue = Ipv4Addr::new(10, 46, (i >> 8) as u8, i as u8);
+        let mut r = establishment(0x500 + u64::from(i), None);
+        r.create_pdrs[1].pdi.ue_ip_address[0] = UeIpAddress {
+            destination: true,
+            ipv4: Some(ue),
+            ..Default::default()
+        };
+        let resp = establish(&mut n, SMF, 10 + i, &r, now);
+        let teid = resp.created_pdrs[0]
+            .local_fteid
+            .as_ref()
+            .unwrap()
+            .teid
+            .unwrap();
+        assert_eq!(index.slot(teid), Some(u32::from(ue) % 1000), "session {i}");
+    }
 }
 
 #[test]
