@@ -8,8 +8,38 @@
 #define UPF_DIRECT_H
 
 #include "upf_maps.h"
+#include "urr.h"
 
 #define NO_SLOT 0xffffffffu
+
+/* upfd puts a session's first QER and URR at its direct slot + 1 when it can
+ * (crates/bpf/src/datapath.rs, install): load them now, while the slot is loading,
+ * not after it. At a million sessions each is a cache and TLB miss of its own; issued
+ * together they overlap. Where they are not there, the loads are wasted, not wrong.
+ * A global function: the verifier checks it once, not once per path that calls it. */
+__attribute__((noinline)) int touch_home(__u32 slot)
+{
+	__u32 zero = 0;
+	__u32 i = slot + 1;
+	struct upf_config *cfg = bpf_map_lookup_elem(&upf_cfg, &zero);
+	struct qer *q = bpf_map_lookup_elem(&qers, &i);
+
+	/* Both ends: a 96-octet QER often spans two cache lines. */
+	if (q) {
+		(void)*(volatile __u8 *)&q->gate_ul;
+		(void)*(volatile __u64 *)&q->last_dl;
+	}
+	if (!cfg)
+		return 0;
+	struct urr_shared *s = urr_shared_of(cfg, i);
+	struct urr_counters *c = urr_counters_of(cfg, i);
+
+	if (s)
+		(void)*(volatile __u32 *)&s->quota_flags;
+	if (c)
+		(void)*(volatile __u64 *)&c->last_ns;
+	return 0;
+}
 
 static __always_inline __u32 teid_slot(const struct upf_config *cfg, __u32 teid)
 {
@@ -44,8 +74,10 @@ static __always_inline struct rule_set *uplink_rules(const struct upf_config *cf
 	__u32 slot = teid_slot(cfg, teid);
 	struct rule_set *rs = 0;
 
-	if (slot != NO_SLOT)
+	if (slot != NO_SLOT) {
+		touch_home(slot);
 		rs = slot_rules(&uplink_slots, slot, teid);
+	}
 	if (!rs) {
 		struct teid_key k = { .teid = teid };
 
@@ -64,7 +96,10 @@ static __always_inline struct rule_set *downlink_rules(const struct upf_config *
 		__u32 a;
 
 		__builtin_memcpy(&a, f->dst, 4);
-		rs = slot_rules(&downlink_slots, bpf_ntohl(a) % cfg->ue_slots, a);
+		__u32 slot = bpf_ntohl(a) % cfg->ue_slots;
+
+		touch_home(slot);
+		rs = slot_rules(&downlink_slots, slot, a);
 	}
 	if (!rs) {
 		struct ue_key k = {};

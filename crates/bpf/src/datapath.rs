@@ -54,7 +54,9 @@ pub(crate) fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
     t
 }
 
-/// Free-list allocator of table slots; slot 0 is never handed out.
+/// Free-list allocator of table slots; slot 0 is never handed out. A slot can also be
+/// asked for by index ([`take_at`](Self::take_at), single slots only): `used` marks
+/// the slots taken or cooling, so the free list and `next` skip those.
 #[derive(Debug)]
 struct Slots {
     next: u32,
@@ -63,6 +65,8 @@ struct Slots {
     /// Free runs of length 1..=8 for SDF blocks.
     runs: [Vec<u32>; 9],
     cooling: VecDeque<(Instant, u32, u32)>,
+    used: Vec<u64>,
+    in_use: u64,
 }
 
 impl Slots {
@@ -73,6 +77,28 @@ impl Slots {
             free: Vec::new(),
             runs: Default::default(),
             cooling: VecDeque::new(),
+            used: vec![0; (max as usize).div_ceil(64)],
+            in_use: 0,
+        }
+    }
+
+    fn is_used(&self, i: u32) -> bool {
+        self.used[i as usize / 64] & (1 << (i % 64)) != 0
+    }
+
+    fn mark(&mut self, start: u32, n: u32, on: bool) {
+        for i in start..start + n {
+            let w = &mut self.used[i as usize / 64];
+            if on {
+                *w |= 1 << (i % 64);
+            } else {
+                *w &= !(1 << (i % 64));
+            }
+        }
+        if on {
+            self.in_use += u64::from(n);
+        } else {
+            self.in_use -= u64::from(n);
         }
     }
 
@@ -82,6 +108,7 @@ impl Slots {
                 break;
             }
             self.cooling.pop_front();
+            self.mark(start, n, false);
             if n == 1 {
                 self.free.push(start);
             } else {
@@ -92,18 +119,42 @@ impl Slots {
 
     fn take(&mut self, n: u32) -> Option<u32> {
         if n == 1 {
-            if let Some(i) = self.free.pop() {
-                return Some(i);
+            // Entries taken by index since they were freed are skipped.
+            while let Some(i) = self.free.pop() {
+                if !self.is_used(i) {
+                    self.mark(i, 1, true);
+                    return Some(i);
+                }
             }
         } else if let Some(i) = self.runs[n as usize].pop() {
+            self.mark(i, n, true);
             return Some(i);
         }
-        if self.next + n > self.max {
-            return None;
+        loop {
+            if self.next + n > self.max {
+                return None;
+            }
+            let i = self.next;
+            self.next += 1;
+            if (i..i + n).all(|j| !self.is_used(j)) {
+                self.next = i + n;
+                self.mark(i, n, true);
+                return Some(i);
+            }
+            // Too short a gap before a slot taken by index: free singles.
+            if !self.is_used(i) {
+                self.free.push(i);
+            }
         }
-        let i = self.next;
-        self.next += n;
-        Some(i)
+    }
+
+    /// Slot `i` if it is free (not taken, not cooling).
+    fn take_at(&mut self, i: u32) -> bool {
+        if i == 0 || i >= self.max || self.is_used(i) {
+            return false;
+        }
+        self.mark(i, 1, true);
+        true
     }
 
     fn release(&mut self, start: u32, n: u32) {
@@ -113,7 +164,7 @@ impl Slots {
     }
 
     fn available(&self) -> u64 {
-        (self.max - self.next) as u64 + self.free.len() as u64
+        u64::from(self.max.saturating_sub(1)) - self.in_use
     }
 }
 
@@ -181,9 +232,15 @@ impl Capacity {
         }
     }
 
-    /// Slots of the QER and URR tables: one QER and one URR per session, and room.
+    /// Slots of the QER and URR tables: one QER and one URR per session, and room; at
+    /// least one past every direct slot, since a session's first QER and URR go to its
+    /// slot + 1 (`Datapath::install`).
     fn qer_urr_slots(&self) -> u32 {
-        self.sessions.saturating_add(1024)
+        self.sessions
+            .saturating_add(1024)
+            .max(self.teid_index.slots())
+            .max(self.ue_slots)
+            .saturating_add(1)
     }
 }
 
@@ -819,6 +876,18 @@ impl Datapath {
         )
     }
 
+    /// The direct slot a packet of the session's first key is looked up in: its
+    /// TEID's, else its UE IPv4 address's.
+    fn home_slot(&self, k: &upf::fastpath::model::Keys) -> Option<u32> {
+        if let Some((t, _)) = k.teids.first() {
+            return self.cap.teid_index.slot(*t);
+        }
+        k.ue_ips.iter().find_map(|(a, _)| match a {
+            IpAddr::V4(a) if self.cap.ue_slots > 0 => Some(u32::from(*a) % self.cap.ue_slots),
+            _ => None,
+        })
+    }
+
     fn release(&mut self, inst: &Installed, keep_qers: &IdMap, keep_urrs: &IdMap) {
         for p in &inst.pdrs {
             self.pdr_slots.release(*p, 1);
@@ -1043,29 +1112,6 @@ impl FastPath for Datapath {
             return Err(FastPathError::Full("sdfs"));
         }
         let mut inst = Box::<Installed>::default();
-        // QERs and URRs keep their slots (and state) across modifications.
-        for q in new.qers.values() {
-            let (idx, fresh) = match prev.qers.get(&q.id) {
-                Some(i) => (*i, false),
-                None => (
-                    self.qer_slots.take(1).ok_or(FastPathError::Full("qers"))?,
-                    true,
-                ),
-            };
-            self.write_qer(idx, q, fresh)?;
-            inst.qers.insert(q.id, idx);
-        }
-        for u in new.urrs.values() {
-            let idx = match prev.urrs.get(&u.id) {
-                Some(i) => *i,
-                None => {
-                    let i = self.urr_slots.take(1).ok_or(FastPathError::Full("urrs"))?;
-                    self.urr_mem.clear(i);
-                    i
-                }
-            };
-            inst.urrs.insert(u.id, idx);
-        }
         // Each key's PDRs. Its first PDR (and that PDR's FAR) travel in the key's value;
         // only PDRs found after the first of some key, and their FARs, are read from
         // the pdrs and fars tables, so only they are written there (two to four
@@ -1081,6 +1127,45 @@ impl FastPath for Datapath {
                     .map(|r| rule_set(new, None, Some(r.network()))),
             )
             .collect();
+        // The QER and URR a packet of the session's first key meets first go to the
+        // index the data path computes from the key (its direct slot + 1), if free: it
+        // loads them while it loads the slot instead of after (bpf/include/direct.h).
+        let home = self.home_slot(&k).map(|s| s + 1);
+        let first = sets.first().and_then(|rs| rs.pdrs.first());
+        let home_qer = first.and_then(|p| p.qer_ids.first().copied());
+        let home_urr = first.and_then(|p| p.urr_ids.first().copied());
+        // QERs and URRs keep their slots (and state) across modifications.
+        for q in new.qers.values() {
+            let (idx, fresh) = match prev.qers.get(&q.id) {
+                Some(i) => (*i, false),
+                None => match home.filter(|h| home_qer == Some(q.id) && self.qer_slots.take_at(*h))
+                {
+                    Some(h) => (h, true),
+                    None => (
+                        self.qer_slots.take(1).ok_or(FastPathError::Full("qers"))?,
+                        true,
+                    ),
+                },
+            };
+            self.write_qer(idx, q, fresh)?;
+            inst.qers.insert(q.id, idx);
+        }
+        for u in new.urrs.values() {
+            let idx = match prev.urrs.get(&u.id) {
+                Some(i) => *i,
+                None => {
+                    let i = match home
+                        .filter(|h| home_urr == Some(u.id) && self.urr_slots.take_at(*h))
+                    {
+                        Some(h) => h,
+                        None => self.urr_slots.take(1).ok_or(FastPathError::Full("urrs"))?,
+                    };
+                    self.urr_mem.clear(i);
+                    i
+                }
+            };
+            inst.urrs.insert(u.id, idx);
+        }
         let in_tables: std::collections::HashSet<u16> = sets
             .iter()
             .flat_map(|rs| rs.pdrs.iter().skip(1).map(|p| p.id))
@@ -1387,5 +1472,52 @@ impl Event {
             ts_ns: e.ts_ns,
             packet: b[h..h + len].to_vec(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_taken_by_index_are_never_handed_out_twice() {
+        let mut s = Slots::new(10);
+        assert_eq!(s.available(), 9);
+        assert!(s.take_at(3));
+        assert!(!s.take_at(3), "taken");
+        assert!(
+            !s.take_at(0) && !s.take_at(10),
+            "0 and past the end are never slots"
+        );
+        // The sequential ones step over slot 3.
+        let seq: Vec<u32> = (0..8).map(|_| s.take(1).unwrap()).collect();
+        assert_eq!(seq, [1, 2, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(s.take(1), None);
+        assert_eq!(s.available(), 0);
+        // Released slots cool before they are free, by index or from the list.
+        s.release(5, 1);
+        assert!(!s.take_at(5));
+        s.warm(Instant::now() + GRACE);
+        assert_eq!(s.available(), 1);
+        assert!(s.take_at(5), "free again");
+        // The free list still names 5: it is skipped, not handed out a second time.
+        assert_eq!(s.take(1), None);
+        s.release(5, 1);
+        s.warm(Instant::now() + GRACE);
+        assert_eq!(s.take(1), Some(5));
+        assert_eq!(s.take(1), None);
+    }
+
+    #[test]
+    fn runs_step_over_slots_taken_by_index() {
+        let mut s = Slots::new(20);
+        assert!(s.take_at(3));
+        assert_eq!(s.take(4), Some(4));
+        assert_eq!(s.take(2), Some(8));
+        assert_eq!(s.available(), 19 - 7);
+        // The gap it stepped over is not lost: single slots.
+        assert_eq!(s.take(1), Some(2));
+        assert_eq!(s.take(1), Some(1));
+        assert_eq!(s.take(1), Some(10));
     }
 }

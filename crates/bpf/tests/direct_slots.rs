@@ -3,7 +3,8 @@
 //! hash table and return to the slot after the grace period; a removed TEID is unknown
 //! at once, and one reinstalled at once works; TEIDs outside the index use the hash
 //! table; two sessions cannot share a TEID wherever it lives. Downlink: the same for UE
-//! addresses, and two addresses with the same slot both work. Every step is checked by
+//! addresses, and two addresses with the same slot both work. A session's QER and URR
+//! sit at its slot + 1 when that is free, elsewhere when not. Every step is checked by
 //! running xdp_n3 or xdp_n6 on a frame (BPF_PROG_RUN). Needs CAP_BPF (root).
 
 mod common;
@@ -225,4 +226,86 @@ fn downlink_slots_by_ue_address() {
         Err(FastPathError::Conflict { .. }) => {}
         r => panic!("UE address shared: {r:?}"),
     }
+}
+
+/// Packets counted in the URR cells at `idx` (bpf/include/upf_maps.h `urr_state`: the
+/// shared cell, then one `struct urr_counters` per CPU), both directions.
+fn packets_in_urr_cells(dp: &Datapath, idx: u32) -> u64 {
+    use libbpf_rs::MapCore;
+    let stride = dp.ncpus() as u32 + 1;
+    (0..dp.ncpus() as u32)
+        .map(|cpu| {
+            let k = idx * stride + 1 + cpu;
+            let v = dp
+                .skel()
+                .maps
+                .urr_state
+                .lookup(&k.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+                .unwrap()
+                .unwrap();
+            let word = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+            word(0) + word(2) // ul_packets, dl_packets
+        })
+        .sum()
+}
+
+#[test]
+fn a_sessions_qer_and_urr_sit_at_its_slot_when_free() {
+    if !root() {
+        return;
+    }
+    use libbpf_rs::MapCore;
+    let cfg = neigh_config();
+    let cap = Capacity::for_sessions(1000);
+    let mut dp = Datapath::load(cap, cfg.clone()).expect("load");
+    dp.configure(cfg, 20, 20, 0).unwrap();
+    let index = dp.teid_index();
+
+    // As upfd allocates: the TEID of the UE address's slot. Its QER and URR go to
+    // slot + 1, where the data path loads them while it loads the slot.
+    let slot = u32::from(ue(7)) % cap.ue_slots;
+    let teid = index.teid(slot);
+    let s = Arc::new(with_teid(7, teid));
+    dp.install(None, &s).unwrap();
+    assert_eq!(run(&dp, teid, 7), FORWARDED);
+    assert_eq!(run_down(&dp, ue(7)), FORWARDED);
+    let home = slot + 1;
+    let q = dp
+        .skel()
+        .maps
+        .qers
+        .lookup(&home.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .unwrap()
+        .unwrap();
+    // struct qer: gate_ul at 4; rate_ul (octets/s) at 16, 100 Gbit/s in the template.
+    assert_eq!(q[4], 1, "gate_ul of the session's QER");
+    assert_eq!(
+        u64::from_ne_bytes(q[16..24].try_into().unwrap()),
+        12_500_000_000
+    );
+    assert_eq!(packets_in_urr_cells(&dp, home), 2);
+    // A modification keeps them there (with their state).
+    let m = Arc::new(drop_far(&s, 2));
+    dp.install(Some(&s), &m).unwrap();
+    assert_eq!(run(&dp, teid, 7), FORWARDED);
+    assert_eq!(packets_in_urr_cells(&dp, home), 3);
+
+    // A session whose home is taken (downlink only, its UE address in the same slot)
+    // gets cells elsewhere, and is counted exactly there.
+    let i2 = 7 + cap.ue_slots;
+    let mut d = with_teid(i2, 0);
+    d.pdrs.remove(&1);
+    d.fars.remove(&1);
+    let d = Arc::new(d);
+    dp.install(None, &d).unwrap();
+    assert_eq!(run_down(&dp, ue(i2)), FORWARDED);
+    assert_eq!(run_down(&dp, ue(i2)), FORWARDED);
+    assert_eq!(
+        packets_in_urr_cells(&dp, home),
+        3,
+        "not in the first session's cells"
+    );
+    assert_eq!(dp.usage(d.up_seid, 1).dl_packets, 2);
+    assert_eq!(dp.usage(s.up_seid, 1).ul_packets, 2);
+    assert_eq!(dp.usage(s.up_seid, 1).dl_packets, 1);
 }

@@ -11,7 +11,9 @@
 //! `UPF_COST_OMIT=sdf,qer,urr` (any of them) installs sessions without those rules, to
 //! see what each one adds; `UPF_COST_HASHED=1` gives the sessions TEIDs with no direct
 //! slot (as when the SMF chooses them) and turns the downlink slots off, so every key is
-//! found through the hash tables.
+//! found through the hash tables; `UPF_COST_UNALIGNED=1` gives each session a TEID whose
+//! slot is not its UE address's (as upfd does when it learns the address only after
+//! choosing the TEID), so its QER and URR are not where the data path loads them early.
 
 mod common;
 
@@ -45,11 +47,17 @@ fn lookup_cost_by_session_count() {
     // TEIDs as upfd allocates them (CHOOSE) and UE addresses from a pool: each in its
     // direct slot; with UPF_COST_HASHED, TEIDs an SMF chose and no downlink slots, all
     // in the hash tables.
+    // Unless UPF_COST_UNALIGNED is set, each TEID is the one upfd picks for the
+    // session's UE address (the uplink slot equal to the downlink slot,
+    // upf::alloc::TeidAllocator::allocate_for).
+    let unaligned = std::env::var_os("UPF_COST_UNALIGNED").is_some();
     let teid_of = |i: u32| {
         if hashed {
             common::teid(i)
-        } else {
+        } else if unaligned {
             index.teid(i)
+        } else {
+            index.teid(u32::from(ue(i)) % cap.ue_slots)
         }
     };
     dp.configure(cfg, 20, 20, 0).unwrap();

@@ -204,9 +204,18 @@ fn start_xdp(cfg: &Config, teid_index: TeidIndex) -> anyhow::Result<Xdp> {
         slowpath_burst: d.unknown_teid_to_slowpath_per_sec.max(1),
     };
     let max = u32::try_from(cfg.limits.max_sessions).unwrap_or(u32::MAX);
+    let base = Capacity::for_sessions(max);
     let cap = Capacity {
         teid_index,
-        ..Capacity::for_sessions(max)
+        // As many downlink slots as TEID slots: the TEID allocator then gives a session
+        // the uplink slot of its UE address's downlink slot, and the data path finds
+        // all of the session's state at one index (alloc.rs `allocate_for`).
+        ue_slots: if teid_index.slots() >= max {
+            teid_index.slots()
+        } else {
+            base.ue_slots
+        },
+        ..base
     };
     let mut dp = Datapath::load(cap, pcfg.clone())
         .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
