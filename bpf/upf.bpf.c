@@ -258,7 +258,7 @@ static __always_inline int dec_ttl(void *data_end, __u8 *ip, __u8 version)
 
 /* Start loading the cells PDR `p`'s first QER and URR will update. With a million
  * sessions they are rarely in the cache, and the locked instructions that update them
- * (the QER's spin lock, the shared cell's atomics) each wait for their miss in turn;
+ * (the QER's and the shared cell's atomics) each wait for their miss in turn;
  * plain loads issued together let the misses, page walks included, overlap (lookup_cost
  * at 1M sessions, 4 alternating runs: 1,445 -> 1,292 ns per uplink packet, 1,462 ->
  * 1,301 downlink; touching the SDF filter too did not help). */

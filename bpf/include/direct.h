@@ -24,11 +24,8 @@ __attribute__((noinline)) int touch_home(__u32 slot)
 	struct upf_config *cfg = bpf_map_lookup_elem(&upf_cfg, &zero);
 	struct qer *q = bpf_map_lookup_elem(&qers, &i);
 
-	/* Both ends: a 96-octet QER often spans two cache lines. */
-	if (q) {
+	if (q)
 		(void)*(volatile __u8 *)&q->gate_ul;
-		(void)*(volatile __u64 *)&q->last_dl;
-	}
 	if (!cfg)
 		return 0;
 	struct urr_shared *s = urr_shared_of(cfg, i);

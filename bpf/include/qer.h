@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* QER enforcement (TS 29.244 clause 5.2.1, 7.5.2.5): gate status per direction and the
- * maximum bit rate as a token bucket per direction, shared by all CPUs under the QER's
- * spin lock so the rate holds whichever CPUs forward the session.
+ * maximum bit rate per direction as a GCRA (the virtual scheduling form of a token
+ * bucket, ITU-T I.371): a packet of L octets conforms if the theoretical arrival time
+ * `tat` is at most `tau` ahead of now, and then moves tat to max(tat, now) + L x cost.
+ * tau = burst x cost, so a session idle long enough may send `burst` octets at once
+ * and then the rate. tat is one word per direction, updated with atomic instructions:
+ * every CPU that forwards the session enforces the one rate, with no lock
+ * (ARCHITECTURE.md: never a shared lock per packet). Two CPUs racing may both pass a
+ * packet at the limit; the one whose add overshoots takes it back and drops.
  *
- * Tokens are kept in nano-octets (octets x 10^9) so that refilling is one multiplication
- * of elapsed nanoseconds by the rate in octets per second: exact, no division. upfd keeps
- * rate <= 1.25e10 octets/s (100 Gbit/s) and burst <= rate x 1 s, and the elapsed time is
- * capped at 1 s, so nothing overflows 64 bits. `now` is the coarse clock: the bucket then
- * refills once per tick (1-4 ms), well within its depth of 100 ms of the rate, so the rate
- * over any longer window is the same. */
+ * `now` is the coarse clock: tat then advances within a tick (1-4 ms) and now catches
+ * up once per tick, well within tau (100 ms of the rate), so the rate over any longer
+ * window is the same. crates/upf/src/fastpath/pipeline.rs `gcra` is the reference. */
 #ifndef UPF_QER_H
 #define UPF_QER_H
 
@@ -16,47 +19,42 @@
 
 #define NSEC_PER_SEC 1000000000ull
 
-static __always_inline int bucket(__u64 *tokens, __u64 *last, __u64 rate, __u64 burst,
-				  __u32 bytes, __u64 now)
+static __always_inline int gcra(__u64 *tat, __u64 cost_per_octet, __u64 tau, __u32 bytes,
+				__u64 now)
 {
-	__u64 dt = *last ? now - *last : NSEC_PER_SEC;
+	/* upfd keeps cost_per_octet < 2^47 and packets are < 2^16 octets: no overflow. */
+	__u64 cost = ((__u64)bytes * cost_per_octet) >> QER_COST_SHIFT;
+	__u64 t = *(volatile __u64 *)tat;
 
-	if (dt > NSEC_PER_SEC)
-		dt = NSEC_PER_SEC;
-	__u64 t = *tokens + dt * rate;
-	__u64 cap = burst * NSEC_PER_SEC;
-	__u64 cost = (__u64)bytes * NSEC_PER_SEC;
+	if (t > now + tau)
+		return DROP_MBR;
+	/* Idle: restart from now. If another CPU moved tat meanwhile, its value stands. */
+	if (t < now)
+		__sync_val_compare_and_swap(tat, t, now);
+	__u64 prev = __sync_fetch_and_add(tat, cost);
 
-	if (t > cap)
-		t = cap;
-	*last = now;
-	if (t < cost) {
-		*tokens = t;
+	if (prev > now + tau) {
+		__sync_fetch_and_sub(tat, cost);
 		return DROP_MBR;
 	}
-	*tokens = t - cost;
 	return 0;
 }
 
 /* 0: pass; else the drop reason. */
 static __always_inline int qer_check(struct qer *q, int uplink, __u32 bytes, __u64 now)
 {
-	int verdict = 0;
-
-	bpf_spin_lock(&q->lock);
 	if (uplink) {
 		if (!q->gate_ul)
-			verdict = DROP_GATE_CLOSED;
-		else if (q->flags & QER_F_MBR_UL)
-			verdict = bucket(&q->tokens_ul, &q->last_ul, q->rate_ul, q->burst_ul, bytes, now);
+			return DROP_GATE_CLOSED;
+		if (q->flags & QER_F_MBR_UL)
+			return gcra(&q->tat_ul, q->cost_ul, q->tau_ul, bytes, now);
 	} else {
 		if (!q->gate_dl)
-			verdict = DROP_GATE_CLOSED;
-		else if (q->flags & QER_F_MBR_DL)
-			verdict = bucket(&q->tokens_dl, &q->last_dl, q->rate_dl, q->burst_dl, bytes, now);
+			return DROP_GATE_CLOSED;
+		if (q->flags & QER_F_MBR_DL)
+			return gcra(&q->tat_dl, q->cost_dl, q->tau_dl, bytes, now);
 	}
-	bpf_spin_unlock(&q->lock);
-	return verdict;
+	return 0;
 }
 
 #endif

@@ -93,24 +93,26 @@ struct rule_set {
 #define QER_F_RQI 0x04
 #define QER_F_PPI 0x08
 
-/* QER, clause 5.2.1 / 7.5.2.5: gates and maximum bit rates. The token buckets are
- * shared by every CPU that forwards the session, under the spin lock. */
+/* QER, clause 5.2.1 / 7.5.2.5: gates and maximum bit rates, one cache line. The MBR is
+ * a GCRA (virtual scheduling) per direction, updated with atomic instructions, so every
+ * CPU that forwards the session enforces one rate without a lock (include/qer.h). upfd
+ * maps the table into its memory and writes the fields one at a time. */
+#define QER_COST_SHIFT 20 /* cost_*: nanoseconds per octet x 2^QER_COST_SHIFT */
+
 struct qer {
-	struct bpf_spin_lock lock;
 	__u8 gate_ul;   /* 1: open */
 	__u8 gate_dl;
 	__u8 qfi;       /* QFI_ANY: none, no PDU Session Container */
 	__u8 flags;     /* QER_F_* */
 	__u8 ppi;
 	__u8 pad[3];
-	__u64 rate_ul;  /* octets per second */
-	__u64 rate_dl;
-	__u64 burst_ul; /* bucket size, octets */
-	__u64 burst_dl;
-	__u64 tokens_ul;
-	__u64 tokens_dl;
-	__u64 last_ul;  /* ns, bpf_ktime_get_coarse_ns (CLOCK_MONOTONIC_COARSE) */
-	__u64 last_dl;
+	__u64 cost_ul;  /* what an octet adds to tat */
+	__u64 cost_dl;
+	__u64 tau_ul;   /* burst tolerance, ns: how far tat may run ahead of now */
+	__u64 tau_dl;
+	__u64 tat_ul;   /* theoretical arrival time, ns (bpf_ktime_get_coarse_ns); 0: idle */
+	__u64 tat_dl;
+	__u64 pad2;
 };
 
 /* URR state, clause 5.2.2, in `urr_state`: per URR a run of 64-octet cells, first the
@@ -399,6 +401,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, UPF_MAX_SESSIONS);
 	__type(key, __u32);
 	__type(value, struct qer);

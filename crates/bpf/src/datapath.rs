@@ -21,7 +21,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 use upf::fastpath::model::keys;
 use upf::fastpath::pipeline::{
-    qer_rate, rule_set, session_ue, tunnel, Egress, PipelineConfig, STAT_MAX,
+    qer_gcra, rule_set, session_ue, tunnel, Egress, PipelineConfig, STAT_MAX,
 };
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{FastPath, FastPathError, Usage};
@@ -271,6 +271,8 @@ pub struct Datapath {
     boot_offset_ns: i128,
     /// `urr_state`, mapped into our memory.
     urr_mem: UrrMem,
+    /// `qers`, mapped into our memory.
+    qer_mem: QerMem,
     /// Where rule sets are: direct slots or the `uplink` / `downlink` hash tables.
     uplink: DirectTable,
     downlink: DirectTable,
@@ -352,6 +354,32 @@ const RS_HOT_FAR0: u32 = 0x02;
 struct Written {
     pdrs: HashMap<u32, types::pdr>,
     fars: HashMap<u32, types::far>,
+}
+
+/// `struct qer` (bpf/include/upf_maps.h) as words: the gates and flags, then these.
+const QER_WORDS: usize = 8;
+const QER_COST_UL: usize = 1;
+const QER_COST_DL: usize = 2;
+const QER_TAU_UL: usize = 3;
+const QER_TAU_DL: usize = 4;
+const QER_TAT_UL: usize = 5;
+const QER_TAT_DL: usize = 6;
+
+/// The `qers` table, mapped into upfd's memory: the data path updates the tat words
+/// with atomic instructions, so upfd writes the QER one word at a time, atomically.
+struct QerMem {
+    mem: MapMemory,
+    entries: usize,
+}
+
+impl QerMem {
+    fn qer(&self, i: u32) -> Option<&[AtomicU64; QER_WORDS]> {
+        ((i as usize) < self.entries).then(|| {
+            // SAFETY: in bounds, 64-octet aligned (the mapping is page aligned), and
+            // only ever accessed atomically.
+            unsafe { &*self.mem.base().add(i as usize * QER_WORDS * 8).cast() }
+        })
+    }
 }
 
 /// `struct urr_shared` (bpf/include/upf_maps.h) as upfd sees it in the mapped table.
@@ -510,6 +538,11 @@ impl Datapath {
         m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
         let skel = open.load().map_err(io)?;
         let urr_mem = UrrMem::map(&skel.maps.urr_state, urr_cells as usize, 1 + ncpus)?;
+        let qer_entries = cap.qer_urr_slots() as usize;
+        let qer_mem = QerMem {
+            mem: MapMemory::map(&skel.maps.qers, qer_entries * QER_WORDS * 8, "qers")?,
+            entries: qer_entries,
+        };
         let uplink = DirectTable::map(&skel.maps.uplink_slots, up_keys, GRACE)?;
         let downlink = DirectTable::map(&skel.maps.downlink_slots, down_keys, GRACE)?;
         let mut d = Datapath {
@@ -530,6 +563,7 @@ impl Datapath {
             ncpus,
             boot_offset_ns: unix_ns() - mono_ns(),
             urr_mem,
+            qer_mem,
             uplink,
             downlink,
         };
@@ -657,55 +691,55 @@ impl Datapath {
         Ok(())
     }
 
+    /// Write QER `idx` through the mapping, one word at a time (packets update its
+    /// tat words meanwhile). A fresh QER starts idle; an updated one keeps its state.
     fn write_qer(&self, idx: u32, q: &upf::rules::Qer, fresh: bool) -> Result<(), FastPathError> {
-        let maps = &self.skel.maps;
-        let key = idx.to_ne_bytes();
-        let mut v: types::qer = if fresh {
-            types::qer::default()
-        } else {
-            maps.qers
-                .lookup(&key, MapFlags::LOCK)
-                .map_err(io)?
-                .map(|b| from_bytes(&b))
-                .unwrap_or_default()
-        };
-        v.gate_ul = q.gate_ul_open as u8;
-        v.gate_dl = q.gate_dl_open as u8;
-        v.qfi = q.qfi.unwrap_or(0xff);
-        v.flags = 0;
+        let w = self
+            .qer_mem
+            .qer(idx)
+            .ok_or_else(|| io(format!("QER index {idx} outside the table")))?;
+        let mut flags = 0u8;
         if q.rqi {
-            v.flags |= 0x04;
+            flags |= 0x04;
         }
-        if let Some(p) = q.ppi {
-            v.flags |= 0x08;
-            v.ppi = p & 0x07;
-        }
-        match q.mbr {
+        let ppi = match q.ppi {
+            Some(p) => {
+                flags |= 0x08;
+                p & 0x07
+            }
+            None => 0,
+        };
+        let (cost_ul, tau_ul, cost_dl, tau_dl) = match q.mbr {
             Some(m) => {
-                let (ru, bu) = qer_rate(m.ul_kbps);
-                let (rd, bd) = qer_rate(m.dl_kbps);
-                v.flags |= 0x01 | 0x02;
-                if v.rate_ul != ru || v.burst_ul != bu {
-                    v.rate_ul = ru;
-                    v.burst_ul = bu;
-                    v.tokens_ul = bu * 1_000_000_000;
-                    v.last_ul = 0;
-                }
-                if v.rate_dl != rd || v.burst_dl != bd {
-                    v.rate_dl = rd;
-                    v.burst_dl = bd;
-                    v.tokens_dl = bd * 1_000_000_000;
-                    v.last_dl = 0;
-                }
+                flags |= 0x01 | 0x02;
+                let (cu, tu) = qer_gcra(m.ul_kbps);
+                let (cd, td) = qer_gcra(m.dl_kbps);
+                (cu, tu, cd, td)
             }
-            None => {
-                v.rate_ul = 0;
-                v.rate_dl = 0;
-            }
+            None => (0, 0, 0, 0),
+        };
+        if fresh {
+            w[QER_TAT_UL].store(0, Ordering::Relaxed);
+            w[QER_TAT_DL].store(0, Ordering::Relaxed);
         }
-        maps.qers
-            .update(&key, bytes(&v), MapFlags::LOCK)
-            .map_err(io)
+        w[QER_COST_UL].store(cost_ul, Ordering::Relaxed);
+        w[QER_COST_DL].store(cost_dl, Ordering::Relaxed);
+        w[QER_TAU_UL].store(tau_ul, Ordering::Relaxed);
+        w[QER_TAU_DL].store(tau_dl, Ordering::Relaxed);
+        // gate_ul, gate_dl, qfi, flags, ppi: the first word, in memory order.
+        let head = [
+            q.gate_ul_open as u8,
+            q.gate_dl_open as u8,
+            q.qfi.unwrap_or(0xff),
+            flags,
+            ppi,
+            0,
+            0,
+            0,
+        ];
+        // Release: the rates are in place before the flags that switch them on.
+        w[0].store(u64::from_ne_bytes(head), Ordering::Release);
+        Ok(())
     }
 
     /// `struct far` for a FAR.

@@ -277,11 +277,11 @@ fn a_sessions_qer_and_urr_sit_at_its_slot_when_free() {
         .lookup(&home.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
         .unwrap()
         .unwrap();
-    // struct qer: gate_ul at 4; rate_ul (octets/s) at 16, 100 Gbit/s in the template.
-    assert_eq!(q[4], 1, "gate_ul of the session's QER");
+    // struct qer: gate_ul at 0; cost_ul at 8, for 100 Gbit/s in the template.
+    assert_eq!(q[0], 1, "gate_ul of the session's QER");
     assert_eq!(
-        u64::from_ne_bytes(q[16..24].try_into().unwrap()),
-        12_500_000_000
+        u64::from_ne_bytes(q[8..16].try_into().unwrap()),
+        upf::fastpath::pipeline::qer_gcra(100_000_000).0
     );
     assert_eq!(packets_in_urr_cells(&dp, home), 2);
     // A modification keeps them there (with their state).

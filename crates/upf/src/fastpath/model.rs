@@ -66,7 +66,7 @@ pub struct Model {
     pub max_keys: usize,
     /// Addresses, neighbours, slow-path budget (the reference pipeline).
     pub config: super::pipeline::PipelineConfig,
-    /// Token buckets, quotas, counters (the reference pipeline).
+    /// MBR state, quotas, counters (the reference pipeline).
     pub state: super::pipeline::PipelineState,
 }
 

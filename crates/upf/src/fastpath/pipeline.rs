@@ -4,8 +4,8 @@
 //!
 //! The XDP programs are tested against this (crates/bpf/tests/differential.rs): the same
 //! sessions and frames must give the same verdicts, octets and counters. Where the two
-//! must agree on a detail (the order of checks, which header fields are rewritten, how a
-//! token bucket rounds), this file is the specification.
+//! must agree on a detail (the order of checks, which header fields are rewritten, how the
+//! MBR's GCRA rounds), this file is the specification.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -140,7 +140,7 @@ pub struct PipelineConfig {
     pub slowpath_burst: u64,
 }
 
-/// Token bucket and counter state the pipeline keeps beside the sessions.
+/// MBR, quota and counter state the pipeline keeps beside the sessions.
 #[derive(Debug, Clone, Default)]
 pub struct PipelineState {
     pub buckets: HashMap<(u64, u32), Buckets>,
@@ -152,12 +152,11 @@ pub struct PipelineState {
     pub slowpath_last: u64,
 }
 
+/// A QER's MBR state per direction: the GCRA's theoretical arrival time (ns, 0: idle).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Buckets {
-    pub tokens_ul: u64,
-    pub last_ul: u64,
-    pub tokens_dl: u64,
-    pub last_dl: u64,
+    pub tat_ul: u64,
+    pub tat_dl: u64,
 }
 
 pub const NSEC_PER_SEC: u64 = 1_000_000_000;
@@ -169,32 +168,31 @@ pub const EVENT_MAX_PACKET: usize = 2048;
 const GTPU_PORT: u16 = 2152;
 const GTP_MAX_EXT: usize = 4;
 
-/// A QER's maximum bit rate in the data path's units: octets per second, capped at 100
-/// Gbit/s, and the bucket size: 100 ms of traffic, at least 3000 octets, at most 1 s.
-pub fn qer_rate(kbps: u64) -> (u64, u64) {
+/// bpf/include/upf_maps.h QER_COST_SHIFT.
+pub const QER_COST_SHIFT: u32 = 20;
+
+/// A QER's maximum bit rate in the data path's units (bpf/include/qer.h): what one
+/// octet adds to the GCRA's theoretical arrival time, in ns x 2^QER_COST_SHIFT, and the
+/// burst tolerance in ns. The rate is capped at 100 Gbit/s; the burst is 100 ms of it,
+/// at least 3000 octets, at most 1 s. A rate of 0 lets the burst through and then, in
+/// effect, nothing (one octet per 2^27 ns).
+pub fn qer_gcra(kbps: u64) -> (u64, u64) {
     let rate = (kbps.saturating_mul(1000) / 8).min(12_500_000_000);
     let burst = (rate / 10).max(3000).min(rate.max(3000));
-    (rate, burst)
+    let cost = (NSEC_PER_SEC << QER_COST_SHIFT)
+        .checked_div(rate)
+        .map_or(1 << 47, |c| c.min(1 << 47));
+    (cost, (burst * cost) >> QER_COST_SHIFT)
 }
 
-fn bucket(tokens: &mut u64, last: &mut u64, rate: u64, burst: u64, bytes: u32, now: u64) -> bool {
-    let dt = if *last != 0 {
-        now.wrapping_sub(*last)
-    } else {
-        NSEC_PER_SEC
+/// One packet through a GCRA (bpf/include/qer.h `gcra`, one CPU): whether it conforms.
+fn gcra(tat: &mut u64, cost_per_octet: u64, tau: u64, bytes: u32, now: u64) -> bool {
+    let cost = (u64::from(bytes) * cost_per_octet) >> QER_COST_SHIFT;
+    if *tat > now + tau {
+        return false;
     }
-    .min(NSEC_PER_SEC);
-    let cap = burst * NSEC_PER_SEC;
-    let t = (*tokens + dt * rate).min(cap);
-    let cost = bytes as u64 * NSEC_PER_SEC;
-    *last = now;
-    if t < cost {
-        *tokens = t;
-        false
-    } else {
-        *tokens = t - cost;
-        true
-    }
+    *tat = (*tat).max(now) + cost;
+    true
 }
 
 /// The outer G-PDU as the data path reads it.
@@ -731,8 +729,8 @@ impl Model {
                 return Some(DropReason::GateClosed);
             }
             if let Some(m) = q.mbr {
-                let (rate, burst) = qer_rate(m.ul_kbps);
-                if !bucket(&mut b.tokens_ul, &mut b.last_ul, rate, burst, bytes, now) {
+                let (cost, tau) = qer_gcra(m.ul_kbps);
+                if !gcra(&mut b.tat_ul, cost, tau, bytes, now) {
                     return Some(DropReason::Mbr);
                 }
             }
@@ -741,8 +739,8 @@ impl Model {
                 return Some(DropReason::GateClosed);
             }
             if let Some(m) = q.mbr {
-                let (rate, burst) = qer_rate(m.dl_kbps);
-                if !bucket(&mut b.tokens_dl, &mut b.last_dl, rate, burst, bytes, now) {
+                let (cost, tau) = qer_gcra(m.dl_kbps);
+                if !gcra(&mut b.tat_dl, cost, tau, bytes, now) {
                     return Some(DropReason::Mbr);
                 }
             }
@@ -976,4 +974,60 @@ pub fn csum_replace2(check: u16, old: u16, new: u16) -> u16 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     !(sum as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Octets a GCRA lets through in `secs` of packets of `size` octets offered at
+    /// `offered` octets/s, with the coarse clock's 4 ms ticks.
+    fn admitted(kbps: u64, offered: u64, size: u32, secs: u64) -> u64 {
+        let (cost, tau) = qer_gcra(kbps);
+        let tick = 4_000_000;
+        let per_tick = offered * tick / NSEC_PER_SEC / u64::from(size);
+        let mut tat = 0;
+        let mut passed = 0;
+        for t in 0..secs * NSEC_PER_SEC / tick {
+            let now = 1_000_000_000_000 + t * tick;
+            for _ in 0..per_tick {
+                if gcra(&mut tat, cost, tau, size, now) {
+                    passed += u64::from(size);
+                }
+            }
+        }
+        passed
+    }
+
+    #[test]
+    fn the_mbr_holds_over_time_after_one_burst() {
+        // 10 Mbit/s offered 50 Mbit/s for 10 s: the rate plus the 100 ms burst.
+        let rate = 10_000_000 / 8;
+        let got = admitted(10_000, 50_000_000 / 8, 1250, 10);
+        let want = rate * 10 + rate / 10;
+        assert!(got.abs_diff(want) < want / 100, "{got} vs {want}");
+        // Under the rate nothing is dropped.
+        assert_eq!(
+            admitted(10_000, 5_000_000 / 8, 1250, 10),
+            5_000_000 / 8 * 10
+        );
+        // 100 Gbit/s, the cap, is still exact to well under 1 %.
+        let got = admitted(100_000_000, 20_000_000_000, 1500, 1);
+        let want = 12_500_000_000 + 1_250_000_000;
+        assert!(got.abs_diff(want) < want / 100, "{got} vs {want}");
+    }
+
+    #[test]
+    fn gcra_units_never_overflow() {
+        for kbps in [0, 1, 7, 1_000, 10_000_000, 100_000_000, u64::MAX] {
+            let (cost, tau) = qer_gcra(kbps);
+            assert!(cost <= 1 << 47, "{kbps}");
+            // A 64 KiB packet's cost fits in 64 bits, and now + tau in any uptime.
+            assert!((65_535u64).checked_mul(cost).is_some());
+            assert!(tau < 1 << 62, "{kbps}");
+        }
+        // A rate of 0: the burst, then nothing.
+        let got = admitted(0, 1_000_000, 1000, 2);
+        assert!((3000..=4000).contains(&got), "{got}");
+    }
 }

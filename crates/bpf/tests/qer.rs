@@ -1,0 +1,81 @@
+//! The MBR in the data path (bpf/include/qer.h, a GCRA per direction updated with atomic
+//! instructions): an idle session's burst passes, then the rate and nothing more, each
+//! direction on its own, and the allowance comes back with time. Frames go through
+//! xdp_n6 / xdp_n3 with BPF_PROG_RUN. Needs CAP_BPF (root).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{
+    downlink_frame, neigh_config, root, session, set_teid, ue, uplink_frame, urr_template,
+};
+use pfcp::ie::Bitrate;
+use upf::fastpath::FastPath;
+use upf_bpf::datapath::{Capacity, Datapath};
+
+const XDP_REDIRECT: u32 = 4;
+/// bpf/include/upf_maps.h enum drop_reason.
+const DROP_MBR: usize = 3;
+
+/// How many of `n` copies of `frame` the program forwarded; the rest must be MBR drops.
+fn forwarded(dp: &Datapath, uplink: bool, frame: &[u8], n: usize) -> usize {
+    let progs = &dp.skel().progs;
+    let prog = if uplink { &progs.xdp_n3 } else { &progs.xdp_n6 };
+    let before = dp.stats()[DROP_MBR].0;
+    let mut out = vec![0u8; 4096];
+    let mut fwd = 0;
+    for _ in 0..n {
+        let input = libbpf_rs::ProgramInput {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            repeat: 1,
+            ..Default::default()
+        };
+        if prog.test_run(input).expect("BPF_PROG_RUN").return_value == XDP_REDIRECT {
+            fwd += 1;
+        }
+    }
+    let dropped = dp.stats()[DROP_MBR].0 - before;
+    assert_eq!(
+        fwd + dropped as usize,
+        n,
+        "every packet forwarded or an MBR drop"
+    );
+    fwd
+}
+
+#[test]
+fn mbr_passes_the_burst_then_the_rate_per_direction() {
+    if !root() {
+        return;
+    }
+    let cfg = neigh_config();
+    let mut dp = Datapath::load(Capacity::for_sessions(100), cfg.clone()).expect("load");
+    dp.configure(cfg, 20, 20, 0).unwrap();
+    let mut s = session(1, "permit out ip from any to assigned", &urr_template());
+    // 8 kbit/s: 1,000 octets/s, and the smallest burst, 3,000 octets.
+    s.qers.get_mut(&1).unwrap().mbr = Some(Bitrate {
+        ul_kbps: 8,
+        dl_kbps: 8,
+    });
+    let teid = common::teid(1);
+    set_teid(&mut s, teid);
+    dp.install(None, &Arc::new(s)).unwrap();
+
+    let down = downlink_frame(ue(1));
+    let len = down.len() - 14; // the inner IP packet is what the MBR counts
+                               // The burst: tat may run up to 3,000 octets' worth ahead, checked before the add.
+    let burst = 3000 / len + 1;
+    assert_eq!(forwarded(&dp, false, &down, burst + 20), burst);
+    assert_eq!(forwarded(&dp, false, &down, 5), 0, "the rate is used up");
+    // Uplink has its own allowance.
+    let up = uplink_frame(teid, ue(1));
+    assert_eq!(forwarded(&dp, true, &up, burst + 20), burst);
+    // A second later, about a second's worth more (the coarse clock ticks every few ms).
+    std::thread::sleep(Duration::from_millis(1100));
+    let more = forwarded(&dp, false, &down, 100);
+    let want = 1100 / len;
+    assert!(more + 2 >= want && more <= want + 2, "{more} vs ~{want}");
+}
