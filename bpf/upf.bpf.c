@@ -48,23 +48,11 @@ static __always_inline int unknown_teid(__u64 bytes, __u64 now)
 	count(DROP_UNKNOWN_TEID, bytes);
 	if (!cfg || !b || !cfg->slowpath_per_sec)
 		return XDP_DROP;
-	bpf_spin_lock(&b->lock);
-	__u64 dt = b->last_ns ? now - b->last_ns : NSEC_PER_SEC;
+	/* slowpath_burst events at once, then slowpath_per_sec. */
+	__u64 cost = NSEC_PER_SEC / cfg->slowpath_per_sec;
+	__u64 burst = cfg->slowpath_burst ? cfg->slowpath_burst : 1;
 
-	if (dt > NSEC_PER_SEC)
-		dt = NSEC_PER_SEC;
-	__u64 t = b->tokens + dt * cfg->slowpath_per_sec;
-	__u64 cap = cfg->slowpath_burst * NSEC_PER_SEC;
-
-	if (t > cap)
-		t = cap;
-	b->last_ns = now;
-	if (t >= NSEC_PER_SEC) {
-		t -= NSEC_PER_SEC;
-		pass = 1;
-	}
-	b->tokens = t;
-	bpf_spin_unlock(&b->lock);
+	pass = gcra(&b->tat, cost, (burst - 1) * cost, now);
 	if (!pass)
 		return XDP_DROP;
 	count(STAT_TO_SLOWPATH, bytes);

@@ -11,7 +11,8 @@
  *
  * `now` is the coarse clock: tat then advances within a tick (1-4 ms) and now catches
  * up once per tick, well within tau (100 ms of the rate), so the rate over any longer
- * window is the same. crates/upf/src/fastpath/pipeline.rs `gcra` is the reference. */
+ * window is the same. crates/upf/src/fastpath/pipeline.rs `gcra` is the reference. The
+ * slow path's limit (upf.bpf.c unknown_teid) is a GCRA too. */
 #ifndef UPF_QER_H
 #define UPF_QER_H
 
@@ -19,15 +20,13 @@
 
 #define NSEC_PER_SEC 1000000000ull
 
-static __always_inline int gcra(__u64 *tat, __u64 cost_per_octet, __u64 tau, __u32 bytes,
-				__u64 now)
+/* One event costing `cost` ns through the GCRA at `tat`: 1 if it conforms. */
+static __always_inline int gcra(__u64 *tat, __u64 cost, __u64 tau, __u64 now)
 {
-	/* upfd keeps cost_per_octet < 2^47 and packets are < 2^16 octets: no overflow. */
-	__u64 cost = ((__u64)bytes * cost_per_octet) >> QER_COST_SHIFT;
 	__u64 t = *(volatile __u64 *)tat;
 
 	if (t > now + tau)
-		return DROP_MBR;
+		return 0;
 	/* Idle: restart from now. If another CPU moved tat meanwhile, its value stands. */
 	if (t < now)
 		__sync_val_compare_and_swap(tat, t, now);
@@ -35,9 +34,19 @@ static __always_inline int gcra(__u64 *tat, __u64 cost_per_octet, __u64 tau, __u
 
 	if (prev > now + tau) {
 		__sync_fetch_and_sub(tat, cost);
-		return DROP_MBR;
+		return 0;
 	}
-	return 0;
+	return 1;
+}
+
+/* A packet of `bytes` octets against a direction's MBR: 0 or DROP_MBR. */
+static __always_inline int mbr(__u64 *tat, __u64 cost_per_octet, __u64 tau, __u32 bytes,
+			       __u64 now)
+{
+	/* upfd keeps cost_per_octet < 2^47 and packets are < 2^16 octets: no overflow. */
+	__u64 cost = ((__u64)bytes * cost_per_octet) >> QER_COST_SHIFT;
+
+	return gcra(tat, cost, tau, now) ? 0 : DROP_MBR;
 }
 
 /* 0: pass; else the drop reason. */
@@ -47,12 +56,12 @@ static __always_inline int qer_check(struct qer *q, int uplink, __u32 bytes, __u
 		if (!q->gate_ul)
 			return DROP_GATE_CLOSED;
 		if (q->flags & QER_F_MBR_UL)
-			return gcra(&q->tat_ul, q->cost_ul, q->tau_ul, bytes, now);
+			return mbr(&q->tat_ul, q->cost_ul, q->tau_ul, bytes, now);
 	} else {
 		if (!q->gate_dl)
 			return DROP_GATE_CLOSED;
 		if (q->flags & QER_F_MBR_DL)
-			return gcra(&q->tat_dl, q->cost_dl, q->tau_dl, bytes, now);
+			return mbr(&q->tat_dl, q->cost_dl, q->tau_dl, bytes, now);
 	}
 	return 0;
 }

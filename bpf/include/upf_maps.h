@@ -301,12 +301,10 @@ struct event {
 	__u64 ts_ns;
 };
 
-/* The slow path's token bucket (unknown TEIDs to upfd): one, under its lock. */
+/* The slow path's rate limit (unknown TEIDs to upfd): one GCRA shared by all CPUs,
+ * moved with atomic instructions (include/qer.h). */
 struct slowpath_bucket {
-	struct bpf_spin_lock lock;
-	__u32 pad;
-	__u64 tokens;
-	__u64 last_ns;
+	__u64 tat; /* theoretical arrival time, ns; 0: idle */
 };
 
 struct teid_key {

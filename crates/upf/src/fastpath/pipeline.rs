@@ -148,8 +148,8 @@ pub struct PipelineState {
     /// Volume thresholds armed by upfd (they change no verdict).
     pub threshold: HashMap<(u64, u32), i64>,
     pub stats: [(u64, u64); STAT_MAX],
-    pub slowpath_tokens: u64,
-    pub slowpath_last: u64,
+    /// The slow path's GCRA (unknown TEIDs to upfd).
+    pub slowpath_tat: u64,
 }
 
 /// A QER's MBR state per direction: the GCRA's theoretical arrival time (ns, 0: idle).
@@ -185,9 +185,19 @@ pub fn qer_gcra(kbps: u64) -> (u64, u64) {
     (cost, (burst * cost) >> QER_COST_SHIFT)
 }
 
-/// One packet through a GCRA (bpf/include/qer.h `gcra`, one CPU): whether it conforms.
-fn gcra(tat: &mut u64, cost_per_octet: u64, tau: u64, bytes: u32, now: u64) -> bool {
-    let cost = (u64::from(bytes) * cost_per_octet) >> QER_COST_SHIFT;
+/// A packet of `bytes` octets against a direction's MBR (bpf/include/qer.h `mbr`).
+fn mbr(tat: &mut u64, cost_per_octet: u64, tau: u64, bytes: u32, now: u64) -> bool {
+    gcra(
+        tat,
+        (u64::from(bytes) * cost_per_octet) >> QER_COST_SHIFT,
+        tau,
+        now,
+    )
+}
+
+/// One event costing `cost` ns through a GCRA (bpf/include/qer.h `gcra`, one CPU):
+/// whether it conforms.
+fn gcra(tat: &mut u64, cost: u64, tau: u64, now: u64) -> bool {
     if *tat > now + tau {
         return false;
     }
@@ -510,22 +520,13 @@ impl Model {
         if self.config.slowpath_per_sec == 0 {
             return Verdict::Drop(DropReason::UnknownTeid);
         }
-        let st = &mut self.state;
-        let dt = if st.slowpath_last != 0 {
-            now.wrapping_sub(st.slowpath_last)
-        } else {
-            NSEC_PER_SEC
-        }
-        .min(NSEC_PER_SEC);
-        let t = (st.slowpath_tokens + dt * self.config.slowpath_per_sec)
-            .min(self.config.slowpath_burst * NSEC_PER_SEC);
-        st.slowpath_last = now;
-        if t >= NSEC_PER_SEC {
-            st.slowpath_tokens = t - NSEC_PER_SEC;
+        // slowpath_burst events at once, then slowpath_per_sec (bpf/upf.bpf.c).
+        let cost = NSEC_PER_SEC / self.config.slowpath_per_sec;
+        let tau = self.config.slowpath_burst.max(1).saturating_sub(1) * cost;
+        if gcra(&mut self.state.slowpath_tat, cost, tau, now) {
             self.stat(Stat::ToSlowpath as usize, len);
             Verdict::Pass
         } else {
-            st.slowpath_tokens = t;
             Verdict::Drop(DropReason::UnknownTeid)
         }
     }
@@ -730,7 +731,7 @@ impl Model {
             }
             if let Some(m) = q.mbr {
                 let (cost, tau) = qer_gcra(m.ul_kbps);
-                if !gcra(&mut b.tat_ul, cost, tau, bytes, now) {
+                if !mbr(&mut b.tat_ul, cost, tau, bytes, now) {
                     return Some(DropReason::Mbr);
                 }
             }
@@ -740,7 +741,7 @@ impl Model {
             }
             if let Some(m) = q.mbr {
                 let (cost, tau) = qer_gcra(m.dl_kbps);
-                if !gcra(&mut b.tat_dl, cost, tau, bytes, now) {
+                if !mbr(&mut b.tat_dl, cost, tau, bytes, now) {
                     return Some(DropReason::Mbr);
                 }
             }
@@ -991,7 +992,7 @@ mod tests {
         for t in 0..secs * NSEC_PER_SEC / tick {
             let now = 1_000_000_000_000 + t * tick;
             for _ in 0..per_tick {
-                if gcra(&mut tat, cost, tau, size, now) {
+                if mbr(&mut tat, cost, tau, size, now) {
                     passed += u64::from(size);
                 }
             }

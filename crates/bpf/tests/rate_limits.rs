@@ -1,7 +1,8 @@
-//! The MBR in the data path (bpf/include/qer.h, a GCRA per direction updated with atomic
-//! instructions): an idle session's burst passes, then the rate and nothing more, each
-//! direction on its own, and the allowance comes back with time. Frames go through
-//! xdp_n6 / xdp_n3 with BPF_PROG_RUN. Needs CAP_BPF (root).
+//! The data path's rate limits, GCRAs updated with atomic instructions (bpf/include/qer.h):
+//! a QER's MBR (an idle session's burst passes, then the rate and nothing more, each
+//! direction on its own, and the allowance comes back with time) and the slow path's
+//! limit on unknown-TEID packets handed to upfd. Frames go through xdp_n6 / xdp_n3 with
+//! BPF_PROG_RUN. Needs CAP_BPF (root).
 
 mod common;
 
@@ -78,4 +79,39 @@ fn mbr_passes_the_burst_then_the_rate_per_direction() {
     let more = forwarded(&dp, false, &down, 100);
     let want = 1100 / len;
     assert!(more + 2 >= want && more <= want + 2, "{more} vs ~{want}");
+}
+
+#[test]
+fn unknown_teids_reach_upfd_at_the_configured_rate_only() {
+    if !root() {
+        return;
+    }
+    const XDP_PASS: u32 = 2;
+    let mut cfg = neigh_config();
+    cfg.slowpath_per_sec = 10;
+    cfg.slowpath_burst = 5;
+    let mut dp = Datapath::load(Capacity::for_sessions(100), cfg.clone()).expect("load");
+    dp.configure(cfg, 20, 20, 0).unwrap();
+    let frame = uplink_frame(0x0bad_7eed, ue(1));
+    let passed = |dp: &Datapath, n: usize| {
+        let mut out = vec![0u8; 4096];
+        (0..n)
+            .filter(|_| {
+                let input = libbpf_rs::ProgramInput {
+                    data_in: Some(&frame),
+                    data_out: Some(&mut out),
+                    repeat: 1,
+                    ..Default::default()
+                };
+                let v = dp.skel().progs.xdp_n3.test_run(input).unwrap().return_value;
+                v == XDP_PASS
+            })
+            .count()
+    };
+    // The burst, then nothing until time passes; every packet counted as unknown.
+    assert_eq!(passed(&dp, 30), 5);
+    assert_eq!(dp.stats()[0].0, 30, "DROP_UNKNOWN_TEID counts them all");
+    std::thread::sleep(Duration::from_millis(550));
+    let more = passed(&dp, 30);
+    assert!((4..=7).contains(&more), "{more} after 0.55 s at 10/s");
 }
