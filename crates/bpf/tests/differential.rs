@@ -187,22 +187,22 @@ impl Gen {
                 }),
                 network_instance: Some("internet".into()),
                 ue_ips: if self.chance(0.2) {
-                    vec![UeIp {
+                    thin_vec![UeIp {
                         ipv4: Some(ue_v4),
                         ..Default::default()
                     }]
                 } else {
-                    vec![]
+                    thin_vec![]
                 },
                 qfis: if self.chance(0.3) {
-                    vec![self.rng.random_range(1..10)]
+                    thin_vec![self.rng.random_range(1..10)]
                 } else {
-                    vec![]
+                    thin_vec![]
                 },
                 sdf_filters: if self.chance(0.4) {
-                    vec![self.sdf()]
+                    thin_vec![self.sdf()]
                 } else {
-                    vec![]
+                    thin_vec![]
                 },
                 ..Default::default()
             };
@@ -246,12 +246,12 @@ impl Gen {
             let pdi = Pdi {
                 source_interface: interface::CORE,
                 network_instance: Some("internet".into()),
-                ue_ips: vec![ue],
+                ue_ips: thin_vec![ue],
                 framed_routes: framed.iter().map(|n| ipnet::IpNet::V4(*n)).collect(),
                 sdf_filters: if self.chance(0.4) {
-                    vec![self.sdf()]
+                    thin_vec![self.sdf()]
                 } else {
-                    vec![]
+                    thin_vec![]
                 },
                 ..Default::default()
             };

@@ -46,7 +46,7 @@ fn pdrs_with_the_same_sdf_filters_share_one_block() {
     // A modification keeping the filter keeps the block; one changing it gets its own.
     let mut m = (*sessions[0]).clone();
     if let Some(p) = m.pdrs.get_mut(&1) {
-        p.pdi.sdf_filters = vec![filter("permit out 17 from any to assigned")];
+        p.pdi.sdf_filters = thin_vec![filter("permit out 17 from any to assigned")];
     }
     let m = Arc::new(m);
     dp.install(Some(&sessions[0]), &m).unwrap();

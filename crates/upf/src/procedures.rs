@@ -365,7 +365,7 @@ fn build_pdi(
     let mut chose = false;
     // UE addresses first: a TEID chosen below is matched to the address.
     // Exact capacity: a pushed-to Vec keeps room for 4, paid a million times over.
-    let mut ue_ips = Vec::with_capacity(p.ue_ip_address.len());
+    let mut ue_ips = ThinVec::with_capacity(p.ue_ip_address.len());
     for u in &p.ue_ip_address {
         chose |= u.choose_v4 || u.choose_v6;
         ue_ips.push(res.resolve_ue_ip(u, network_instance.as_deref(), session)?);
@@ -377,7 +377,7 @@ fn build_pdi(
         }
         None => None,
     };
-    let mut framed_routes = Vec::new();
+    let mut framed_routes = ThinVec::new();
     for r in p.framed_routes.iter().chain(&p.framed_ipv6_routes) {
         framed_routes.push(
             parse_framed_route(&r.as_str())
@@ -396,10 +396,10 @@ fn build_pdi(
             local_fteid,
             network_instance,
             ue_ips,
-            traffic_endpoint_ids: p.traffic_endpoint_ids.clone(),
-            sdf_filters: p.sdf_filters.clone(),
+            traffic_endpoint_ids: p.traffic_endpoint_ids.iter().copied().collect(),
+            sdf_filters: p.sdf_filters.iter().cloned().collect(),
             application_id: None,
-            qfis: p.qfis.clone(),
+            qfis: p.qfis.iter().copied().collect(),
             framed_routes,
             framed_routing: p.framed_routing,
             source_interface_type: p.source_interface_type,
@@ -429,7 +429,7 @@ fn build_pdr(
     if chose {
         created
             .pdrs
-            .push((c.pdr_id, pdi.local_fteid, pdi.ue_ips.clone()));
+            .push((c.pdr_id, pdi.local_fteid, pdi.ue_ips.to_vec()));
     }
     if c.far_id.is_none() {
         return Err(Rejection::ie(
@@ -905,7 +905,7 @@ pub fn establish(
     let mut s = Session {
         pdn_type: r.pdn_type,
         apn_dnn: r.apn_dnn.as_ref().map(|n| n.to_text()),
-        fq_csids: r.fq_csids.clone(),
+        fq_csids: r.fq_csids.iter().cloned().collect(),
         user_plane_inactivity_timer: r.user_plane_inactivity_timer,
         ..Session::new(up_seid, r.cp_fseid, cp_node)
     };
@@ -951,7 +951,7 @@ fn update_pdr(
         if chose {
             created
                 .pdrs
-                .push((u.pdr_id, new_pdi.local_fteid, new_pdi.ue_ips.clone()));
+                .push((u.pdr_id, new_pdi.local_fteid, new_pdi.ue_ips.to_vec()));
         }
         p.pdi = new_pdi;
     }

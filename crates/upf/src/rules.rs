@@ -10,6 +10,7 @@ use pfcp::ie::{
     OuterHeaderRemoval, SdfFilter,
 };
 use pfcp::msg::{CreateUrr, UpdateUrr};
+pub use thin_vec::{thin_vec, ThinVec};
 
 /// The rules of one kind in a session, by ID: a sorted vector, because a session holds a
 /// handful of each and a tree or hash map would cost kilobytes per session at a million
@@ -132,12 +133,14 @@ pub struct Pdi {
     pub source_interface: u8,
     pub local_fteid: Option<LocalFteid>,
     pub network_instance: Option<String>,
-    pub ue_ips: Vec<UeIp>,
-    pub traffic_endpoint_ids: Vec<u8>,
-    pub sdf_filters: Vec<SdfFilter>,
+    // ThinVec: one word each, and no allocation while empty (most of these usually
+    // are): two PDRs per session, a million sessions (docs/benchmarks.md, heap).
+    pub ue_ips: ThinVec<UeIp>,
+    pub traffic_endpoint_ids: ThinVec<u8>,
+    pub sdf_filters: ThinVec<SdfFilter>,
     pub application_id: Option<String>,
-    pub qfis: Vec<u8>,
-    pub framed_routes: Vec<IpNet>,
+    pub qfis: ThinVec<u8>,
+    pub framed_routes: ThinVec<IpNet>,
     pub framed_routing: Option<u32>,
     pub source_interface_type: Option<u8>,
 }
@@ -345,13 +348,13 @@ pub struct Session {
     /// CHOOSE ID -> the F-TEID allocated for it (clause 5.5.3).
     pub choose_ids: RuleMap<u8, LocalFteid>,
     /// TEIDs this session holds in the allocator.
-    pub teids: Vec<u32>,
+    pub teids: ThinVec<u32>,
     /// UE addresses this session took from the pools (CHV4/CHV6).
-    pub allocated_ue_ips: Vec<IpAddr>,
+    pub allocated_ue_ips: ThinVec<IpAddr>,
     pub pdn_type: Option<u8>,
     pub apn_dnn: Option<String>,
     /// FQ-CSIDs the CP function sent, for Session Set Deletion (clause 7.4.6).
-    pub fq_csids: Vec<pfcp::ie::FqCsid>,
+    pub fq_csids: ThinVec<pfcp::ie::FqCsid>,
     pub user_plane_inactivity_timer: Option<u32>,
 }
 
@@ -369,11 +372,11 @@ impl Session {
             bars: RuleMap::new(),
             traffic_endpoints: RuleMap::new(),
             choose_ids: RuleMap::new(),
-            teids: Vec::new(),
-            allocated_ue_ips: Vec::new(),
+            teids: ThinVec::new(),
+            allocated_ue_ips: ThinVec::new(),
             pdn_type: None,
             apn_dnn: None,
-            fq_csids: Vec::new(),
+            fq_csids: ThinVec::new(),
             user_plane_inactivity_timer: None,
         }
     }

@@ -130,9 +130,9 @@ pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
                     ipv4: Some(N3),
                     ipv6: None,
                 }),
-                ue_ips: vec![ue_ip],
-                qfis: vec![1],
-                sdf_filters: vec![sdf.clone()],
+                ue_ips: thin_vec![ue_ip],
+                qfis: thin_vec![1],
+                sdf_filters: thin_vec![sdf.clone()],
                 ..Default::default()
             },
             Some(OuterHeaderRemoval {
@@ -145,11 +145,11 @@ pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
             2,
             Pdi {
                 source_interface: interface::CORE,
-                ue_ips: vec![UeIp {
+                ue_ips: thin_vec![UeIp {
                     is_destination: true,
                     ..ue_ip
                 }],
-                sdf_filters: vec![sdf.clone()],
+                sdf_filters: thin_vec![sdf.clone()],
                 ..Default::default()
             },
             None,
