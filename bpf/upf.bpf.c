@@ -252,24 +252,7 @@ static __always_inline int dec_ttl(void *data_end, __u8 *ip, __u8 version)
  * 1,301 downlink; touching the SDF filter too did not help). */
 static __always_inline void touch_rules(const struct upf_config *cfg, const struct pdr *p)
 {
-	__u32 qi = p->qer[0];
-	__u32 ui = p->urr[0];
-
-	if (qi) {
-		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
-
-		if (q)
-			(void)*(volatile __u8 *)&q->gate_ul;
-	}
-	if (ui) {
-		struct urr_shared *s = urr_shared_of(cfg, ui);
-		struct urr_counters *c = urr_counters_of(cfg, ui);
-
-		if (s)
-			(void)*(volatile __u32 *)&s->quota_flags;
-		if (c)
-			(void)*(volatile __u64 *)&c->last_ns;
-	}
+	touch_cells(cfg, p->qer[0], p->urr[0]);
 }
 
 /* Everything after the PDR lookup key: PDR, FAR, QER, URR, rewrite, egress. `inner` is

@@ -12,6 +12,28 @@
 
 #define NO_SLOT 0xffffffffu
 
+/* Plain loads of QER `qi`'s and URR `ui`'s cells (0: none), so that their cache and
+ * TLB misses overlap each other and whatever else is loading, rather than each stalling
+ * the atomic instruction that later updates it. */
+static __always_inline void touch_cells(const struct upf_config *cfg, __u32 qi, __u32 ui)
+{
+	if (qi) {
+		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
+
+		if (q)
+			(void)*(volatile __u8 *)&q->gate_ul;
+	}
+	if (ui) {
+		struct urr_shared *s = urr_shared_of(cfg, ui);
+		struct urr_counters *c = urr_counters_of(cfg, ui);
+
+		if (s)
+			(void)*(volatile __u32 *)&s->quota_flags;
+		if (c)
+			(void)*(volatile __u64 *)&c->last_ns;
+	}
+}
+
 /* upfd puts a session's first QER and URR at its direct slot + 1 when it can
  * (crates/bpf/src/datapath.rs, install): load them now, while the slot is loading,
  * not after it. At a million sessions each is a cache and TLB miss of its own; issued
@@ -20,21 +42,10 @@
 __attribute__((noinline)) int touch_home(__u32 slot)
 {
 	__u32 zero = 0;
-	__u32 i = slot + 1;
 	struct upf_config *cfg = bpf_map_lookup_elem(&upf_cfg, &zero);
-	struct qer *q = bpf_map_lookup_elem(&qers, &i);
 
-	if (q)
-		(void)*(volatile __u8 *)&q->gate_ul;
-	if (!cfg)
-		return 0;
-	struct urr_shared *s = urr_shared_of(cfg, i);
-	struct urr_counters *c = urr_counters_of(cfg, i);
-
-	if (s)
-		(void)*(volatile __u32 *)&s->quota_flags;
-	if (c)
-		(void)*(volatile __u64 *)&c->last_ns;
+	if (cfg)
+		touch_cells(cfg, slot + 1, slot + 1);
 	return 0;
 }
 

@@ -101,8 +101,7 @@ fn direct_slots_follow_installs_changes_and_removals() {
         return;
     }
     let cfg = neigh_config();
-    let mut dp = Datapath::load(Capacity::for_sessions(1000), cfg.clone()).expect("load");
-    dp.configure(cfg, 20, 20, 0).unwrap();
+    let mut dp = common::loaded(Capacity::for_sessions(1000), cfg);
     let index = dp.teid_index();
     let t = index.teid(17);
     assert_eq!(index.slot(t), Some(17));
@@ -184,8 +183,7 @@ fn downlink_slots_by_ue_address() {
     }
     let cfg = neigh_config();
     let cap = Capacity::for_sessions(1000);
-    let mut dp = Datapath::load(cap, cfg.clone()).expect("load");
-    dp.configure(cfg, 20, 20, 0).unwrap();
+    let mut dp = common::loaded(cap, cfg);
 
     let s = Arc::new(with_teid(5, common::teid(5)));
     dp.install(None, &s).unwrap();
@@ -257,8 +255,7 @@ fn a_sessions_qer_and_urr_sit_at_its_slot_when_free() {
     use libbpf_rs::MapCore;
     let cfg = neigh_config();
     let cap = Capacity::for_sessions(1000);
-    let mut dp = Datapath::load(cap, cfg.clone()).expect("load");
-    dp.configure(cfg, 20, 20, 0).unwrap();
+    let mut dp = common::loaded(cap, cfg);
     let index = dp.teid_index();
 
     // As upfd allocates: the TEID of the UE address's slot. Its QER and URR go to

@@ -53,8 +53,7 @@ fn mbr_passes_the_burst_then_the_rate_per_direction() {
         return;
     }
     let cfg = neigh_config();
-    let mut dp = Datapath::load(Capacity::for_sessions(100), cfg.clone()).expect("load");
-    dp.configure(cfg, 20, 20, 0).unwrap();
+    let mut dp = common::loaded(Capacity::for_sessions(100), cfg);
     let mut s = session(1, "permit out ip from any to assigned", &urr_template());
     // 8 kbit/s: 1,000 octets/s, and the smallest burst, 3,000 octets.
     s.qers.get_mut(&1).unwrap().mbr = Some(Bitrate {
@@ -90,8 +89,7 @@ fn unknown_teids_reach_upfd_at_the_configured_rate_only() {
     let mut cfg = neigh_config();
     cfg.slowpath_per_sec = 10;
     cfg.slowpath_burst = 5;
-    let mut dp = Datapath::load(Capacity::for_sessions(100), cfg.clone()).expect("load");
-    dp.configure(cfg, 20, 20, 0).unwrap();
+    let dp = common::loaded(Capacity::for_sessions(100), cfg);
     let frame = uplink_frame(0x0bad_7eed, ue(1));
     let passed = |dp: &Datapath, n: usize| {
         let mut out = vec![0u8; 4096];

@@ -20,6 +20,17 @@ pub fn root() -> bool {
     r
 }
 
+/// The data path loaded with tables for `cap`, configured with `cfg` and the test
+/// interfaces (ifindex 20 for N3 and N6, no N9).
+pub fn loaded(
+    cap: upf_bpf::datapath::Capacity,
+    cfg: PipelineConfig,
+) -> upf_bpf::datapath::Datapath {
+    let mut dp = upf_bpf::datapath::Datapath::load(cap, cfg.clone()).expect("load (root)");
+    dp.configure(cfg, 20, 20, 0).expect("configure");
+    dp
+}
+
 /// The first Create URR of the corpus' establishment sample, without links to other
 /// rules.
 pub fn urr_template() -> pfcp::msg::CreateUrr {
