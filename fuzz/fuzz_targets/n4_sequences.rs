@@ -227,20 +227,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Setup { peer, ts } => {
                 let a = peer_addr(peer);
                 let IpAddr::V4(ip) = a.ip() else { unreachable!() };
-                let r = msg::AssociationSetupRequest {
-                    node_id: NodeId::Ipv4(ip),
-                    recovery_time_stamp: ts as u32,
-                    up_function_features: None,
-                    cp_function_features: None,
-                    user_plane_ip_resource_information: vec![],
-                    alternative_smf_ip_addresses: vec![],
-                    smf_set_id: None,
-                    pfcp_session_retention_information: None,
-                    ue_ip_address_pool_information: vec![],
-                    gtpu_path_qos_control_information: vec![],
-                    pfcpas_req_flags: None,
-                    other: vec![],
-                };
+                let r = msg::AssociationSetupRequest::new(NodeId::Ipv4(ip), ts as u32);
                 let s = w.seq();
                 w.send(a, msg::emit(&HeaderRepr::node(0, s), &r));
             }

@@ -300,18 +300,11 @@ impl N4 {
     fn send_setup(&mut self, to: SocketAddr, now: Instant, out: &mut Vec<Out>) {
         let seq = self.seq();
         let body = msg::AssociationSetupRequest {
-            node_id: self.cfg.node_id.clone(),
-            recovery_time_stamp: self.cfg.recovery_time_stamp,
             up_function_features: Some(self.cfg.features.clone()),
-            cp_function_features: None,
-            user_plane_ip_resource_information: Vec::new(),
-            alternative_smf_ip_addresses: Vec::new(),
-            smf_set_id: None,
-            pfcp_session_retention_information: None,
-            ue_ip_address_pool_information: Vec::new(),
-            gtpu_path_qos_control_information: Vec::new(),
-            pfcpas_req_flags: None,
-            other: Vec::new(),
+            ..msg::AssociationSetupRequest::new(
+                self.cfg.node_id.clone(),
+                self.cfg.recovery_time_stamp,
+            )
         };
         self.request(
             to,
