@@ -157,6 +157,14 @@ impl Slots {
         true
     }
 
+    /// Slot `at` if given and free, else any single slot.
+    fn take_preferring(&mut self, at: Option<u32>) -> Option<u32> {
+        match at {
+            Some(i) if self.take_at(i) => Some(i),
+            _ => self.take(1),
+        }
+    }
+
     fn release(&mut self, start: u32, n: u32) {
         if start != 0 && n != 0 {
             self.cooling.push_back((Instant::now(), start, n));
@@ -374,11 +382,7 @@ struct QerMem {
 
 impl QerMem {
     fn qer(&self, i: u32) -> Option<&[AtomicU64; QER_WORDS]> {
-        ((i as usize) < self.entries).then(|| {
-            // SAFETY: in bounds, 64-octet aligned (the mapping is page aligned), and
-            // only ever accessed atomically.
-            unsafe { &*self.mem.base().add(i as usize * QER_WORDS * 8).cast() }
-        })
+        self.mem.words(i as usize, self.entries)
     }
 }
 
@@ -448,6 +452,16 @@ impl MapMemory {
     pub(crate) fn base(&self) -> *mut u8 {
         self.base.as_ptr()
     }
+
+    /// Element `i` of `n`, elements of `W` words, as atomics: for tables the data path
+    /// updates concurrently, which upfd may only touch a word at a time.
+    fn words<const W: usize>(&self, i: usize, n: usize) -> Option<&[AtomicU64; W]> {
+        (i < n && (i + 1) * W * 8 <= self.len).then(|| {
+            // SAFETY: inside the mapping, 8-octet aligned (the mapping is page aligned),
+            // and only ever accessed atomically.
+            unsafe { &*self.base().add(i * W * 8).cast() }
+        })
+    }
 }
 
 impl Drop for MapMemory {
@@ -476,11 +490,7 @@ impl UrrMem {
     }
 
     fn cell(&self, i: usize) -> Option<&[AtomicU64; URR_CELL / 8]> {
-        (i < self.cells).then(|| {
-            // SAFETY: in bounds, 64-octet aligned (the mapping is page aligned), and
-            // only ever accessed atomically.
-            unsafe { &*self.mem.base().add(i * URR_CELL).cast() }
-        })
+        self.mem.words(i, self.cells)
     }
 
     fn shared(&self, slot: u32) -> Option<&UrrShared> {
@@ -1172,14 +1182,12 @@ impl FastPath for Datapath {
         for q in new.qers.values() {
             let (idx, fresh) = match prev.qers.get(&q.id) {
                 Some(i) => (*i, false),
-                None => match home.filter(|h| home_qer == Some(q.id) && self.qer_slots.take_at(*h))
-                {
-                    Some(h) => (h, true),
-                    None => (
-                        self.qer_slots.take(1).ok_or(FastPathError::Full("qers"))?,
-                        true,
-                    ),
-                },
+                None => (
+                    self.qer_slots
+                        .take_preferring(home.filter(|_| home_qer == Some(q.id)))
+                        .ok_or(FastPathError::Full("qers"))?,
+                    true,
+                ),
             };
             self.write_qer(idx, q, fresh)?;
             inst.qers.insert(q.id, idx);
@@ -1188,12 +1196,10 @@ impl FastPath for Datapath {
             let idx = match prev.urrs.get(&u.id) {
                 Some(i) => *i,
                 None => {
-                    let i = match home
-                        .filter(|h| home_urr == Some(u.id) && self.urr_slots.take_at(*h))
-                    {
-                        Some(h) => h,
-                        None => self.urr_slots.take(1).ok_or(FastPathError::Full("urrs"))?,
-                    };
+                    let i = self
+                        .urr_slots
+                        .take_preferring(home.filter(|_| home_urr == Some(u.id)))
+                        .ok_or(FastPathError::Full("urrs"))?;
                     self.urr_mem.clear(i);
                     i
                 }
