@@ -252,6 +252,9 @@ impl<'a> Ies<'a> {
                 other => ies.other.push(other),
             }
         }
+        // In the order `emit` writes them (ascending type, clause 8.1), so that what we
+        // parse equals what we re-encode parsed again.
+        ies.other.sort_by_key(Ie::ie_type);
         Ok(ies)
     }
 }
@@ -922,6 +925,20 @@ mod tests {
         let message = Message::parse(&bytes).unwrap();
         let out = message.to_vec().unwrap();
         assert_eq!(out[8..], [16, 0, 0, 0, 1, 133, 0, 4, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn ies_a_message_does_not_define_are_kept_in_emitted_order() {
+        // Found by the parse_emit_parse fuzz target: an End Marker carrying an Extension
+        // Header Type List (141) before a Recovery (14) parsed to a different value than
+        // its re-encoding, which puts them in ascending order.
+        let bytes = [
+            0x30, 0xfe, 0x00, 0x06, 0x0e, 0x46, 0x0e, 0x00, 0x8d, 0x02, 0x00, 0x04, 0x0e, 0x23,
+        ];
+        let message = Message::parse(&bytes).unwrap();
+        let out = message.to_vec().unwrap();
+        assert_eq!(out[8..], [0x0e, 0x23, 0x8d, 0x02, 0x00, 0x04]);
+        assert_eq!(Message::parse(&out).unwrap(), message);
     }
 
     #[test]
