@@ -62,7 +62,11 @@ static __always_inline __u32 teid_slot(const struct upf_config *cfg, __u32 teid)
 	x = (x * cfg->teid_mul2) & mask;
 	x ^= x >> shift;
 	x = (x + cfg->teid_add) & mask;
-	return x < cfg->teid_slots ? x : NO_SLOT;
+	/* x * slots / 2^bits: every TEID of the window has a slot, each slot a few
+	 * (its generations), found with a multiplication, not a division. */
+	if (!cfg->teid_slots)
+		return NO_SLOT;
+	return (__u32)(((__u64)x * cfg->teid_slots) >> (cfg->teid_bits & 31));
 }
 
 /* The slot's rule set if it holds `key`'s. */

@@ -234,7 +234,8 @@ struct upf_config {
 	__u64 slowpath_burst;  /* unknown-TEID packets passed to upfd: bucket size ... */
 	__u64 slowpath_per_sec; /* ... and refill per second */
 	__u32 urr_stride;       /* cells per URR in urr_state: 1 + possible CPUs */
-	/* TEID -> uplink_slots index (include/teid_index.h); teid_slots 0: none. */
+	/* TEID -> uplink_slots index (include/direct.h teid_slot,
+	 * crates/upf/src/fastpath/teid_index.rs); teid_slots 0: none. */
 	__u32 teid_lo;
 	__u32 teid_mask;
 	__u32 teid_shift;
@@ -243,7 +244,7 @@ struct upf_config {
 	__u32 teid_add;
 	__u32 teid_slots;
 	__u32 ue_slots;   /* downlink_slots entries; 0: none */
-	__u32 pad2;
+	__u32 teid_bits;  /* log2(teid_mask + 1) */
 };
 
 /* Drop reasons (named and counted, as Cilium does). Keep in step with

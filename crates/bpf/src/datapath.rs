@@ -645,6 +645,7 @@ impl Datapath {
         c.teid_mul2 = t.mul2;
         c.teid_add = t.add;
         c.teid_slots = t.slots;
+        c.teid_bits = t.bits;
         if let Keying::UeV4 { slots } = self.downlink.keying() {
             c.ue_slots = slots;
         }

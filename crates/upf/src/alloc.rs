@@ -12,13 +12,18 @@ use crate::fastpath::teid_index::TeidIndex;
 /// TEIDs are drawn at random from a configured range so that they are unique and not
 /// predictable (an off-path attacker cannot guess a live tunnel). With a
 /// [`TeidIndex`] they are drawn from its free slots first, so the data path finds them
-/// without hashing.
+/// without hashing: a random generation of the slot, never the one it had last, so that
+/// a slot's next session does not inherit its previous tunnel.
 #[derive(Debug)]
 pub struct TeidAllocator {
     lo: u32,
     hi: u32,
     used: HashSet<u32>,
     index: TeidIndex,
+    /// Per slot of `index`: the TEID handed out in it last (0: never).
+    last: Vec<u32>,
+    /// Slots with a TEID in use, one bit each.
+    occupied: Vec<u64>,
 }
 
 impl TeidAllocator {
@@ -30,14 +35,19 @@ impl TeidAllocator {
             hi: hi.max(lo.max(1)),
             used: HashSet::new(),
             index: TeidIndex::none(),
+            last: Vec::new(),
+            occupied: Vec::new(),
         }
     }
 
     /// As [`new`](Self::new), preferring the TEIDs of `index`'s slots (which must be
     /// for the same range).
     pub fn with_index(lo: u32, hi: u32, index: TeidIndex) -> Self {
+        let slots = index.slots() as usize;
         TeidAllocator {
             index,
+            last: vec![0; slots],
+            occupied: vec![0; slots.div_ceil(64)],
             ..Self::new(lo, hi)
         }
     }
@@ -70,28 +80,28 @@ impl TeidAllocator {
         if self.used.len() as u64 >= self.capacity() {
             return None;
         }
-        if let (Some(a), n @ 1..) = (ue, self.index.slots()) {
-            let t = self.index.teid(u32::from(a) % n);
-            if self.used.insert(t) {
-                return Some(t);
-            }
-        }
-        let mut rng = rand::rng();
-        // A random free slot while they are not nearly all taken (TEIDs the CP function
-        // chose may occupy some too).
-        if self.index.slots() > 0 {
-            for _ in 0..16 {
-                let t = self.index.teid(rng.random_range(0..self.index.slots()));
-                if self.used.insert(t) {
+        let n = self.index.slots();
+        if n > 0 {
+            // The UE address's slot, else a random free one while they are not nearly all
+            // taken (TEIDs the CP function chose may occupy some too).
+            let mut rng = rand::rng();
+            let hint = ue.map(|a| u32::from(a) % n);
+            for slot in hint
+                .into_iter()
+                .chain((0..16).map(|_| rng.random_range(0..n)))
+            {
+                if let Some(t) = self.fresh_in_slot(slot) {
                     return Some(t);
                 }
             }
         }
+        let mut rng = rand::rng();
         // Random probing; the range is kept far from full in practice, and the bound makes
         // a pathological fill fall back to a linear scan.
         for _ in 0..64 {
             let t = rng.random_range(self.lo..=self.hi);
             if self.used.insert(t) {
+                self.occupy(t);
                 return Some(t);
             }
         }
@@ -100,19 +110,60 @@ impl TeidAllocator {
         for i in 0..span {
             let t = self.lo + ((start - self.lo) as u64 + i).rem_euclid(span) as u32;
             if self.used.insert(t) {
+                self.occupy(t);
                 return Some(t);
             }
         }
         None
     }
 
+    /// A TEID of `slot` if the slot is free: a random generation, not its last TEID.
+    fn fresh_in_slot(&mut self, slot: u32) -> Option<u32> {
+        let s = slot as usize;
+        let mut rng = rand::rng();
+        if self.occupied[s / 64] & (1 << (s % 64)) != 0 {
+            return None;
+        }
+        let generations = self.index.generations(slot);
+        for _ in 0..8 {
+            let t = self.index.teid_at(slot, rng.random_range(0..generations));
+            if (t != self.last[s] || generations == 1) && self.used.insert(t) {
+                self.occupy(t);
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Note `teid`'s slot as taken if it was free.
+    fn occupy(&mut self, teid: u32) {
+        if let Some(slot) = self.index.slot(teid) {
+            let s = slot as usize;
+            if self.occupied[s / 64] & (1 << (s % 64)) == 0 {
+                self.occupied[s / 64] |= 1 << (s % 64);
+                self.last[s] = teid;
+            }
+        }
+    }
+
     /// Claim a TEID the CP function chose; false if it is taken or out of range.
     pub fn claim(&mut self, teid: u32) -> bool {
-        teid != 0 && self.used.insert(teid)
+        let fresh = teid != 0 && self.used.insert(teid);
+        if fresh {
+            self.occupy(teid);
+        }
+        fresh
     }
 
     pub fn release(&mut self, teid: u32) {
-        self.used.remove(&teid);
+        if self.used.remove(&teid) {
+            if let Some(slot) = self.index.slot(teid) {
+                let s = slot as usize;
+                if self.last[s] == teid {
+                    self.occupied[s / 64] &= !(1 << (s % 64));
+                }
+            }
+        }
     }
 
     pub fn is_used(&self, teid: u32) -> bool {
@@ -281,11 +332,13 @@ mod tests {
         let mut a = TeidAllocator::with_index(1, u32::MAX, ix);
         // 16 random probes miss when 30 % of the slots are taken with p = 0.3^16.
         let v: Vec<u32> = (0..30).map(|_| a.allocate().unwrap()).collect();
-        assert!(v.iter().all(|t| ix.slot(*t).is_some()), "{v:?}");
-        // Past the slots, TEIDs still come, from the rest of the range.
+        let slots: HashSet<u32> = v.iter().map(|t| ix.slot(*t).unwrap()).collect();
+        assert_eq!(slots.len(), 30, "each in a slot of its own: {v:?}");
+        // Past the slots, TEIDs still come, from the rest of the range (where some share
+        // a slot, which the data path then leaves to its hash table).
         let more: Vec<u32> = (0..200).map(|_| a.allocate().unwrap()).collect();
-        let direct = v.iter().chain(&more).filter(|t| ix.slot(**t).is_some());
-        assert_eq!(direct.count(), 100, "every slot used");
+        let slots: HashSet<u32> = v.iter().chain(&more).filter_map(|t| ix.slot(*t)).collect();
+        assert_eq!(slots.len(), 100, "every slot used");
         let all: HashSet<u32> = v.iter().chain(&more).copied().collect();
         assert_eq!(all.len(), 230, "unique");
     }
@@ -301,8 +354,19 @@ mod tests {
         // Taken: another free TEID, never the same one twice.
         let u = a.allocate_for(Some(ue)).unwrap();
         assert_ne!(u, t);
-        a.release(t);
-        assert_eq!(a.allocate_for(Some(ue)), Some(t));
+        // Freed, the slot is the address's again, with another of its TEIDs: a gNB still
+        // sending on the old tunnel does not reach the next session of that address.
+        let mut seen = HashSet::from([t]);
+        let mut prev = t;
+        for _ in 0..50 {
+            a.release(prev);
+            let n = a.allocate_for(Some(ue)).unwrap();
+            assert_eq!(ix.slot(n), Some(slot));
+            assert_ne!(n, prev, "the slot's last TEID is not handed out again");
+            seen.insert(n);
+            prev = n;
+        }
+        assert!(seen.len() > 40, "random generations: {}", seen.len());
         // Without direct slots the address changes nothing.
         let mut plain = TeidAllocator::new(1, 10);
         let v: HashSet<u32> = (0..10)

@@ -585,7 +585,8 @@ fn a_chosen_teid_shares_the_direct_slot_of_the_ue_address() {
     let mut n = node_with(TeidAllocator::with_index(1, 0xffff_ffff, index));
     let now = Instant::now();
     setup(&mut n, SMF, 1, now);
-    for i in 0..20u32 {
+    let mut seq = 10;
+    let mut session = |n: &mut N4, i: u32| {
         // The SMF names the address in the downlink PDR only, after the uplink PDR
         // that CHOOSEs the TEID (as Open5GS and upfbench smf do).
         let ue = Ipv4Addr::new(10, 46, (i >> 8) as u8, i as u8);
@@ -595,7 +596,8 @@ fn a_chosen_teid_shares_the_direct_slot_of_the_ue_address() {
             ipv4: Some(ue),
             ..Default::default()
         };
-        let resp = establish(&mut n, SMF, 10 + i, &r, now);
+        seq += 1;
+        let resp = establish(n, SMF, seq, &r, now);
         let teid = resp.created_pdrs[0]
             .local_fteid
             .as_ref()
@@ -603,6 +605,16 @@ fn a_chosen_teid_shares_the_direct_slot_of_the_ue_address() {
             .teid
             .unwrap();
         assert_eq!(index.slot(teid), Some(u32::from(ue) % 1000), "session {i}");
+        (resp.up_fseid.unwrap().seid, teid)
+    };
+    let first: Vec<(u64, u32)> = (0..20).map(|i| session(&mut n, i)).collect();
+    // Each ended, the same address again: the same slot, another TEID, so that a gNB
+    // still sending on the old tunnel does not reach the new session.
+    for (i, (seid, teid)) in first.into_iter().enumerate() {
+        let d = delete(&mut n, SMF, seid, 100 + i as u32, now);
+        assert_eq!(d.cause, CauseValue::REQUEST_ACCEPTED);
+        let (_, again) = session(&mut n, i as u32);
+        assert_ne!(again, teid, "session {i} got its predecessor's TEID");
     }
 }
 

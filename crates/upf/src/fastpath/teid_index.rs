@@ -1,16 +1,21 @@
 //! Direct slots for the TEIDs the UPF allocates. With a million sessions a hash lookup
 //! costs the XDP program two cache and TLB misses (bucket, then element); an array
 //! indexed by the TEID costs one. So the TEID allocator (`alloc.rs`) hands out TEIDs that
-//! are an index in disguise, and the data path (bpf/include/teid_index.h) recovers the
+//! are an index in disguise, and the data path (bpf/include/direct.h) recovers the
 //! index with a few arithmetic instructions, then checks that the slot holds that TEID.
 //! TEIDs the CP function chose itself, and any that fall outside the slots, go to the
 //! hash table as before; the mapping only decides where to look first.
 //!
 //! The mapping is a keyed bijection on the low `bits` bits above `lo`: two multiplications
 //! by random odd numbers and two xor-shifts, each invertible modulo 2^bits, plus a random
-//! offset. It is not a cipher, but TEIDs remain unique, spread over the configured range
-//! and not guessable from the order of allocation: the allocator picks a random free slot
-//! each time, and the key is drawn at random when upfd starts.
+//! offset, giving `x`; the slot is `x * slots / 2^bits` (one multiplication, no division
+//! in the data path). So every TEID of the window has a slot, and each slot has about
+//! 2^bits / slots TEIDs, its generations. It is not a cipher, but TEIDs remain unique,
+//! spread over the configured range and not guessable from the order of allocation: the
+//! allocator picks a random generation of a free slot each time, never the slot's
+//! previous TEID, and the key is drawn at random when upfd starts. A session that ends
+//! and a new one for the same UE address therefore get different TEIDs (a gNB still
+//! sending on the old tunnel does not reach the new session, TS 29.281 clause 5.1).
 
 use rand::{Rng, SeedableRng};
 
@@ -39,6 +44,7 @@ pub struct TeidIndexParams {
     pub mul2: u32,
     pub add: u32,
     pub slots: u32,
+    pub bits: u32,
 }
 
 /// The inverse of an odd `m` modulo 2^32 (Newton's iteration doubles the correct bits).
@@ -102,14 +108,15 @@ impl TeidIndex {
             mul2: self.mul2,
             add: self.add,
             slots: self.slots,
+            bits: self.bits,
         }
     }
 
     /// The slot the data path looks in first for `teid`, if any. Keep in step with
-    /// bpf/include/teid_index.h.
+    /// bpf/include/direct.h (`teid_slot`).
     pub fn slot(&self, teid: u32) -> Option<u32> {
         let d = teid.wrapping_sub(self.lo);
-        if d & !self.mask != 0 {
+        if d & !self.mask != 0 || self.slots == 0 {
             return None;
         }
         let mut x = d.wrapping_mul(self.mul1) & self.mask;
@@ -117,13 +124,31 @@ impl TeidIndex {
         x = x.wrapping_mul(self.mul2) & self.mask;
         x ^= x >> self.shift;
         x = x.wrapping_add(self.add) & self.mask;
-        (x < self.slots).then_some(x)
+        Some(((u64::from(x) * u64::from(self.slots)) >> self.bits) as u32)
     }
 
-    /// The TEID whose slot is `slot` (< [`slots`](Self::slots)).
+    /// The first `x` of `slot`: the smallest with `x * slots / 2^bits == slot`.
+    fn first_x(&self, slot: u32) -> u64 {
+        (u64::from(slot) << self.bits).div_ceil(u64::from(self.slots))
+    }
+
+    /// How many TEIDs have `slot` (< [`slots`](Self::slots)): at least one.
+    pub fn generations(&self, slot: u32) -> u32 {
+        (self.first_x(slot + 1) - self.first_x(slot)) as u32
+    }
+
+    /// The first TEID whose slot is `slot` (< [`slots`](Self::slots)).
     pub fn teid(&self, slot: u32) -> u32 {
-        debug_assert!(slot < self.slots);
-        let mut x = slot.wrapping_sub(self.add) & self.mask;
+        self.teid_at(slot, 0)
+    }
+
+    /// The TEID of `slot`'s generation `generation` (< [`generations`](Self::generations)).
+    pub fn teid_at(&self, slot: u32, generation: u32) -> u32 {
+        debug_assert!(slot < self.slots && generation < self.generations(slot));
+        let mut x = (self.first_x(slot) as u32)
+            .wrapping_add(generation)
+            .wrapping_sub(self.add)
+            & self.mask;
         x = self.unshift(x);
         x = x.wrapping_mul(self.inv2) & self.mask;
         x = self.unshift(x);
@@ -165,22 +190,45 @@ mod tests {
                     let t = ix.teid(s);
                     assert!((lo.max(1)..=hi).contains(&t), "{t} from slot {s}: {ix:?}");
                     assert_eq!(ix.slot(t), Some(s), "{ix:?}");
+                    let g = ix.generations(s);
+                    assert!(g >= 1);
+                    let last = ix.teid_at(s, g - 1);
+                    assert!((lo.max(1)..=hi).contains(&last), "{last}: {ix:?}");
+                    assert_eq!(ix.slot(last), Some(s), "the last generation: {ix:?}");
                     slots_seen.insert(s);
                     teids_seen.insert(t);
                 }
-                assert_eq!(teids_seen.len(), slots_seen.len(), "one TEID per slot");
+                assert_eq!(
+                    teids_seen.len(),
+                    slots_seen.len(),
+                    "one first TEID per slot"
+                );
             }
         }
     }
 
     #[test]
-    fn teids_outside_the_slots_have_none() {
+    fn every_teid_of_the_window_has_a_slot_and_is_one_of_its_generations() {
         let ix = TeidIndex::seeded(1000, 2000, 10, 1);
         assert_eq!(ix.slot(999), None);
         assert_eq!(ix.slot(0), None);
-        assert_eq!(ix.slot(1000 + 1024), None, "above the power of two");
-        let inside = (1000..2000).filter(|t| ix.slot(*t).is_some()).count();
-        assert_eq!(inside, 10, "exactly one TEID per slot");
+        // 1001 TEIDs: the window is the largest power of two in it, 512.
+        assert_eq!(ix.slot(1000 + 512), None, "above the power of two");
+        let mut by_slot = vec![std::collections::BTreeSet::new(); 10];
+        for t in 1000..1000 + 512 {
+            by_slot[ix.slot(t).expect("inside the window") as usize].insert(t);
+        }
+        for (s, teids) in by_slot.iter().enumerate() {
+            let s = s as u32;
+            let gens: std::collections::BTreeSet<u32> =
+                (0..ix.generations(s)).map(|g| ix.teid_at(s, g)).collect();
+            assert_eq!(&gens, teids, "slot {s}");
+            assert!(
+                (51..=52).contains(&teids.len()),
+                "512 / 10 each: {}",
+                teids.len()
+            );
+        }
         assert_eq!(TeidIndex::none().slot(1), None);
     }
 
