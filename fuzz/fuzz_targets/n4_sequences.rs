@@ -16,24 +16,59 @@ use pfcp::msg;
 use pfcp::HeaderRepr;
 use upf::alloc::{TeidAllocator, UeIpPools};
 use upf::fastpath::model::Model;
+use upf::fastpath::teid_index::TeidIndex;
 use upf::n4::{N4Config, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
 use upf::sessions::Sessions;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Setup { peer: u8, ts: u8 },
-    Release { peer: u8 },
-    Update { peer: u8 },
-    Heartbeat { peer: u8, ts: u8 },
-    Establish { peer: u8, cp_seid: u8, pdrs: Vec<PdrSpec>, fars: Vec<FarSpec> },
-    Modify { peer: u8, session: u8, create: Vec<PdrSpec>, create_fars: Vec<FarSpec>, remove_pdrs: Vec<u8>, remove_fars: Vec<u8>, update_fars: Vec<FarSpec> },
-    Delete { peer: u8, session: u8 },
+    Setup {
+        peer: u8,
+        ts: u8,
+    },
+    Release {
+        peer: u8,
+    },
+    Update {
+        peer: u8,
+    },
+    Heartbeat {
+        peer: u8,
+        ts: u8,
+    },
+    Establish {
+        peer: u8,
+        cp_seid: u8,
+        pdrs: Vec<PdrSpec>,
+        fars: Vec<FarSpec>,
+    },
+    Modify {
+        peer: u8,
+        session: u8,
+        create: Vec<PdrSpec>,
+        create_fars: Vec<FarSpec>,
+        remove_pdrs: Vec<u8>,
+        remove_fars: Vec<u8>,
+        update_fars: Vec<FarSpec>,
+    },
+    Delete {
+        peer: u8,
+        session: u8,
+    },
     /// A previous request with some octets changed.
-    Raw { peer: u8, index: u8, flips: Vec<(u16, u8)> },
+    Raw {
+        peer: u8,
+        index: u8,
+        flips: Vec<(u16, u8)>,
+    },
     /// The same request again (a retransmission).
-    Again { peer: u8 },
-    Wait { secs: u8 },
+    Again {
+        peer: u8,
+    },
+    Wait {
+        secs: u8,
+    },
 }
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -59,7 +94,9 @@ fn node() -> N4 {
     let mut pools = UeIpPools::default();
     pools.add("internet", "10.45.0.0/28".parse().unwrap());
     let res = Resources::new(
-        TeidAllocator::new(1, 4096),
+        // As upfd with the XDP data path: TEIDs from 64 direct slots first (64 TEIDs
+        // each), so that slot reuse and its bookkeeping are driven too.
+        TeidAllocator::with_index(1, 4096, TeidIndex::seeded(1, 4096, 64, 1)),
         pools,
         GtpuAddresses {
             access_v4: Some(Ipv4Addr::new(10, 10, 0, 7)),
@@ -87,7 +124,9 @@ fn node() -> N4 {
 }
 
 fn pdr(p: &PdrSpec) -> msg::CreatePdr {
-    let fteid = p.uplink.then(|| FTeid::choose(true, false, p.choose_id.map(|c| c % 4)));
+    let fteid = p
+        .uplink
+        .then(|| FTeid::choose(true, false, p.choose_id.map(|c| c % 4)));
     let ue = (!p.uplink).then(|| UeIpAddress {
         destination: true,
         choose_v4: p.chv4,
@@ -204,11 +243,17 @@ impl World {
         let mut teids = 0;
         let mut ues = 0;
         for x in s.iter() {
-            assert!(self.n4.is_associated(&x.cp_node), "session of a peer without association");
+            assert!(
+                self.n4.is_associated(&x.cp_node),
+                "session of a peer without association"
+            );
             teids += x.teids.len();
             ues += x.allocated_ue_ips.len();
         }
         assert_eq!(s.res.teids.in_use(), teids, "TEIDs in use vs held");
+        if let Err(e) = s.res.teids.check() {
+            panic!("TEID slots: {e}");
+        }
         assert_eq!(s.res.ue_ips.in_use(), ues, "UE addresses in use vs held");
     }
 }
@@ -226,20 +271,35 @@ fuzz_target!(|ops: Vec<Op>| {
         match op {
             Op::Setup { peer, ts } => {
                 let a = peer_addr(peer);
-                let IpAddr::V4(ip) = a.ip() else { unreachable!() };
+                let IpAddr::V4(ip) = a.ip() else {
+                    unreachable!()
+                };
                 let r = msg::AssociationSetupRequest::new(NodeId::Ipv4(ip), ts as u32);
                 let s = w.seq();
                 w.send(a, msg::emit(&HeaderRepr::node(0, s), &r));
             }
             Op::Release { peer } => {
                 let a = peer_addr(peer);
-                let IpAddr::V4(ip) = a.ip() else { unreachable!() };
+                let IpAddr::V4(ip) = a.ip() else {
+                    unreachable!()
+                };
                 let s = w.seq();
-                w.send(a, msg::emit(&HeaderRepr::node(0, s), &msg::AssociationReleaseRequest { node_id: NodeId::Ipv4(ip), other: vec![] }));
+                w.send(
+                    a,
+                    msg::emit(
+                        &HeaderRepr::node(0, s),
+                        &msg::AssociationReleaseRequest {
+                            node_id: NodeId::Ipv4(ip),
+                            other: vec![],
+                        },
+                    ),
+                );
             }
             Op::Update { peer } => {
                 let a = peer_addr(peer);
-                let IpAddr::V4(ip) = a.ip() else { unreachable!() };
+                let IpAddr::V4(ip) = a.ip() else {
+                    unreachable!()
+                };
                 let r = msg::AssociationUpdateRequest {
                     node_id: NodeId::Ipv4(ip),
                     up_function_features: None,
@@ -259,14 +319,35 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::Heartbeat { peer, ts } => {
                 let s = w.seq();
-                w.send(peer_addr(peer), msg::emit(&HeaderRepr::node(0, s), &msg::HeartbeatRequest { recovery_time_stamp: ts as u32, source_ip_address: None, other: vec![] }));
+                w.send(
+                    peer_addr(peer),
+                    msg::emit(
+                        &HeaderRepr::node(0, s),
+                        &msg::HeartbeatRequest {
+                            recovery_time_stamp: ts as u32,
+                            source_ip_address: None,
+                            other: vec![],
+                        },
+                    ),
+                );
             }
-            Op::Establish { peer, cp_seid, pdrs, fars } => {
+            Op::Establish {
+                peer,
+                cp_seid,
+                pdrs,
+                fars,
+            } => {
                 let a = peer_addr(peer);
-                let IpAddr::V4(ip) = a.ip() else { unreachable!() };
+                let IpAddr::V4(ip) = a.ip() else {
+                    unreachable!()
+                };
                 let r = msg::SessionEstablishmentRequest {
                     node_id: NodeId::Ipv4(ip),
-                    cp_fseid: FSeid { seid: cp_seid as u64, ipv4: Some(ip), ipv6: None },
+                    cp_fseid: FSeid {
+                        seid: cp_seid as u64,
+                        ipv4: Some(ip),
+                        ipv6: None,
+                    },
                     create_pdrs: pdrs.iter().take(8).map(pdr).collect(),
                     create_fars: fars.iter().take(8).map(far).collect(),
                     create_urrs: vec![],
@@ -288,12 +369,38 @@ fuzz_target!(|ops: Vec<Op>| {
                 let s = w.seq();
                 w.send(a, msg::emit(&HeaderRepr::session(0, 0, s), &r));
             }
-            Op::Modify { peer, session, create, create_fars, remove_pdrs, remove_fars, update_fars } => {
-                let seid = w.seids.get(session as usize % w.seids.len().max(1)).copied().unwrap_or(session as u64);
+            Op::Modify {
+                peer,
+                session,
+                create,
+                create_fars,
+                remove_pdrs,
+                remove_fars,
+                update_fars,
+            } => {
+                let seid = w
+                    .seids
+                    .get(session as usize % w.seids.len().max(1))
+                    .copied()
+                    .unwrap_or(session as u64);
                 let r = msg::SessionModificationRequest {
                     cp_fseid: None,
-                    remove_pdrs: remove_pdrs.iter().take(4).map(|i| msg::RemovePdr { pdr_id: (*i % 8) as u16, other: vec![] }).collect(),
-                    remove_fars: remove_fars.iter().take(4).map(|i| msg::RemoveFar { far_id: (*i % 8) as u32, other: vec![] }).collect(),
+                    remove_pdrs: remove_pdrs
+                        .iter()
+                        .take(4)
+                        .map(|i| msg::RemovePdr {
+                            pdr_id: (*i % 8) as u16,
+                            other: vec![],
+                        })
+                        .collect(),
+                    remove_fars: remove_fars
+                        .iter()
+                        .take(4)
+                        .map(|i| msg::RemoveFar {
+                            far_id: (*i % 8) as u32,
+                            other: vec![],
+                        })
+                        .collect(),
                     remove_urrs: vec![],
                     remove_qers: vec![],
                     remove_bar: None,
@@ -333,12 +440,25 @@ fuzz_target!(|ops: Vec<Op>| {
                     other: vec![],
                 };
                 let s = w.seq();
-                w.send(peer_addr(peer), msg::emit(&HeaderRepr::session(0, seid, s), &r));
+                w.send(
+                    peer_addr(peer),
+                    msg::emit(&HeaderRepr::session(0, seid, s), &r),
+                );
             }
             Op::Delete { peer, session } => {
-                let seid = w.seids.get(session as usize % w.seids.len().max(1)).copied().unwrap_or(0);
+                let seid = w
+                    .seids
+                    .get(session as usize % w.seids.len().max(1))
+                    .copied()
+                    .unwrap_or(0);
                 let s = w.seq();
-                w.send(peer_addr(peer), msg::emit(&HeaderRepr::session(0, seid, s), &msg::SessionDeletionRequest { other: vec![] }));
+                w.send(
+                    peer_addr(peer),
+                    msg::emit(
+                        &HeaderRepr::session(0, seid, s),
+                        &msg::SessionDeletionRequest { other: vec![] },
+                    ),
+                );
             }
             Op::Raw { peer, index, flips } => {
                 if let Some((_, d)) = w.sent.get(index as usize % w.sent.len().max(1)).cloned() {

@@ -169,6 +169,21 @@ impl TeidAllocator {
     pub fn is_used(&self, teid: u32) -> bool {
         self.used.contains(&teid)
     }
+
+    /// The slot books agree with the TEIDs in use: a slot marked taken holds its last
+    /// TEID, which is in use and of that slot (tests and fuzzing).
+    pub fn check(&self) -> Result<(), String> {
+        for (s, &t) in self.last.iter().enumerate() {
+            if self.occupied[s / 64] & (1 << (s % 64)) != 0
+                && (!self.used.contains(&t) || self.index.slot(t) != Some(s as u32))
+            {
+                return Err(format!(
+                    "slot {s} marked taken by TEID {t:#x}, not in use there"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A UE address pool: the free addresses of a prefix, handed out lowest first.
@@ -363,6 +378,7 @@ mod tests {
             let n = a.allocate_for(Some(ue)).unwrap();
             assert_eq!(ix.slot(n), Some(slot));
             assert_ne!(n, prev, "the slot's last TEID is not handed out again");
+            a.check().unwrap();
             seen.insert(n);
             prev = n;
         }
@@ -373,6 +389,37 @@ mod tests {
             .map(|_| plain.allocate_for(Some(ue)).unwrap())
             .collect();
         assert_eq!(v.len(), 10);
+    }
+
+    #[test]
+    fn slot_books_hold_through_random_allocations_claims_and_releases() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let ix = TeidIndex::seeded(1, 4096, 64, 2);
+        let mut a = TeidAllocator::with_index(1, 4096, ix);
+        let mut held: Vec<u32> = Vec::new();
+        for step in 0..20_000 {
+            match rng.random_range(0..10) {
+                0..=3 => {
+                    let ue = Ipv4Addr::from(0x0a2d_0000 + rng.random_range(0..200u32));
+                    held.extend(a.allocate_for(Some(ue)));
+                }
+                4 => held.extend(a.allocate()),
+                5 => {
+                    let t = rng.random_range(1..=4096);
+                    if a.claim(t) {
+                        held.push(t);
+                    }
+                }
+                _ if !held.is_empty() => {
+                    let t = held.swap_remove(rng.random_range(0..held.len()));
+                    a.release(t);
+                }
+                _ => {}
+            }
+            assert_eq!(a.in_use(), held.len(), "step {step}");
+            a.check().unwrap_or_else(|e| panic!("step {step}: {e}"));
+        }
     }
 
     #[test]
