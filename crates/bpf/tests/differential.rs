@@ -227,8 +227,8 @@ impl Gen {
                     ext_header_deletion: self.chance(0.2).then_some(1),
                 }),
                 far_id: Some(far_id),
-                urr_ids: pick_ids(self, n_urr, 4),
-                qer_ids: pick_ids(self, n_qer, 2),
+                urr_ids: pick_ids(self, n_urr, 4).into(),
+                qer_ids: pick_ids(self, n_qer, 2).into(),
                 activation_time: None,
                 deactivation_time: None,
             };
@@ -266,8 +266,8 @@ impl Gen {
                 pdi,
                 outer_header_removal: None,
                 far_id: Some(far_id),
-                urr_ids: pick_ids(self, n_urr, 4),
-                qer_ids: pick_ids(self, n_qer, 2),
+                urr_ids: pick_ids(self, n_urr, 4).into(),
+                qer_ids: pick_ids(self, n_qer, 2).into(),
                 activation_time: None,
                 deactivation_time: None,
             };

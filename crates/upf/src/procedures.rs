@@ -210,8 +210,8 @@ pub struct ModifyEffects {
     pub removed_urrs: Vec<u32>,
 }
 
-fn name(n: &Option<pfcp::ie::Name>) -> Option<String> {
-    n.as_ref().map(|n| n.to_text())
+fn name(n: &Option<pfcp::ie::Name>) -> Option<NetworkInstance> {
+    n.as_ref().map(|n| network_instance(&n.to_text()))
 }
 
 impl Resources {
@@ -444,8 +444,8 @@ fn build_pdr(
         pdi,
         outer_header_removal: c.outer_header_removal,
         far_id: c.far_id,
-        urr_ids: c.urr_ids.clone(),
-        qer_ids: c.qer_ids.clone(),
+        urr_ids: c.urr_ids.as_slice().into(),
+        qer_ids: c.qer_ids.as_slice().into(),
         activation_time: c.activation_time,
         deactivation_time: c.deactivation_time,
     })
@@ -965,10 +965,10 @@ fn update_pdr(
         p.far_id = Some(f);
     }
     if !u.urr_ids.is_empty() {
-        p.urr_ids = u.urr_ids.clone();
+        p.urr_ids = u.urr_ids.as_slice().into();
     }
     if !u.qer_ids.is_empty() {
-        p.qer_ids = u.qer_ids.clone();
+        p.qer_ids = u.qer_ids.as_slice().into();
     }
     if u.activation_time.is_some() {
         p.activation_time = u.activation_time;
@@ -1013,7 +1013,7 @@ fn update_far(s: &mut Session, u: &UpdateFar, fx: &mut ModifyEffects) -> Result<
             fw.destination_interface = d.value();
         }
         if let Some(n) = &up.network_instance {
-            fw.network_instance = Some(n.to_text());
+            fw.network_instance = Some(network_instance(&n.to_text()));
         }
         if let Some(o) = up.outer_header_creation {
             check_ohc(&o).map_err(fail)?;

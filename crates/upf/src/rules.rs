@@ -2,7 +2,9 @@
 //! clause 5.2), resolved (CHOOSE F-TEIDs and UE addresses allocated) and checked.
 //! Knows nothing of BPF: `compile` turns it into fast-path entries.
 
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::{Arc, Mutex};
 
 use ipnet::IpNet;
 use pfcp::ie::{
@@ -10,7 +12,34 @@ use pfcp::ie::{
     OuterHeaderRemoval, SdfFilter,
 };
 use pfcp::msg::{CreateUrr, UpdateUrr};
+pub use smallvec::{smallvec, SmallVec};
 pub use thin_vec::{thin_vec, ThinVec};
+
+/// A Network Instance (clause 8.2.4) as text. Every PDI and FAR of every session names
+/// one and a UPF serves a few, so each distinct name is kept once and shared.
+pub type NetworkInstance = Arc<str>;
+
+/// Distinct names kept; past that (a peer sending ever new names) each gets its own copy,
+/// so the table cannot grow without bound.
+const NETWORK_INSTANCES_KEPT: usize = 1024;
+
+static NETWORK_INSTANCES: Mutex<Option<HashSet<Arc<str>>>> = Mutex::new(None);
+
+/// The shared [`NetworkInstance`] for `text`.
+pub fn network_instance(text: &str) -> NetworkInstance {
+    let mut kept = NETWORK_INSTANCES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let kept = kept.get_or_insert_with(HashSet::new);
+    if let Some(n) = kept.get(text) {
+        return n.clone();
+    }
+    let n: Arc<str> = Arc::from(text);
+    if kept.len() < NETWORK_INSTANCES_KEPT {
+        kept.insert(n.clone());
+    }
+    n
+}
 
 /// The rules of one kind in a session, by ID: a sorted vector, because a session holds a
 /// handful of each and a tree or hash map would cost kilobytes per session at a million
@@ -132,7 +161,7 @@ impl UeIp {
 pub struct Pdi {
     pub source_interface: u8,
     pub local_fteid: Option<LocalFteid>,
-    pub network_instance: Option<String>,
+    pub network_instance: Option<NetworkInstance>,
     // ThinVec: one word each, and no allocation while empty (most of these usually
     // are): two PDRs per session, a million sessions (docs/benchmarks.md, heap).
     pub ue_ips: ThinVec<UeIp>,
@@ -154,8 +183,9 @@ pub struct Pdr {
     pub pdi: Pdi,
     pub outer_header_removal: Option<OuterHeaderRemoval>,
     pub far_id: Option<u32>,
-    pub urr_ids: Vec<u32>,
-    pub qer_ids: Vec<u32>,
+    // Inline up to two (16 octets, no allocation): a PDR names one or two of each.
+    pub urr_ids: SmallVec<[u32; 2]>,
+    pub qer_ids: SmallVec<[u32; 2]>,
     pub activation_time: Option<u32>,
     pub deactivation_time: Option<u32>,
 }
@@ -190,7 +220,7 @@ impl ApplyAction {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Forwarding {
     pub destination_interface: u8,
-    pub network_instance: Option<String>,
+    pub network_instance: Option<NetworkInstance>,
     pub outer_header_creation: Option<OuterHeaderCreation>,
     pub transport_level_marking: Option<u16>,
     pub linked_traffic_endpoint: Option<u8>,
@@ -324,7 +354,7 @@ pub struct Bar {
 pub struct TrafficEndpoint {
     pub id: u8,
     pub local_fteid: Option<LocalFteid>,
-    pub network_instance: Option<String>,
+    pub network_instance: Option<NetworkInstance>,
     pub ue_ips: Vec<UeIp>,
     pub qfis: Vec<u8>,
     pub framed_routes: Vec<IpNet>,
