@@ -86,6 +86,8 @@ fn sample() -> Report {
             packet_bytes: size,
             generator_mpps: Some(gen),
             io_mpps: Some(io),
+            generator_passes_mpps: vec![],
+            io_passes_mpps: vec![],
         });
     }
     r.capacity = Some(CapacityTable {

@@ -315,7 +315,7 @@ pub fn bench(
     let psc = !args.no_psc;
     let sdf = (!args.no_sdf).then(|| args.sdf.clone());
     let secs = plan.trial_secs;
-    let steps = 2 * plan.sizes.len() * 2 // limits
+    let steps = 2 * plan.sizes.len() * 2 * if args.external { 1 } else { 2 } // limits
         + 2 // UPF up, sessions
         + plan.sizes.len() * plan.session_counts.len() * 2
         + models::carrier::steps(plan.carrier_max_users).len()
@@ -348,37 +348,7 @@ pub fn bench(
         })
         .collect();
     rig.set_sessions(&synthetic)?;
-    for &size in &plan.sizes {
-        let mix = Mix::single(size);
-        let mut lim = [
-            Limit {
-                direction: Direction::Uplink,
-                packet_bytes: u32::from(size),
-                generator_mpps: None,
-                io_mpps: None,
-            },
-            Limit {
-                direction: Direction::Downlink,
-                packet_bytes: u32::from(size),
-                generator_mpps: None,
-                io_mpps: None,
-            },
-        ];
-        for (i, d) in Direction::BOTH.into_iter().enumerate() {
-            progress.step(&format!("generator limit {d} {size} B"));
-            lim[i].generator_mpps = Some(rig.generator_limit(d, &mix, secs)? / 1e6);
-        }
-        let bare = rig
-            .bare_forwarder(psc)
-            .context("attaching the bare forwarder")?;
-        for (i, d) in Direction::BOTH.into_iter().enumerate() {
-            progress.step(&format!("I/O limit (bare XDP forwarder) {d} {size} B"));
-            let t = rig.trial(&[(d, &mix, None)], secs)?;
-            lim[i].io_mpps = Some(t.received_pps(d) / 1e6);
-        }
-        drop(bare);
-        r.limits.extend(lim);
-    }
+    r.limits = limit_pass(&mut rig, &plan.sizes, psc, secs, &mut progress, "")?;
 
     // 2. The UPF and its sessions.
     progress.step("starting the UPF");
@@ -712,25 +682,32 @@ pub fn bench(
     drop(upfd);
 
     // 9. The bare forwarder's latency at the rates of step 7 (upfd's programs are off
-    // upf's interfaces now). Not for an external UPF: its programs stay where they are.
-    if !args.external && !bare_rates.is_empty() {
+    // upf's interfaces now), then the limits again: on a machine whose speed drifts, a
+    // pass before and one after the UPF's trials bracket them. Not for an external UPF:
+    // its programs stay where they are.
+    if !args.external {
         let mut rig = Rig::new(lab, args.gen_cpu, args.fwd_cpu, max_sessions, psc)
             .context("attaching the sinks")?;
         rig.set_sessions(&synthetic)?;
-        let bare = rig
-            .bare_forwarder(psc)
-            .context("attaching the bare forwarder")?;
-        for (i, d, rate) in bare_rates {
-            progress.step(&format!(
-                "bare forwarder latency {d} at {:.3} Mpps",
-                rate as f64 / 1e6
-            ));
-            let t = rig.trial_with(&[(d, &mix, Some(rate))], secs, None)?;
-            if let Some(l) = &t.latency[d as usize] {
-                r.latency[i].bare = Some(percentiles(l));
+        if !bare_rates.is_empty() {
+            let bare = rig
+                .bare_forwarder(psc)
+                .context("attaching the bare forwarder")?;
+            for (i, d, rate) in bare_rates {
+                progress.step(&format!(
+                    "bare forwarder latency {d} at {:.3} Mpps",
+                    rate as f64 / 1e6
+                ));
+                let t = rig.trial_with(&[(d, &mix, Some(rate))], secs, None)?;
+                if let Some(l) = &t.latency[d as usize] {
+                    r.latency[i].bare = Some(percentiles(l));
+                }
             }
+            drop(bare);
         }
-        drop(bare);
+        let again = limit_pass(&mut rig, &plan.sizes, psc, secs, &mut progress, " (again)")?;
+        r.add_limit_pass(&again);
+        r.fill_ratios();
         rig.close().context("detaching the sinks")?;
     }
     progress.finish();
@@ -738,6 +715,47 @@ pub fn bench(
         eprintln!("{l}");
     }
     Ok(r)
+}
+
+/// One pass over the packet sizes: the generator into a drop program (generator limit),
+/// then the bare forwarder (I/O limit), both directions, on upf's interfaces.
+fn limit_pass(
+    rig: &mut Rig,
+    sizes: &[u16],
+    psc: bool,
+    secs: f64,
+    progress: &mut Progress,
+    pass: &str,
+) -> anyhow::Result<Vec<Limit>> {
+    let mut limits = Vec::new();
+    for &size in sizes {
+        let mix = Mix::single(size);
+        let mut lim = Direction::BOTH.map(|direction| Limit {
+            direction,
+            packet_bytes: u32::from(size),
+            generator_mpps: None,
+            io_mpps: None,
+            generator_passes_mpps: Vec::new(),
+            io_passes_mpps: Vec::new(),
+        });
+        for (i, d) in Direction::BOTH.into_iter().enumerate() {
+            progress.step(&format!("generator limit {d} {size} B{pass}"));
+            lim[i].generator_mpps = Some(rig.generator_limit(d, &mix, secs)? / 1e6);
+        }
+        let bare = rig
+            .bare_forwarder(psc)
+            .context("attaching the bare forwarder")?;
+        for (i, d) in Direction::BOTH.into_iter().enumerate() {
+            progress.step(&format!(
+                "I/O limit (bare XDP forwarder) {d} {size} B{pass}"
+            ));
+            let t = rig.trial(&[(d, &mix, None)], secs)?;
+            lim[i].io_mpps = Some(t.received_pps(d) / 1e6);
+        }
+        drop(bare);
+        limits.extend(lim);
+    }
+    Ok(limits)
 }
 
 fn percentiles(l: &upf_bpf::bench::Percentiles) -> report::Percentiles {

@@ -14,7 +14,8 @@
 //! let mut r = Report::new("upfd capacity, veth lab");
 //! r.machine = Some(Machine::probe(&[0], &[1], Duration::from_millis(200)));
 //! r.limits.push(Limit { direction: Direction::Uplink, packet_bytes: 64,
-//!                       generator_mpps: Some(17.5), io_mpps: Some(4.2) });
+//!                       generator_mpps: Some(17.5), io_mpps: Some(4.2),
+//!                       generator_passes_mpps: vec![], io_passes_mpps: vec![] });
 //! r.throughput.push(ThroughputPoint::measured(Direction::Uplink, 64, 1, 17.5, 3.1));
 //! r.fill_ratios();
 //! print!("{}", render_text(&r));
@@ -125,6 +126,23 @@ pub struct Limit {
     /// Bare XDP GTP-U decap (uplink) or encap (downlink) and redirect, no session logic, Mpps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_mpps: Option<f64>,
+    /// Each pass's generator limit in the order measured, when there was more than one
+    /// ([`Report::add_limit_pass`]); `generator_mpps` is the highest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_passes_mpps: Vec<f64>,
+    /// Each pass's I/O limit, likewise; `io_mpps` is the highest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_passes_mpps: Vec<f64>,
+}
+
+/// Adds a pass's figure to a limit: the limit is the highest, the passes are kept.
+fn add_pass(best: &mut Option<f64>, passes: &mut Vec<f64>, new: Option<f64>) {
+    let Some(n) = new else { return };
+    if passes.is_empty() {
+        passes.extend(*best);
+    }
+    passes.push(n);
+    *best = Some(best.map_or(n, |b| b.max(n)));
 }
 
 /// Traffic models of BENCHMARKS.md.
@@ -376,6 +394,30 @@ impl Report {
             .find(|l| l.direction == direction && l.packet_bytes == packet_bytes)
     }
 
+    /// Another pass of limit measurements. A limit is the highest rate any pass reached:
+    /// on a busy or drifting machine a saturated trial can come out low, never high, so
+    /// limits measured before and after the UPF's trials keep the ratios from claiming
+    /// more than the machine gave. Each pass's figures are kept (`*_passes_mpps`).
+    pub fn add_limit_pass(&mut self, pass: &[Limit]) {
+        for p in pass {
+            match self
+                .limits
+                .iter_mut()
+                .find(|l| l.direction == p.direction && l.packet_bytes == p.packet_bytes)
+            {
+                Some(l) => {
+                    add_pass(
+                        &mut l.generator_mpps,
+                        &mut l.generator_passes_mpps,
+                        p.generator_mpps,
+                    );
+                    add_pass(&mut l.io_mpps, &mut l.io_passes_mpps, p.io_mpps);
+                }
+                None => self.limits.push(p.clone()),
+            }
+        }
+    }
+
     /// Sets each throughput point's ratios to the limits of its direction and packet size,
     /// where such a limit was measured (others are left as they are).
     pub fn fill_ratios(&mut self) {
@@ -525,6 +567,37 @@ mod tests {
     }
 
     #[test]
+    fn a_second_limit_pass_keeps_the_higher_figure_and_both_passes() {
+        let limit = |d, gen: Option<f64>, io: Option<f64>| Limit {
+            direction: d,
+            packet_bytes: 650,
+            generator_mpps: gen,
+            io_mpps: io,
+            generator_passes_mpps: vec![],
+            io_passes_mpps: vec![],
+        };
+        let mut r = Report::new("test");
+        r.limits
+            .push(limit(Direction::Uplink, Some(5.0), Some(1.6)));
+        r.add_limit_pass(&[
+            limit(Direction::Uplink, Some(4.0), Some(2.7)),
+            limit(Direction::Downlink, None, Some(2.0)),
+        ]);
+        let ul = r.limit(Direction::Uplink, 650).unwrap();
+        assert_eq!(ul.generator_mpps, Some(5.0));
+        assert_eq!(ul.generator_passes_mpps, vec![5.0, 4.0]);
+        assert_eq!(ul.io_mpps, Some(2.7));
+        assert_eq!(ul.io_passes_mpps, vec![1.6, 2.7]);
+        let dl = r.limit(Direction::Downlink, 650).unwrap();
+        assert_eq!(
+            dl.io_mpps,
+            Some(2.0),
+            "a limit only the second pass measured"
+        );
+        assert!(dl.io_passes_mpps.is_empty());
+    }
+
+    #[test]
     fn ratios_use_the_limit_of_the_same_direction_and_size() {
         let mut r = Report::new("test");
         r.limits.push(Limit {
@@ -532,6 +605,8 @@ mod tests {
             packet_bytes: 64,
             generator_mpps: Some(20.0),
             io_mpps: Some(4.0),
+            generator_passes_mpps: vec![],
+            io_passes_mpps: vec![],
         });
         r.throughput.push(ThroughputPoint::measured(
             Direction::Uplink,

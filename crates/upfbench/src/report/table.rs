@@ -239,26 +239,52 @@ fn capacity_section(c: &CapacityTable) -> Section {
 }
 
 fn limits_section(limits: &[Limit]) -> Section {
-    let mut t = Table::new(
-        &["dir", "packet B", "generator limit Mpps", "I/O limit Mpps"],
-        &[L, R, R, R],
-    );
+    let passes = limits
+        .iter()
+        .any(|l| !l.generator_passes_mpps.is_empty() || !l.io_passes_mpps.is_empty());
+    let mut head = vec!["dir", "packet B", "generator limit Mpps", "I/O limit Mpps"];
+    let mut align = vec![L, R, R, R];
+    if passes {
+        head.extend(["generator, each pass", "I/O, each pass"]);
+        align.extend([R, R]);
+    }
+    let mut t = Table::new(&head, &align);
+    let each = |v: &[f64]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.iter().map(|x| f(*x, 3)).collect::<Vec<_>>().join(" / ")
+        }
+    };
     for l in limits {
-        t.row(vec![
+        let mut row = vec![
             l.direction.to_string(),
             l.packet_bytes.to_string(),
             l.generator_mpps.map(|x| f(x, 3)).unwrap_or("-".into()),
             l.io_mpps.map(|x| f(x, 3)).unwrap_or("-".into()),
-        ]);
+        ];
+        if passes {
+            row.push(each(&l.generator_passes_mpps));
+            row.push(each(&l.io_passes_mpps));
+        }
+        t.row(row);
+    }
+    let mut lines = vec![
+        "generator limit: the generator into XDP_DROP; I/O limit: bare XDP decap (UL) or \
+         encap (DL) and redirect, no session logic"
+            .to_string(),
+    ];
+    if passes {
+        lines.push(
+            "measured before the UPF's trials and again after them; each limit is the \
+             higher pass (a saturated trial on a busy machine can only come out low)"
+                .to_string(),
+        );
     }
     Section {
         id: "limits",
         heading: "Limits of this machine (same run)".to_string(),
-        lines: vec![
-            "generator limit: the generator into XDP_DROP; I/O limit: bare XDP decap (UL) or \
-             encap (DL) and redirect, no session logic"
-                .to_string(),
-        ],
+        lines,
         tables: vec![t],
         chart: None,
     }
