@@ -20,10 +20,9 @@ pub struct TeidAllocator {
     hi: u32,
     used: HashSet<u32>,
     index: TeidIndex,
-    /// Per slot of `index`: the TEID handed out in it last (0: never).
+    /// Per slot of `index`: the TEID handed out in it last (0: never). The slot is
+    /// taken while that TEID is in use.
     last: Vec<u32>,
-    /// Slots with a TEID in use, one bit each.
-    occupied: Vec<u64>,
 }
 
 impl TeidAllocator {
@@ -36,18 +35,15 @@ impl TeidAllocator {
             used: HashSet::new(),
             index: TeidIndex::none(),
             last: Vec::new(),
-            occupied: Vec::new(),
         }
     }
 
     /// As [`new`](Self::new), preferring the TEIDs of `index`'s slots (which must be
     /// for the same range).
     pub fn with_index(lo: u32, hi: u32, index: TeidIndex) -> Self {
-        let slots = index.slots() as usize;
         TeidAllocator {
+            last: vec![0; index.slots() as usize],
             index,
-            last: vec![0; slots],
-            occupied: vec![0; slots.div_ceil(64)],
             ..Self::new(lo, hi)
         }
     }
@@ -80,11 +76,11 @@ impl TeidAllocator {
         if self.used.len() as u64 >= self.capacity() {
             return None;
         }
+        let mut rng = rand::rng();
         let n = self.index.slots();
         if n > 0 {
             // The UE address's slot, else a random free one while they are not nearly all
             // taken (TEIDs the CP function chose may occupy some too).
-            let mut rng = rand::rng();
             let hint = ue.map(|a| u32::from(a) % n);
             for slot in hint
                 .into_iter()
@@ -95,7 +91,6 @@ impl TeidAllocator {
                 }
             }
         }
-        let mut rng = rand::rng();
         // Random probing; the range is kept far from full in practice, and the bound makes
         // a pathological fill fall back to a linear scan.
         for _ in 0..64 {
@@ -120,10 +115,10 @@ impl TeidAllocator {
     /// A TEID of `slot` if the slot is free: a random generation, not its last TEID.
     fn fresh_in_slot(&mut self, slot: u32) -> Option<u32> {
         let s = slot as usize;
-        let mut rng = rand::rng();
-        if self.occupied[s / 64] & (1 << (s % 64)) != 0 {
+        if self.used.contains(&self.last[s]) {
             return None;
         }
+        let mut rng = rand::rng();
         let generations = self.index.generations(slot);
         for _ in 0..8 {
             let t = self.index.teid_at(slot, rng.random_range(0..generations));
@@ -135,13 +130,12 @@ impl TeidAllocator {
         None
     }
 
-    /// Note `teid`'s slot as taken if it was free.
+    /// Note `teid` (just taken) as its slot's TEID if the slot was free.
     fn occupy(&mut self, teid: u32) {
         if let Some(slot) = self.index.slot(teid) {
-            let s = slot as usize;
-            if self.occupied[s / 64] & (1 << (s % 64)) == 0 {
-                self.occupied[s / 64] |= 1 << (s % 64);
-                self.last[s] = teid;
+            let last = &mut self.last[slot as usize];
+            if !self.used.contains(last) {
+                *last = teid;
             }
         }
     }
@@ -155,31 +149,22 @@ impl TeidAllocator {
         fresh
     }
 
+    /// Give `teid` back; its slot, if it held one, is free again (and keeps it as the
+    /// TEID not to hand out next).
     pub fn release(&mut self, teid: u32) {
-        if self.used.remove(&teid) {
-            if let Some(slot) = self.index.slot(teid) {
-                let s = slot as usize;
-                if self.last[s] == teid {
-                    self.occupied[s / 64] &= !(1 << (s % 64));
-                }
-            }
-        }
+        self.used.remove(&teid);
     }
 
     pub fn is_used(&self, teid: u32) -> bool {
         self.used.contains(&teid)
     }
 
-    /// The slot books agree with the TEIDs in use: a slot marked taken holds its last
-    /// TEID, which is in use and of that slot (tests and fuzzing).
+    /// The slot books agree with the TEIDs: each slot's last TEID is one of that slot
+    /// (tests and fuzzing).
     pub fn check(&self) -> Result<(), String> {
         for (s, &t) in self.last.iter().enumerate() {
-            if self.occupied[s / 64] & (1 << (s % 64)) != 0
-                && (!self.used.contains(&t) || self.index.slot(t) != Some(s as u32))
-            {
-                return Err(format!(
-                    "slot {s} marked taken by TEID {t:#x}, not in use there"
-                ));
+            if t != 0 && self.index.slot(t) != Some(s as u32) {
+                return Err(format!("slot {s} holds TEID {t:#x} of another slot"));
             }
         }
         Ok(())

@@ -1012,8 +1012,8 @@ fn update_far(s: &mut Session, u: &UpdateFar, fx: &mut ModifyEffects) -> Result<
         if let Some(d) = up.destination_interface {
             fw.destination_interface = d.value();
         }
-        if let Some(n) = &up.network_instance {
-            fw.network_instance = Some(network_instance(&n.to_text()));
+        if let n @ Some(_) = name(&up.network_instance) {
+            fw.network_instance = n;
         }
         if let Some(o) = up.outer_header_creation {
             check_ohc(&o).map_err(fail)?;
