@@ -23,7 +23,7 @@
 //!   link: a packet generator can write Ethernet headers from constants, an XDP data path
 //!   that uses `bpf_fib_lookup` finds its next hop without ARP, and no ARP/ND exchange
 //!   appears in a measurement.
-//! - An XDP_PASS program (`upf_bpf::PASS_OBJECT`, native mode) on the far ends of N3 and
+//! - An XDP_PASS program (`bench_bpf::PASS_OBJECT`, native mode) on the far ends of N3 and
 //!   N6 (gnb `n3`, dn `n6`): a veth only accepts frames XDP_REDIRECTed into its peer when
 //!   that peer runs an XDP program.
 //! - Transmit checksum offload off (`ethtool -K n3 tx off` in gnb, `n6` in dn): those ends
@@ -653,7 +653,7 @@ impl Lab {
             std::process::id(),
             self.prefix.replace('/', "_")
         ));
-        std::fs::write(&path, upf_bpf::PASS_OBJECT).map_err(|source| LabError::Io {
+        std::fs::write(&path, bench_bpf::PASS_OBJECT).map_err(|source| LabError::Io {
             what: format!("writing {}", path.display()),
             source,
         })?;

@@ -766,7 +766,7 @@ fn add_n9_link(lab: &Lab, upf: Ipv4Addr, psa: Ipv4Addr) {
         .unwrap();
     }
     let obj = std::env::temp_dir().join(format!("upfd-lab-pass-{}.o", std::process::id()));
-    std::fs::write(&obj, upf_bpf::PASS_OBJECT).unwrap();
+    std::fs::write(&obj, bench_bpf::PASS_OBJECT).unwrap();
     lab.ip(
         Ns::Dn,
         &[

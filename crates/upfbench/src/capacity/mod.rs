@@ -758,7 +758,7 @@ fn limit_pass(
     Ok(limits)
 }
 
-fn percentiles(l: &upf_bpf::bench::Percentiles) -> report::Percentiles {
+fn percentiles(l: &bench_bpf::Percentiles) -> report::Percentiles {
     let us = |x: Duration| x.as_secs_f64() * 1e6;
     report::Percentiles {
         p50_us: us(l.p50),

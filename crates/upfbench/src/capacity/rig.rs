@@ -12,7 +12,7 @@ use std::io;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use upf_bpf::bench::{
+use bench_bpf::{
     self as b, frame_len_for_ip_len, napi_thread, set_fifo, BareConfig, BareForwarder, DropSink,
     DualGenerator, GenConfig, Percentiles, Sink,
 };

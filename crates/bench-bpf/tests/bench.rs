@@ -1,4 +1,4 @@
-//! The bench programs (bpf/bench/, upf_bpf::bench).
+//! The bench programs (bpf/bench/, bench_bpf).
 //!
 //! - Frames: BPF_PROG_RUN without live frames returns what the generator builds, the
 //!   sink counts and the bare forwarder forwards; they are parsed and checked octet by
@@ -12,7 +12,7 @@
 //!   once for 0.5 s hold their rates within 2 % and arrive exactly, session by session.
 //! - `measure_limits` (ignored; run by hand) prints the generator limit and the bare
 //!   forwarder's rate:
-//!   `cargo test --release -p upf-bpf --test bench -- --ignored --nocapture measure_limits`
+//!   `cargo test --release -p bench-bpf --test bench -- --ignored --nocapture measure_limits`
 //!   and `measure_dual` the same for both directions from one thread.
 //!
 //! Needs root (CAP_BPF, CAP_NET_ADMIN, `ip netns`); skipped with a message otherwise.
@@ -23,8 +23,8 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use bench_bpf::*;
 use libbpf_rs::ProgramInput;
-use upf_bpf::bench::*;
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -571,7 +571,7 @@ impl Topo {
         neigh(&upf, DN_N6, MAC_DN_N6, "n6")?;
         neigh(&dn, UPF_N6, MAC_UPF_N6, "n6")?;
         let obj = std::env::temp_dir().join(format!("bench-test-pass-{}.o", std::process::id()));
-        std::fs::write(&obj, upf_bpf::PASS_OBJECT).map_err(|e| e.to_string())?;
+        std::fs::write(&obj, bench_bpf::PASS_OBJECT).map_err(|e| e.to_string())?;
         let obj_s = obj.to_string_lossy().into_owned();
         let r = (|| {
             for (n, dev) in [(&gnb, "n3"), (&dn, "n6")] {
@@ -1009,7 +1009,7 @@ fn busy(c0: &[(u64, u64)], c1: &[(u64, u64)]) -> String {
 /// through the bare forwarder (NAPI threads real-time on CPU 1), paced at several rates,
 /// then unpaced into drop programs on upf n3 and n6 (one core, then CPU 1). BENCH_SECS
 /// (default 3) per figure:
-/// `cargo test --release -p upf-bpf --test bench -- --ignored --nocapture measure_dual`
+/// `cargo test --release -p bench-bpf --test bench -- --ignored --nocapture measure_dual`
 #[test]
 #[ignore = "a measurement: run by hand, in release mode"]
 fn measure_dual() {

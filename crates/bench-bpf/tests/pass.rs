@@ -5,7 +5,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 #[test]
 fn pass_program_passes() {
     let mut obj = std::mem::MaybeUninit::uninit();
-    let open = upf_bpf::pass::XdpPassSkelBuilder::default()
+    let open = bench_bpf::skel::pass::BenchXdpPassSkelBuilder::default()
         .open(&mut obj)
         .expect("open");
     let skel = open.load().expect("load (needs root / CAP_BPF)");
@@ -16,5 +16,5 @@ fn pass_program_passes() {
     };
     let out = skel.progs.xdp_pass.test_run(input).expect("BPF_PROG_RUN");
     assert_eq!(out.return_value, 2, "XDP_PASS");
-    assert!(upf_bpf::PASS_OBJECT.starts_with(b"\x7fELF"));
+    assert!(bench_bpf::PASS_OBJECT.starts_with(b"\x7fELF"));
 }

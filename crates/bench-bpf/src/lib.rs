@@ -49,6 +49,8 @@
 //!
 //! Table layouts are those of bpf/bench/bench.h (generated types in [`skel`]); the
 //! constants below mirror it and the tests check them against the programs.
+//!
+//! This crate is the bench's alone: upfd does not link it.
 
 use std::fs::File;
 use std::io;
@@ -65,6 +67,11 @@ use libbpf_rs::{MapCore, MapFlags, OpenObject, Xdp, XdpFlags};
 /// The skeletons of bpf/bench/*.bpf.c (built by build.rs as `bench_<name>`).
 #[allow(clippy::all)]
 pub mod skel {
+    /// bpf/bench/xdp_pass.bpf.c: XDP_PASS, for the far end of a veth pair that receives
+    /// redirected frames.
+    pub mod pass {
+        include!(concat!(env!("OUT_DIR"), "/bench_xdp_pass.skel.rs"));
+    }
     /// bpf/bench/gen.bpf.c: `bench_gen`, maps `gen_cfg`, `gen_sessions`, `gen_state`.
     pub mod gen {
         include!(concat!(env!("OUT_DIR"), "/bench_gen.skel.rs"));
@@ -83,6 +90,10 @@ pub mod skel {
         include!(concat!(env!("OUT_DIR"), "/bench_bare_fwd.skel.rs"));
     }
 }
+
+/// The compiled object of the XDP_PASS program, for tools that load it by file
+/// (`ip link set dev X xdp obj FILE sec xdp`).
+pub const PASS_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bench_xdp_pass.bpf.o"));
 
 use skel::bare_fwd::{types as bare_types, BenchBareFwdSkel, BenchBareFwdSkelBuilder};
 use skel::drop::{BenchDropSkel, BenchDropSkelBuilder};
@@ -2035,7 +2046,7 @@ impl Sink {
         let entries = skel.maps.sink_latency.max_entries();
         if entries as usize != 2 * HIST_BUCKETS {
             return Err(io::Error::other(format!(
-                "sink_latency has {entries} entries, upf_bpf::bench expects {}: bench.h and bench.rs disagree",
+                "sink_latency has {entries} entries, bench_bpf expects {}: bench.h and bench_bpf disagree",
                 2 * HIST_BUCKETS
             )));
         }
