@@ -375,7 +375,7 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 	if (er == EGRESS_NO_ROUTE || (er == EGRESS_NO_NEIGH && far->ohc != OHC_NONE))
 		return drop(DROP_NO_ROUTE, len);
 	if (er == EGRESS_OK && l3_len > eg.mtu)
-		return drop(DROP_MTU, len);
+		return drop(DROP_MTU_EXCEEDED, len);
 
 	/* Rewrite: [eth][outer][inner...] -> [eth][new outer][inner], trailing octets cut. */
 	int shift = (int)o->inner - ETH_LEN - outer_len;
@@ -510,14 +510,14 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		__builtin_memcpy(eth->h_dest, in_dmac, 6);
 		__builtin_memcpy(eth->h_source, in_smac, 6);
 		urr_count(cfg, p, rs->uplink, len, now, rs->seid);
-		return pass_up(STAT_PASSED, len);
+		return pass_up(STAT_PASSED_TO_KERNEL, len);
 	}
 	__builtin_memcpy(eth->h_dest, eg.dmac, 6);
 	__builtin_memcpy(eth->h_source, eg.smac, 6);
 	if (outer_len && out_family == 6 && udp6_checksum(ctx, ETH_LEN, l3_len - 40))
 		return drop(DROP_MALFORMED_IP, len);
 	urr_count(cfg, p, rs->uplink, len, now, rs->seid);
-	count(far->ohc == OHC_NONE ? STAT_FWD_UL : (from_gtpu ? STAT_FWD_N9 : STAT_FWD_DL), len);
+	count(far->ohc == OHC_NONE ? STAT_FORWARDED_UPLINK : (from_gtpu ? STAT_FORWARDED_N9 : STAT_FORWARDED_DOWNLINK), len);
 	if (eg.ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect(eg.ifindex, 0);
@@ -538,11 +538,11 @@ int xdp_n3(struct xdp_md *ctx)
 		return XDP_PASS;
 	o.family = parse_eth(data, data_end, &l3);
 	if (!o.family)
-		return pass_up(STAT_PASSED, frame);
+		return pass_up(STAT_PASSED_TO_KERNEL, frame);
 	o.l3 = l3;
 	switch (parse_gtpu(data, data_end, cfg, &o)) {
 	case GTPU_NOT_OURS:
-		return pass_up(STAT_PASSED, frame);
+		return pass_up(STAT_PASSED_TO_KERNEL, frame);
 	case GTPU_SLOWPATH:
 		return pass_up(STAT_TO_SLOWPATH, frame);
 	case GTPU_MALFORMED:
@@ -574,9 +574,9 @@ int xdp_n6(struct xdp_md *ctx)
 	__u8 family = parse_eth(data, data_end, &l3);
 
 	if (!family)
-		return pass_up(STAT_PASSED, frame);
+		return pass_up(STAT_PASSED_TO_KERNEL, frame);
 	if (parse_inner(data, data_end, l3, frame, &f))
-		return pass_up(STAT_PASSED, frame);
+		return pass_up(STAT_PASSED_TO_KERNEL, frame);
 
 	struct rule_set *rs = downlink_rules(cfg, &f);
 
@@ -589,7 +589,7 @@ int xdp_n6(struct xdp_md *ctx)
 		rs = bpf_map_lookup_elem(&framed, &lk);
 	}
 	if (!rs)
-		return pass_up(STAT_PASSED, frame);
+		return pass_up(STAT_PASSED_TO_KERNEL, frame);
 	o.family = f.version;
 	o.l3 = l3;
 	o.inner = l3;
@@ -597,8 +597,10 @@ int xdp_n6(struct xdp_md *ctx)
 	return process(ctx, cfg, rs, &o, &f, 0);
 }
 
-/* Not read: makes the ring buffer's record layout part of the object's BTF, so that
- * the Rust side gets it generated rather than copied by hand. */
+/* Not read: makes the ring buffer's record layout and the numbers of abi.h part of the
+ * object's BTF, so that the Rust side gets the one generated and checks the other
+ * rather than copying them by hand. */
 const volatile struct event event_layout = {};
+const volatile struct abi_enums abi_enums_layout = {};
 const volatile struct urr_counters urr_counters_layout = {};
 const volatile struct urr_shared urr_shared_layout = {};

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Recognising a G-PDU addressed to us: outer IPv4/IPv6, UDP port 2152, GTP-U version 1
  * (TS 29.281 clause 5.1) with its extension header chain (clause 5.2) and the PDU
- * Session Container's QFI (TS 38.415 clause 5.5.2). */
+ * Session Container's QFI (TS 38.415 clause 5.5.2). TEID, QFI and the T-PDU's offset
+ * are read as the codec (gtpu::parse_gpdu) and the reference model
+ * (crates/upf/src/model/packet.rs, which lists the deliberate differences) read them;
+ * crates/bpf/tests/gpdu_contract.rs checks the three on the GTP-U robustness corpus. */
 #ifndef UPF_GTPU_H
 #define UPF_GTPU_H
 
@@ -113,11 +116,13 @@ static __always_inline int parse_gtpu(void *data, void *data_end, struct upf_con
 			if (next == EXT_PDU_SESSION_CONTAINER) {
 				if ((void *)(e + 4) > data_end)
 					return GTPU_MALFORMED;
-				o->has_psc = 1;
-				o->psc_type = e[1] >> 4;
-				o->qfi = e[2] & 0x3f;
-				o->psc_word = ((__u32)e[0] << 24) | ((__u32)e[1] << 16) |
-					      ((__u32)e[2] << 8) | e[3];
+				/* The first container of PDU type DL (0) or UL (1) gives the
+				 * QFI, as the codec reads it (gtpu::parse_gpdu). */
+				if (!o->has_psc && (e[1] >> 4) <= 1) {
+					o->has_psc = 1;
+					o->psc_type = e[1] >> 4;
+					o->qfi = e[2] & 0x3f;
+				}
 			} else if (next & 0x80) {
 				/* An unknown header the receiver must comprehend (clause 5.2.1):
 				 * upfd answers it. */

@@ -13,10 +13,10 @@
 #include <linux/in.h>
 #include <bpf/bpf_endian.h>
 
+#include "abi.h"
+
 #define GTPU_PORT 2152
 #define GTP_GPDU 255
-#define GTP_MAX_EXT 4
-#define IPV6_MAX_EXT 8
 #define EXT_PDU_SESSION_CONTAINER 0x85
 
 /* Offsets are from the start of the frame (ctx->data). */
@@ -29,7 +29,6 @@ struct outer {
 	__u8 qfi;         /* its QFI, QFI_ANY if none */
 	__u8 psc_type;    /* its PDU type (0 DL, 1 UL) */
 	__u32 teid;       /* host order */
-	__u32 psc_word;   /* the container's first 4 octets, kept for N9 relay */
 };
 
 /* The inner packet, as an SDF filter sees it. */

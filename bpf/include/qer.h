@@ -39,14 +39,14 @@ static __always_inline int gcra(__u64 *tat, __u64 cost, __u64 tau, __u64 now)
 	return 1;
 }
 
-/* A packet of `bytes` octets against a direction's MBR: 0 or DROP_MBR. */
+/* A packet of `bytes` octets against a direction's MBR: 0 or DROP_MBR_EXCEEDED. */
 static __always_inline int mbr(__u64 *tat, __u64 cost_per_octet, __u64 tau, __u32 bytes,
 			       __u64 now)
 {
 	/* upfd keeps cost_per_octet < 2^47 and packets are < 2^16 octets: no overflow. */
 	__u64 cost = ((__u64)bytes * cost_per_octet) >> QER_COST_SHIFT;
 
-	return gcra(tat, cost, tau, now) ? 0 : DROP_MBR;
+	return gcra(tat, cost, tau, now) ? 0 : DROP_MBR_EXCEEDED;
 }
 
 /* 0: pass; else the drop reason. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* The one definition of every table the data path shares with upfd. upfd is the only
- * writer; the Rust types are generated from this file's BTF (crates/bpf). Index 0 of
- * every array is never used, so 0 means "none" in references.
+ * writer; the Rust types are generated from this file's BTF (crates/bpf), the numbers
+ * from abi.h (crates/upf/build.rs). Index 0 of every array is never used, so 0 means
+ * "none" in references.
  *
  * Lookups (ARCHITECTURE.md): uplink by local TEID, downlink by UE address then framed
  * routes (longest prefix); inside a session a bounded, precedence-ordered PDR list. */
@@ -12,15 +13,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#define MAX_PDRS_PER_KEY 8
-#define MAX_SDF_PER_PDR 8
-#define MAX_QERS_PER_PDR 2
-#define MAX_URRS_PER_PDR 4
-#define MAX_LOCAL_ADDRS 4
-#define EVENT_MAX_PACKET 2048
-
-#define QFI_ANY 0xff
-#define OHR_NONE 0xff
+#include "abi.h"
 
 /* PDR, TS 29.244 clause 5.2.1: what one Packet Detection Rule matches and what it
  * points at. */
@@ -32,21 +25,9 @@ struct pdr {
 	__u32 sdf;      /* first entry in sdfs */
 	__u8 n_sdf;     /* 0: no SDF condition */
 	__u8 qfi;       /* QFI_ANY: no QFI condition */
-	__u8 ohr;       /* Outer Header Removal description (8.2.64), OHR_NONE */
+	__u8 ohr;       /* Outer Header Removal description (8.2.64), OHR_NONE: none */
 	__u8 ohr_ext;   /* GTP-U extension header deletion: bit 0 = PDU Session Container */
 };
-
-#define FAR_DROP 0x01
-#define FAR_FORW 0x02
-#define FAR_BUFF 0x04
-#define FAR_NOCP 0x08
-
-#define OHC_NONE 0
-#define OHC_GTPU_V4 1
-#define OHC_GTPU_V6 2
-#define OHC_UNSUPPORTED 3 /* asked for a tunnel we cannot build: drop */
-
-#define FAR_F_TOS 0x01
 
 /* FAR, clause 5.2.1 / 8.2.26 / 8.2.56. */
 struct far {
@@ -63,9 +44,6 @@ struct far {
 	__u8 peer[16];  /* remote address; IPv4 in the first 4 octets */
 	__u8 src[16];   /* our address, the outer source */
 };
-
-#define RS_HOT_PDR0 0x01 /* pdr0 is a copy of pdrs[pdr[0]] */
-#define RS_HOT_FAR0 0x02 /* far0 is a copy of fars[pdr0.far] */
 
 /* The PDRs reached by one lookup key (a local TEID, a UE address, a framed route),
  * ordered by precedence, the direction they see packets in, and the session's UE
@@ -88,17 +66,10 @@ struct rule_set {
 	struct far far0;
 };
 
-#define QER_F_MBR_UL 0x01
-#define QER_F_MBR_DL 0x02
-#define QER_F_RQI 0x04
-#define QER_F_PPI 0x08
-
 /* QER, clause 5.2.1 / 7.5.2.5: gates and maximum bit rates, one cache line. The MBR is
  * a GCRA (virtual scheduling) per direction, updated with atomic instructions, so every
  * CPU that forwards the session enforces one rate without a lock (include/qer.h). upfd
  * maps the table into its memory and writes the fields one at a time. */
-#define QER_COST_SHIFT 20 /* cost_*: nanoseconds per octet x 2^QER_COST_SHIFT */
-
 struct qer {
 	__u8 gate_ul;   /* 1: open */
 	__u8 gate_dl;
@@ -121,8 +92,6 @@ struct qer {
  * than one per table). upfd maps the table into its memory: it writes the shared
  * cell's fields one at a time (a whole-element update would undo the data path's
  * decrements in between) and sums the CPUs' counters. */
-#define URR_CELL 64
-
 /* URR counters: one CPU's, summed in user space. */
 struct urr_counters {
 	__u64 ul_packets;
@@ -133,9 +102,6 @@ struct urr_counters {
 	__u64 last_ns;
 	__u64 pad[2];
 };
-
-#define URR_Q_VOLUME 0x01   /* a volume quota is set: stop when remaining < 0 */
-#define URR_Q_NOTIFIED 0x02 /* upfd was told the quota ran out */
 
 /* What all CPUs share, decremented atomically (clause 5.2.2.2): the volume quota left,
  * and the octets left before the volume threshold (VOLTH), for which the data path
@@ -153,19 +119,8 @@ struct urr_cell {
 	__u64 w[URR_CELL / 8];
 };
 
-/* SDF filter entry (one port range per side), crates/upf/src/sdf.rs SdfMatch. */
-#define SDF_F_PROTOCOL (1u << 0)
-#define SDF_F_REMOTE_ADDR (1u << 1)
-#define SDF_F_REMOTE_NEGATE (1u << 2)
-#define SDF_F_REMOTE_PORTS (1u << 3)
-#define SDF_F_UE_ADDR (1u << 4)
-#define SDF_F_UE_NEGATE (1u << 5)
-#define SDF_F_UE_PORTS (1u << 6)
-#define SDF_F_UE_ASSIGNED (1u << 7)
-#define SDF_F_TOS (1u << 8)
-#define SDF_F_SPI (1u << 9)
-#define SDF_F_FLOW_LABEL (1u << 10)
-
+/* SDF filter entry (one port range per side): flags SDF_F_* (abi.h), compiled by
+ * crates/bpf/src/compile.rs from TS 29.244 SDF Filters. */
 struct sdf_side {
 	__u8 addr[16];
 	__u8 mask[16];
@@ -201,15 +156,12 @@ struct neigh_key {
 	__u8 addr[16];
 };
 
-#define CFG_F_STATIC_NEIGH 0x01 /* use the neigh table only, not the kernel FIB */
-
 /* Next-hop cache (include/egress.h): what bpf_fib_lookup answered for these inputs, per
  * CPU. An entry is good while its generation is the current one (upfd bumps it on every
  * route, rule, neighbour, address or link change it hears of) and for at most
  * NH_MAX_AGE_NS, in case a change went unheard. The generation word's bit 0 says the
  * FIB's answer cannot depend on the source address (no source policy rules, no ECMP):
  * then entries are per destination, else per (source, destination). 0: cache off. */
-#define NH_BY_DESTINATION 1u
 #define NH_CACHE_SLOTS 1024
 #define NH_MAX_AGE_NS 1000000000ull
 
@@ -225,7 +177,7 @@ struct nh_entry {
 };
 
 struct upf_config {
-	__u32 flags;
+	__u32 flags;       /* CFG_F_* */
 	__u32 n3_ifindex;  /* where GTP-U to gNBs leaves */
 	__u32 n6_ifindex;  /* where decapsulated traffic leaves */
 	__u32 n9_ifindex;  /* where GTP-U to other UPFs leaves (0: as N3) */
@@ -247,51 +199,16 @@ struct upf_config {
 	__u32 teid_bits;  /* log2(teid_mask + 1) */
 };
 
-/* Drop reasons (named and counted, as Cilium does). Keep in step with
- * crates/bpf/src/lib.rs DROP_REASONS. */
-enum drop_reason {
-	DROP_UNKNOWN_TEID = 0,
-	DROP_NO_PDR,
-	DROP_GATE_CLOSED,
-	DROP_MBR,
-	DROP_SPOOFED_SOURCE,
-	DROP_MALFORMED_GTPU,
-	DROP_MALFORMED_IP,
-	DROP_MTU,
-	DROP_BUFFER_FULL,
-	DROP_QUOTA_EXHAUSTED,
-	DROP_FAR_DROP,
-	DROP_TTL_EXCEEDED,
-	DROP_NO_ROUTE,
-	DROP_UNSUPPORTED,
-	DROP_SLOWPATH_LIMIT,
-	DROP_MAX,
-};
-
-/* Other counters, after the drop reasons in the stats table. */
-enum stat_index {
-	STAT_FWD_UL = DROP_MAX,
-	STAT_FWD_DL,
-	STAT_FWD_N9,
-	STAT_BUFFERED,
-	STAT_TO_SLOWPATH,
-	STAT_PASSED,    /* not for the UPF: left to the kernel */
-	STAT_ICMP_SENT,
-	STAT_MAX,
-};
-
+/* Per-CPU packets and octets of each drop reason and outcome (abi.h drop_reason,
+ * stat_index). */
 struct stat {
 	__u64 packets;
 	__u64 bytes;
 };
 
-#define EV_BUFFER 1     /* a packet for a FAR that buffers (with FAR_NOCP: notify) */
-#define EV_QUOTA 2      /* a URR's volume quota ran out */
-#define EV_THRESHOLD 3  /* a URR's volume threshold was reached */
-
 /* Event header in the ring buffer, followed by `len` packet octets. */
 struct event {
-	__u32 type;
+	__u32 type;      /* EV_* */
 	__u32 len;       /* octets of packet that follow */
 	__u64 seid;
 	__u32 far_id;

@@ -15,7 +15,7 @@ use pfcp::ie::{apply_action, FSeid, FTeid, Flags, Interface, Name, NodeId, UeIpA
 use pfcp::msg;
 use pfcp::HeaderRepr;
 use upf::alloc::{TeidAllocator, UeIpPools};
-use upf::fastpath::model::Model;
+use upf::model::Model;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::n4::{N4Config, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
@@ -119,7 +119,7 @@ fn node() -> N4 {
             cache_max: 64,
             graceful_release_period: Duration::from_secs(3),
         },
-        Sessions::new(res, Box::new(Model::new(1 << 16)), 64),
+        Sessions::new(res, Box::new(Model::new(1 << 16, Default::default())), 64),
     )
 }
 

@@ -1,180 +1,36 @@
-//! The XDP data path as a [`FastPath`]: compiles sessions into the tables of
-//! bpf/include/upf_maps.h and is their only writer.
+//! The XDP data path as a [`FastPath`]: loads the programs of bpf/upf.bpf.c, sizes and
+//! configures their tables (bpf/include/upf_maps.h), and is their only writer.
 //!
-//! A session's entries are written so the programs never see a half-built session:
-//! QERs, URRs, FARs, SDF entries and PDRs first (new indices for FARs, SDF entries and
-//! PDRs: copy on write), then the lookup keys, which switch to the new rules atomically
-//! one key at a time; entries no longer used are freed last, after a grace period so a
-//! packet in flight never reads a reused slot.
+//! Installing a session is four named steps over what the compiler (compile.rs) made of
+//! its rules: `check` (its keys are free, the tables have room), `place` (table
+//! indices), `write` (the PDR and FAR entries the programs read from the tables) and
+//! `publish` (the keys). The programs never see a half-built session: QERs, URRs, FARs,
+//! SDF entries and PDRs first (new indices for FARs, SDF entries and PDRs: copy on
+//! write), then the lookup keys, which switch to the new rules atomically one key at a
+//! time; entries no longer used are freed last, after a grace period so a packet in
+//! flight never reads a reused slot.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
-use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use smallvec::SmallVec;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
-use upf::fastpath::model::keys;
-use upf::fastpath::pipeline::{
-    qer_gcra, rule_set, session_ue, tunnel, Egress, PipelineConfig, STAT_MAX,
-};
+use upf::abi;
 use upf::fastpath::teid_index::TeidIndex;
-use upf::fastpath::{FastPath, FastPathError, Usage};
+use upf::fastpath::{Buffered, Config, Egress, Event, FastPath, FastPathError, Usage};
 use upf::rules::Session;
 
-use crate::direct::{ue_v4_key, DirectTable, Keying};
-
+use crate::compile::{compile, Addresses, Compiled, Key, Rule};
+use crate::direct::{ue_key, ue_v4_key, DirectTable, Keying};
+use crate::mem::{bytes, from_bytes, io, QerMem, UrrMem};
+use crate::slots::{Slots, GRACE};
 use crate::upf::types;
 use crate::upf::{UpfSkel, UpfSkelBuilder};
-
-/// `struct far`'s `ohc` (bpf/include/upf_maps.h OHC_*).
-const OHC_GTPU_V4: u8 = 1;
-const OHC_GTPU_V6: u8 = 2;
-const OHC_UNSUPPORTED: u8 = 3;
-
-/// Grace period before a freed slot is reused.
-const GRACE: Duration = Duration::from_millis(50);
-
-pub(crate) fn bytes<T: Copy>(t: &T) -> &[u8] {
-    // SAFETY: T is a plain-old-data repr(C) type generated from BTF; reading its octets
-    // (padding included, all zero-initialised by Default) is defined.
-    unsafe { std::slice::from_raw_parts(t as *const T as *const u8, std::mem::size_of::<T>()) }
-}
-
-pub(crate) fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
-    let mut t = T::default();
-    let n = b.len().min(std::mem::size_of::<T>());
-    // SAFETY: as above; at most size_of::<T>() octets are copied into t.
-    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), &mut t as *mut T as *mut u8, n) };
-    t
-}
-
-/// Free-list allocator of table slots; slot 0 is never handed out. A slot can also be
-/// asked for by index ([`take_at`](Self::take_at), single slots only): `used` marks
-/// the slots taken or cooling, so the free list and `next` skip those.
-#[derive(Debug)]
-struct Slots {
-    next: u32,
-    max: u32,
-    free: Vec<u32>,
-    /// Free runs of length 1..=8 for SDF blocks.
-    runs: [Vec<u32>; 9],
-    cooling: VecDeque<(Instant, u32, u32)>,
-    used: Vec<u64>,
-    in_use: u64,
-}
-
-impl Slots {
-    fn new(max: u32) -> Self {
-        Slots {
-            next: 1,
-            max,
-            free: Vec::new(),
-            runs: Default::default(),
-            cooling: VecDeque::new(),
-            used: vec![0; (max as usize).div_ceil(64)],
-            in_use: 0,
-        }
-    }
-
-    fn is_used(&self, i: u32) -> bool {
-        self.used[i as usize / 64] & (1 << (i % 64)) != 0
-    }
-
-    fn mark(&mut self, start: u32, n: u32, on: bool) {
-        for i in start..start + n {
-            let w = &mut self.used[i as usize / 64];
-            if on {
-                *w |= 1 << (i % 64);
-            } else {
-                *w &= !(1 << (i % 64));
-            }
-        }
-        if on {
-            self.in_use += u64::from(n);
-        } else {
-            self.in_use -= u64::from(n);
-        }
-    }
-
-    fn warm(&mut self, now: Instant) {
-        while let Some((t, start, n)) = self.cooling.front().copied() {
-            if now.duration_since(t) < GRACE {
-                break;
-            }
-            self.cooling.pop_front();
-            self.mark(start, n, false);
-            if n == 1 {
-                self.free.push(start);
-            } else {
-                self.runs[n as usize].push(start);
-            }
-        }
-    }
-
-    fn take(&mut self, n: u32) -> Option<u32> {
-        if n == 1 {
-            // Entries taken by index since they were freed are skipped.
-            while let Some(i) = self.free.pop() {
-                if !self.is_used(i) {
-                    self.mark(i, 1, true);
-                    return Some(i);
-                }
-            }
-        } else if let Some(i) = self.runs[n as usize].pop() {
-            self.mark(i, n, true);
-            return Some(i);
-        }
-        loop {
-            if self.next + n > self.max {
-                return None;
-            }
-            let i = self.next;
-            self.next += 1;
-            if (i..i + n).all(|j| !self.is_used(j)) {
-                self.next = i + n;
-                self.mark(i, n, true);
-                return Some(i);
-            }
-            // Too short a gap before a slot taken by index: free singles.
-            if !self.is_used(i) {
-                self.free.push(i);
-            }
-        }
-    }
-
-    /// Slot `i` if it is free (not taken, not cooling).
-    fn take_at(&mut self, i: u32) -> bool {
-        if i == 0 || i >= self.max || self.is_used(i) {
-            return false;
-        }
-        self.mark(i, 1, true);
-        true
-    }
-
-    /// Slot `at` if given and free, else any single slot.
-    fn take_preferring(&mut self, at: Option<u32>) -> Option<u32> {
-        match at {
-            Some(i) if self.take_at(i) => Some(i),
-            _ => self.take(1),
-        }
-    }
-
-    fn release(&mut self, start: u32, n: u32) {
-        if start != 0 && n != 0 {
-            self.cooling.push_back((Instant::now(), start, n));
-        }
-    }
-
-    fn available(&self) -> u64 {
-        u64::from(self.max.saturating_sub(1)) - self.in_use
-    }
-}
 
 /// Rule ID -> table index for the few QERs or URRs of a session: a linear search in
 /// place costs less memory than a hash map per session (docs/benchmarks.md, heap).
@@ -252,6 +108,13 @@ impl Capacity {
     }
 }
 
+/// Cells of `urr_state`: per URR slot, the shared cell and one per possible CPU.
+fn urr_cells(cap: Capacity, ncpus: usize) -> Result<u32, FastPathError> {
+    let slots = u64::from(cap.qer_urr_slots());
+    u32::try_from(slots * (1 + ncpus as u64))
+        .map_err(|_| FastPathError::Io("urr_state: too many sessions for this many CPUs".into()))
+}
+
 /// The XDP data path.
 pub struct Datapath {
     skel: UpfSkel<'static>,
@@ -273,21 +136,15 @@ pub struct Datapath {
     /// The next-hop cache's generation (31 bits, never 0) and key mode.
     nh_gen: u32,
     nh_by_destination: bool,
-    cfg: PipelineConfig,
+    cfg: Config,
     cap: Capacity,
     ncpus: usize,
     boot_offset_ns: i128,
-    /// `urr_state`, mapped into our memory.
     urr_mem: UrrMem,
-    /// `qers`, mapped into our memory.
     qer_mem: QerMem,
     /// Where rule sets are: direct slots or the `uplink` / `downlink` hash tables.
     uplink: DirectTable,
     downlink: DirectTable,
-}
-
-pub(crate) fn io(e: impl std::fmt::Display) -> FastPathError {
-    FastPathError::Io(e.to_string())
 }
 
 /// Remove a UE address key, from its direct slot or the hash table.
@@ -303,21 +160,6 @@ fn delete_ue(
     } else {
         let _ = maps.downlink.delete(bytes(k));
     }
-}
-
-pub(crate) fn ue_key(a: IpAddr) -> types::ue_key {
-    let mut k = types::ue_key::default();
-    match a {
-        IpAddr::V4(x) => {
-            k.family = 4;
-            k.addr[..4].copy_from_slice(&x.octets());
-        }
-        IpAddr::V6(x) => {
-            k.family = 6;
-            k.addr.copy_from_slice(&x.octets());
-        }
-    }
-    k
 }
 
 fn lpm_key(n: &ipnet::IpNet) -> types::lpm_key {
@@ -353,169 +195,23 @@ fn unix_ns() -> i128 {
         .unwrap_or(0)
 }
 
-/// bpf/include/upf_maps.h RS_HOT_*.
-const RS_HOT_PDR0: u32 = 0x01;
-const RS_HOT_FAR0: u32 = 0x02;
-
-/// The PDR and FAR values an install wrote, by table index: the rule sets copy theirs.
+/// The PDR and FAR values an install wrote, by table index (the rule sets copy a key's
+/// first PDR and FAR), and each PDR's index by ID.
 #[derive(Default)]
 struct Written {
     pdrs: HashMap<u32, types::pdr>,
     fars: HashMap<u32, types::far>,
+    pdr_index: HashMap<u16, u32>,
 }
 
-/// `struct qer` (bpf/include/upf_maps.h) as words: the gates and flags, then these.
-const QER_WORDS: usize = 8;
-const QER_COST_UL: usize = 1;
-const QER_COST_DL: usize = 2;
-const QER_TAU_UL: usize = 3;
-const QER_TAU_DL: usize = 4;
-const QER_TAT_UL: usize = 5;
-const QER_TAT_DL: usize = 6;
-
-/// The `qers` table, mapped into upfd's memory: the data path updates the tat words
-/// with atomic instructions, so upfd writes the QER one word at a time, atomically.
-struct QerMem {
-    mem: MapMemory,
-    entries: usize,
-}
-
-impl QerMem {
-    fn qer(&self, i: u32) -> Option<&[AtomicU64; QER_WORDS]> {
-        self.mem.words(i as usize, self.entries)
-    }
-}
-
-/// `struct urr_shared` (bpf/include/upf_maps.h) as upfd sees it in the mapped table.
-#[repr(C)]
-struct UrrShared {
-    quota: AtomicI64,
-    threshold: AtomicI64,
-    quota_flags: AtomicU32,
-    threshold_armed: AtomicU32,
-}
-
-/// bpf/include/upf_maps.h URR_Q_VOLUME.
-const URR_Q_VOLUME: u32 = 0x01;
-const URR_CELL: usize = 64;
-const _: () = assert!(std::mem::size_of::<types::urr_counters>() == URR_CELL);
-const _: () = assert!(std::mem::size_of::<types::urr_shared>() == URR_CELL);
-const _: () = assert!(std::mem::offset_of!(types::urr_shared, threshold_armed) == 20);
-
-/// Cells of `urr_state`: per URR slot, the shared cell and one per possible CPU.
-fn urr_cells(cap: Capacity, ncpus: usize) -> Result<u32, FastPathError> {
-    let slots = u64::from(cap.qer_urr_slots());
-    u32::try_from(slots * (1 + ncpus as u64))
-        .map_err(|_| FastPathError::Io("urr_state: too many sessions for this many CPUs".into()))
-}
-
-/// A BPF_F_MMAPABLE map's values mapped into our memory, unmapped on drop.
-pub(crate) struct MapMemory {
-    base: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: plain shared memory; what may be read or written through it, and how, is up to
-// its users (UrrMem: atomics only; DirectTable: only what no packet reads).
-unsafe impl Send for MapMemory {}
-unsafe impl Sync for MapMemory {}
-
-impl MapMemory {
-    /// The first `bytes` octets of the values of `m` (named `name` in errors).
-    pub(crate) fn map(m: &impl AsFd, bytes: usize, name: &str) -> Result<Self, FastPathError> {
-        let page = 4096;
-        let len = bytes.div_ceil(page) * page;
-        // SAFETY: a fresh shared mapping of the map's fd, unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                m.as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io(format!(
-                "mapping {name}: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        Ok(MapMemory {
-            base: std::ptr::NonNull::new(p.cast()).ok_or_else(|| io("mmap returned null"))?,
-            len,
-        })
-    }
-
-    /// The mapping's start (page aligned).
-    pub(crate) fn base(&self) -> *mut u8 {
-        self.base.as_ptr()
-    }
-
-    /// Element `i` of `n`, elements of `W` words, as atomics: for tables the data path
-    /// updates concurrently, which upfd may only touch a word at a time.
-    fn words<const W: usize>(&self, i: usize, n: usize) -> Option<&[AtomicU64; W]> {
-        (i < n && (i + 1) * W * 8 <= self.len).then(|| {
-            // SAFETY: inside the mapping, 8-octet aligned (the mapping is page aligned),
-            // and only ever accessed atomically.
-            unsafe { &*self.base().add(i * W * 8).cast() }
-        })
-    }
-}
-
-impl Drop for MapMemory {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, no longer referenced.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-    }
-}
-
-/// `urr_state` (a BPF_F_MMAPABLE array) mapped into our memory: the data path
-/// decrements the shared cells and bumps the counters concurrently, so upfd reads and
-/// writes them one word at a time, atomically, never a whole element.
-struct UrrMem {
-    mem: MapMemory,
-    cells: usize,
-    stride: usize,
-}
-
-impl UrrMem {
-    fn map(m: &impl AsFd, cells: usize, stride: usize) -> Result<Self, FastPathError> {
-        Ok(UrrMem {
-            mem: MapMemory::map(m, cells * URR_CELL, "urr_state")?,
-            cells,
-            stride,
-        })
-    }
-
-    fn cell(&self, i: usize) -> Option<&[AtomicU64; URR_CELL / 8]> {
-        self.mem.words(i, self.cells)
-    }
-
-    fn shared(&self, slot: u32) -> Option<&UrrShared> {
-        // SAFETY: UrrShared is the first 24 octets of the cell, atomics over atomics.
-        self.cell(slot as usize * self.stride)
-            .map(|c| unsafe { &*(c as *const [AtomicU64; URR_CELL / 8]).cast() })
-    }
-
-    fn counters(&self, slot: u32, cpu: usize) -> Option<&[AtomicU64; URR_CELL / 8]> {
-        self.cell(slot as usize * self.stride + 1 + cpu)
-    }
-
-    /// A slot's cells to zero, before a new URR uses it.
-    fn clear(&self, slot: u32) {
-        for k in 0..self.stride {
-            if let Some(c) = self.cell(slot as usize * self.stride + k) {
-                c.iter().for_each(|w| w.store(0, Ordering::Relaxed));
-            }
-        }
-    }
+/// The octets of an SDF block: the key under which it is shared.
+fn sdf_content(entries: &[types::sdf_match]) -> Vec<u8> {
+    entries.iter().flat_map(|e| bytes(e).to_vec()).collect()
 }
 
 impl Datapath {
     /// Open and load the programs with tables sized for `cap`. Needs CAP_BPF.
-    pub fn load(cap: Capacity, cfg: PipelineConfig) -> Result<Self, FastPathError> {
+    pub fn load(cap: Capacity, cfg: Config) -> Result<Self, FastPathError> {
         let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = UpfSkelBuilder::default().open(obj).map_err(io)?;
@@ -548,11 +244,7 @@ impl Datapath {
         m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
         let skel = open.load().map_err(io)?;
         let urr_mem = UrrMem::map(&skel.maps.urr_state, urr_cells as usize, 1 + ncpus)?;
-        let qer_entries = cap.qer_urr_slots() as usize;
-        let qer_mem = QerMem {
-            mem: MapMemory::map(&skel.maps.qers, qer_entries * QER_WORDS * 8, "qers")?,
-            entries: qer_entries,
-        };
+        let qer_mem = QerMem::map(&skel.maps.qers, cap.qer_urr_slots() as usize)?;
         let uplink = DirectTable::map(&skel.maps.uplink_slots, up_keys, GRACE)?;
         let downlink = DirectTable::map(&skel.maps.downlink_slots, down_keys, GRACE)?;
         let mut d = Datapath {
@@ -568,7 +260,7 @@ impl Datapath {
             sessions: HashMap::with_capacity(cap.sessions as usize),
             nh_gen: 0,
             nh_by_destination: false,
-            cfg: PipelineConfig::default(),
+            cfg: Config::default(),
             cap,
             ncpus,
             boot_offset_ns: unix_ns() - mono_ns(),
@@ -623,7 +315,7 @@ impl Datapath {
     /// budget.
     pub fn configure(
         &mut self,
-        cfg: PipelineConfig,
+        cfg: Config,
         n3_ifindex: u32,
         n6_ifindex: u32,
         n9_ifindex: u32,
@@ -634,7 +326,7 @@ impl Datapath {
             n9_ifindex,
             slowpath_per_sec: cfg.slowpath_per_sec,
             slowpath_burst: cfg.slowpath_burst,
-            urr_stride: self.urr_mem.stride as u32,
+            urr_stride: self.urr_mem.stride() as u32,
             ..Default::default()
         };
         let t = self.teid_index().params();
@@ -664,7 +356,7 @@ impl Datapath {
             }
         }
         if !cfg.neigh.is_empty() {
-            c.flags |= 1; // CFG_F_STATIC_NEIGH
+            c.flags |= abi::CFG_F_STATIC_NEIGH;
         }
         let maps = &self.skel.maps;
         maps.upf_cfg
@@ -702,142 +394,11 @@ impl Datapath {
         Ok(())
     }
 
-    /// Write QER `idx` through the mapping, one word at a time (packets update its
-    /// tat words meanwhile). A fresh QER starts idle; an updated one keeps its state.
-    fn write_qer(&self, idx: u32, q: &upf::rules::Qer, fresh: bool) -> Result<(), FastPathError> {
-        let w = self
-            .qer_mem
-            .qer(idx)
-            .ok_or_else(|| io(format!("QER index {idx} outside the table")))?;
-        let mut flags = 0u8;
-        if q.rqi {
-            flags |= 0x04;
-        }
-        let ppi = match q.ppi {
-            Some(p) => {
-                flags |= 0x08;
-                p & 0x07
-            }
-            None => 0,
-        };
-        let (cost_ul, tau_ul, cost_dl, tau_dl) = match q.mbr {
-            Some(m) => {
-                flags |= 0x01 | 0x02;
-                let (cu, tu) = qer_gcra(m.ul_kbps);
-                let (cd, td) = qer_gcra(m.dl_kbps);
-                (cu, tu, cd, td)
-            }
-            None => (0, 0, 0, 0),
-        };
-        if fresh {
-            w[QER_TAT_UL].store(0, Ordering::Relaxed);
-            w[QER_TAT_DL].store(0, Ordering::Relaxed);
-        }
-        w[QER_COST_UL].store(cost_ul, Ordering::Relaxed);
-        w[QER_COST_DL].store(cost_dl, Ordering::Relaxed);
-        w[QER_TAU_UL].store(tau_ul, Ordering::Relaxed);
-        w[QER_TAU_DL].store(tau_dl, Ordering::Relaxed);
-        // gate_ul, gate_dl, qfi, flags, ppi: the first word, in memory order.
-        let head = [
-            q.gate_ul_open as u8,
-            q.gate_dl_open as u8,
-            q.qfi.unwrap_or(0xff),
-            flags,
-            ppi,
-            0,
-            0,
-            0,
-        ];
-        // Release: the rates are in place before the flags that switch them on.
-        w[0].store(u64::from_ne_bytes(head), Ordering::Release);
-        Ok(())
-    }
-
-    /// `struct far` for a FAR.
-    fn far_value(&self, f: &upf::rules::Far) -> types::far {
-        let mut v = types::far {
-            id: f.id,
-            ..Default::default()
-        };
-        let a = &f.action;
-        v.action = (a.drop as u8) | (a.forw as u8) << 1 | (a.buff as u8) << 2 | (a.nocp as u8) << 3;
-        if let Some(fw) = &f.forwarding {
-            v.dest = fw.destination_interface;
-            if let Some(t) = fw.transport_level_marking {
-                v.flags |= 0x01;
-                v.tos = (t >> 8) as u8;
-            }
-            if let Some(o) = &fw.outer_header_creation {
-                // Never "no outer header": a tunnel we cannot build drops, counted.
-                v.ohc = OHC_UNSUPPORTED;
-                if let Some(t) = tunnel(&self.cfg, fw.destination_interface, o) {
-                    match (t.peer, t.src) {
-                        (IpAddr::V4(p), IpAddr::V4(s)) => {
-                            v.ohc = OHC_GTPU_V4;
-                            v.peer[..4].copy_from_slice(&p.octets());
-                            v.src[..4].copy_from_slice(&s.octets());
-                        }
-                        (IpAddr::V6(p), IpAddr::V6(s)) => {
-                            v.ohc = OHC_GTPU_V6;
-                            v.peer = p.octets();
-                            v.src = s.octets();
-                        }
-                        _ => {}
-                    }
-                    v.teid = t.teid;
-                    v.port = t.port;
-                }
-            }
-        }
-        v
-    }
-
-    /// A key's value: its PDRs by index, with the first PDR and its FAR copied in
-    /// (`written`: the values just written to the pdrs and fars tables, by index).
-    fn rule_set_value(
-        s: &Session,
-        rs: &upf::fastpath::pipeline::RuleSet,
-        pdr_index: &HashMap<u16, u32>,
-        written: &Written,
-    ) -> types::rule_set {
-        let mut v = types::rule_set {
-            seid: s.up_seid,
-            n_pdrs: rs.pdrs.len() as u8,
-            uplink: rs.uplink as u8,
-            ..Default::default()
-        };
-        for (i, p) in rs.pdrs.iter().enumerate() {
-            v.pdr[i] = pdr_index.get(&p.id).copied().unwrap_or(0);
-        }
-        if let Some(p) = written.pdrs.get(&v.pdr[0]).filter(|_| v.pdr[0] != 0) {
-            v.pdr0 = *p;
-            v.hot |= RS_HOT_PDR0;
-            if let Some(f) = written.fars.get(&p.far).filter(|_| p.far != 0) {
-                v.far0 = *f;
-                v.hot |= RS_HOT_FAR0;
-            }
-        }
-        let (v4, v6) = session_ue(s);
-        if let Some(a) = v4 {
-            v.has_ue_v4 = 1;
-            v.ue_v4 = u32::from_ne_bytes(a.octets());
-        }
-        if let Some((a, l)) = v6 {
-            v.ue_v6 = a.octets();
-            v.ue_v6_len = l.max(1);
-        }
-        v
-    }
-
-    /// The start of a block holding `entries` (whose octets are `content`): a shared one
-    /// with the same content (one more PDR using it), else a new one written to the sdfs
-    /// table. Blocks never change once written, so sharing one is safe while packets
-    /// read it.
-    fn sdf_block(
-        &mut self,
-        entries: &[upf::sdf::SdfMatch],
-        content: Vec<u8>,
-    ) -> Result<u32, FastPathError> {
+    /// The start of a block holding `entries`: a shared one with the same content (one
+    /// more PDR using it), else a new one written to the sdfs table. Blocks never
+    /// change once written, so sharing one is safe while packets read it.
+    fn sdf_block(&mut self, entries: &[types::sdf_match]) -> Result<u32, FastPathError> {
+        let content = sdf_content(entries);
         if let Some(&start) = self.sdf_blocks.get(&content) {
             if let Some(r) = self.sdf_refs.get_mut(&start) {
                 r.0 += 1;
@@ -847,10 +408,9 @@ impl Datapath {
         let n = entries.len() as u32;
         let start = self.sdf_slots.take(n).ok_or(FastPathError::Full("sdfs"))?;
         for (j, e) in entries.iter().enumerate() {
-            let m: types::sdf_match = from_bytes(bytes(e));
             if let Err(e) = self.skel.maps.sdfs.update(
                 &(start + j as u32).to_ne_bytes(),
-                bytes(&m),
+                bytes(e),
                 MapFlags::ANY,
             ) {
                 self.sdf_slots.release(start, n);
@@ -902,7 +462,9 @@ impl Datapath {
     }
 
     fn write_nh_word(&self) -> Result<(), FastPathError> {
-        self.write_nh((self.nh_gen << 1) | u32::from(self.nh_by_destination))
+        self.write_nh(
+            (self.nh_gen << 1) | (abi::NH_BY_DESTINATION * u32::from(self.nh_by_destination)),
+        )
     }
 
     fn write_nh(&self, word: u32) -> Result<(), FastPathError> {
@@ -919,18 +481,6 @@ impl Datapath {
             self.sdf_refs.len(),
             self.sdf_refs.values().map(|r| u64::from(r.0)).sum(),
         )
-    }
-
-    /// The direct slot a packet of the session's first key is looked up in: its
-    /// TEID's, else its UE IPv4 address's.
-    fn home_slot(&self, k: &upf::fastpath::model::Keys) -> Option<u32> {
-        if let Some((t, _)) = k.teids.first() {
-            return self.cap.teid_index.slot(*t);
-        }
-        k.ue_ips.iter().find_map(|(a, _)| match a {
-            IpAddr::V4(a) if self.cap.ue_slots > 0 => Some(u32::from(*a) % self.cap.ue_slots),
-            _ => None,
-        })
     }
 
     fn release(&mut self, inst: &Installed, keep_qers: &IdMap, keep_urrs: &IdMap) {
@@ -955,35 +505,9 @@ impl Datapath {
         }
     }
 
-    /// Sum a URR's per-CPU counters.
-    fn read_urr(&self, idx: u32) -> Usage {
-        let mut u = Usage::default();
-        let (mut first, mut last) = (u64::MAX, 0u64);
-        for cpu in 0..self.ncpus {
-            let Some(c) = self.urr_mem.counters(idx, cpu) else {
-                return Usage::default();
-            };
-            let w = |i: usize| c[i].load(Ordering::Relaxed);
-            u.ul_packets += w(0);
-            u.ul_bytes += w(1);
-            u.dl_packets += w(2);
-            u.dl_bytes += w(3);
-            if w(4) != 0 {
-                first = first.min(w(4));
-            }
-            last = last.max(w(5));
-        }
-        let to_unix = |ns: u64| ((ns as i128 + self.boot_offset_ns) / 1_000_000_000) as u64;
-        if first != u64::MAX {
-            u.first_packet = Some(to_unix(first));
-            u.last_packet = Some(to_unix(last));
-        }
-        u
-    }
-
     /// The data path's counters by index (drop reasons, then `Stat`), summed over CPUs.
     pub fn stats(&self) -> Vec<(u64, u64)> {
-        (0..STAT_MAX as u32)
+        (0..abi::STAT_MAX)
             .map(|i| {
                 let Ok(Some(per_cpu)) = self
                     .skel
@@ -994,11 +518,20 @@ impl Datapath {
                     return (0, 0);
                 };
                 per_cpu.iter().fold((0, 0), |(p, b), x| {
-                    let s: types::stat = from_bytes(x);
+                    let s: types::stat = from_bytes(x).unwrap_or_default();
                     (p + s.packets, b + s.bytes)
                 })
             })
             .collect()
+    }
+
+    /// A session's URR's slot in `urr_state`.
+    fn urr_slot(&self, seid: u64, urr_id: u32) -> Result<u32, FastPathError> {
+        self.sessions
+            .get(&seid)
+            .and_then(|s| s.urrs.get(&urr_id))
+            .copied()
+            .ok_or_else(|| io(format!("no URR {urr_id} in session {seid:#x}")))
     }
 
     /// Set the volume quota a URR may still use (None: no quota).
@@ -1008,37 +541,10 @@ impl Datapath {
         urr_id: u32,
         remaining: Option<i64>,
     ) -> Result<(), FastPathError> {
-        let c = self.urr_shared(seid, urr_id)?;
-        // The amount before the flag that makes the data path read it; the flag first
-        // when disarming. NOTIFIED is cleared: a new quota may run out again.
-        match remaining {
-            Some(r) => {
-                c.quota.store(r, Ordering::SeqCst);
-                c.quota_flags.store(URR_Q_VOLUME, Ordering::SeqCst);
-            }
-            None => {
-                c.quota_flags.store(0, Ordering::SeqCst);
-                c.quota.store(0, Ordering::SeqCst);
-            }
-        }
-        Ok(())
-    }
-
-    /// The cell of a session's URR that every CPU shares.
-    fn urr_shared(&self, seid: u64, urr_id: u32) -> Result<&UrrShared, FastPathError> {
-        let Some(idx) = self
-            .sessions
-            .get(&seid)
-            .and_then(|s| s.urrs.get(&urr_id))
-            .copied()
-        else {
-            return Err(FastPathError::Io(format!(
-                "no URR {urr_id} in session {seid:#x}"
-            )));
-        };
+        let slot = self.urr_slot(seid, urr_id)?;
         self.urr_mem
-            .shared(idx)
-            .ok_or_else(|| FastPathError::Io(format!("URR slot {idx} out of range")))
+            .set_quota(slot, remaining)
+            .ok_or_else(|| io(format!("URR slot {slot} out of range")))
     }
 
     /// Arm (Some: octets left) or disarm (None) a URR's volume threshold: the data path
@@ -1049,18 +555,24 @@ impl Datapath {
         urr_id: u32,
         remaining: Option<i64>,
     ) -> Result<(), FastPathError> {
-        let c = self.urr_shared(seid, urr_id)?;
-        match remaining {
-            Some(r) => {
-                c.threshold.store(r, Ordering::SeqCst);
-                c.threshold_armed.store(1, Ordering::SeqCst);
-            }
-            None => {
-                c.threshold_armed.store(0, Ordering::SeqCst);
-                c.threshold.store(0, Ordering::SeqCst);
-            }
+        let slot = self.urr_slot(seid, urr_id)?;
+        self.urr_mem
+            .set_threshold(slot, remaining)
+            .ok_or_else(|| io(format!("URR slot {slot} out of range")))
+    }
+
+    /// A URR slot's counts, summed over the CPUs, with the times of its first and last
+    /// packet in seconds since the UNIX epoch.
+    fn read_urr(&self, slot: u32) -> Usage {
+        let Some((mut u, times)) = self.urr_mem.counters(slot, self.ncpus) else {
+            return Usage::default();
+        };
+        let to_unix = |ns: u64| ((ns as i128 + self.boot_offset_ns) / 1_000_000_000) as u64;
+        if let Some((first, last)) = times {
+            u.first_packet = Some(to_unix(first));
+            u.last_packet = Some(to_unix(last));
         }
-        Ok(())
+        u
     }
 
     pub fn capacity(&self) -> Capacity {
@@ -1077,9 +589,10 @@ impl Datapath {
     }
 }
 
-impl FastPath for Datapath {
-    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
-        let now = Instant::now();
+impl Datapath {
+    /// Cooled slots back to their free lists; changed rule sets back into their direct
+    /// slots once no packet can see the old ones.
+    fn reclaim(&mut self, now: Instant) {
         for s in [
             &mut self.pdr_slots,
             &mut self.far_slots,
@@ -1090,246 +603,257 @@ impl FastPath for Datapath {
             s.warm(now);
         }
         self.settle();
-        let seid = new.up_seid;
-        let prev = match old {
-            Some(_) => self.sessions.get(&seid).cloned().unwrap_or_default(),
-            None => Box::default(),
-        };
-        let k = keys(new);
-        // Keys must be free or ours; tables must have room.
+    }
+
+    /// The rule set installed for a key, wherever it is.
+    fn installed(&self, key: &Key) -> Option<types::rule_set> {
         let maps = &self.skel.maps;
-        for (t, pdr) in &k.teids {
-            if let Some(rs) = self.uplink.get(maps, *t) {
-                if rs.seid != seid {
-                    return Err(FastPathError::Conflict {
-                        pdr_id: *pdr,
-                        why: format!("TEID {t:#x} is already installed for another session"),
-                    });
-                }
-            }
-        }
-        for (a, pdr) in &k.ue_ips {
-            let installed = match a {
-                IpAddr::V4(x) => self.downlink.get(maps, ue_v4_key(*x)),
-                IpAddr::V6(_) => maps
+        match key {
+            Key::Teid(t) => self.uplink.get(maps, *t),
+            Key::Ue(IpAddr::V4(a)) => self.downlink.get(maps, ue_v4_key(*a)),
+            Key::Ue(a) => from_bytes(
+                &maps
                     .downlink
                     .lookup(bytes(&ue_key(*a)), MapFlags::ANY)
-                    .ok()
-                    .flatten()
-                    .map(|v| from_bytes::<types::rule_set>(&v)),
-            };
-            if let Some(rs) = installed {
-                if rs.seid != seid {
-                    return Err(FastPathError::Conflict {
-                        pdr_id: *pdr,
-                        why: format!("UE address {a} is already installed for another session"),
-                    });
-                }
-            }
+                    .ok()??,
+            ),
+            // A framed route is the session's own: LPM entries are not shared.
+            Key::Framed(_) => None,
         }
-        // Each PDR's SDF filters, compiled; the blocks not yet in the table must fit.
-        let mut compiled = HashMap::new();
-        let mut new_sdf_entries = 0u64;
-        let mut new_blocks = std::collections::HashSet::new();
-        for p in new.pdrs.values() {
-            let mut entries = Vec::new();
-            for f in &new.effective_pdi(p).sdf_filters {
-                let rule = upf::sdf::SdfRule::from_ie(f).map_err(io)?;
-                entries.extend(rule.compile().map_err(io)?);
-            }
-            let content: Vec<u8> = entries.iter().flat_map(|e| bytes(e).to_vec()).collect();
-            if !entries.is_empty()
-                && !self.sdf_blocks.contains_key(&content)
-                && new_blocks.insert(content.clone())
+    }
+
+    /// Step 1: the session's keys must be free or its own, and the tables must have
+    /// room for its rules and for the SDF blocks not yet in the table.
+    fn check(&self, plan: &Compiled) -> Result<(), FastPathError> {
+        for k in &plan.keys {
+            if self
+                .installed(&k.key)
+                .is_some_and(|rs| rs.seid != plan.seid)
             {
-                new_sdf_entries += entries.len() as u64;
+                let why = match k.key {
+                    Key::Teid(t) => format!("TEID {t:#x} is already installed for another session"),
+                    Key::Ue(a) => {
+                        format!("UE address {a} is already installed for another session")
+                    }
+                    Key::Framed(n) => format!("framed route {n} is already installed"),
+                };
+                return Err(FastPathError::Pdr {
+                    pdr_id: k.pdr_id,
+                    why,
+                });
             }
-            compiled.insert(p.id, (entries, content));
         }
-        if self.pdr_slots.available() < new.pdrs.len() as u64
-            || self.far_slots.available() < new.fars.len() as u64
-            || self.qer_slots.available() < new.qers.len() as u64
-            || self.urr_slots.available() < new.urrs.len() as u64
+        if self.pdr_slots.available() < plan.pdrs.len() as u64
+            || self.far_slots.available() < plan.fars.len() as u64
+            || self.qer_slots.available() < plan.qers.len() as u64
+            || self.urr_slots.available() < plan.urrs.len() as u64
         {
             return Err(FastPathError::Full("rules"));
         }
+        let mut new_blocks = std::collections::HashSet::new();
+        let new_sdf_entries: u64 = plan
+            .pdrs
+            .iter()
+            .filter(|p| !p.sdf.is_empty())
+            .map(|p| sdf_content(&p.sdf))
+            .filter(|c| !self.sdf_blocks.contains_key(c) && new_blocks.insert(c.clone()))
+            .map(|c| (c.len() / std::mem::size_of::<types::sdf_match>()) as u64)
+            .sum();
         if self.sdf_slots.available() < new_sdf_entries {
             return Err(FastPathError::Full("sdfs"));
         }
-        let mut inst = Box::<Installed>::default();
-        // Each key's PDRs. Its first PDR (and that PDR's FAR) travel in the key's value;
-        // only PDRs found after the first of some key, and their FARs, are read from
-        // the pdrs and fars tables, so only they are written there (two to four
-        // syscalls fewer for a typical session).
-        let sets: Vec<_> = k
-            .teids
-            .iter()
-            .map(|(t, _)| rule_set(new, Some(*t), None))
-            .chain(k.ue_ips.iter().map(|(a, _)| rule_set(new, None, Some(*a))))
-            .chain(
-                k.framed_routes
-                    .iter()
-                    .map(|r| rule_set(new, None, Some(r.network()))),
-            )
-            .collect();
-        // The QER and URR a packet of the session's first key meets first go to the
-        // index the data path computes from the key (its direct slot + 1), if free: it
-        // loads them while it loads the slot instead of after (bpf/include/direct.h).
-        let home = self.home_slot(&k).map(|s| s + 1);
-        let first = sets.first().and_then(|rs| rs.pdrs.first());
+        Ok(())
+    }
+
+    /// The direct slot a packet of the session's first key is looked up in: its
+    /// TEID's, else its UE IPv4 address's.
+    fn home_slot(&self, plan: &Compiled) -> Option<u32> {
+        plan.keys.iter().find_map(|k| match k.key {
+            Key::Teid(t) => Some(self.cap.teid_index.slot(t)),
+            Key::Ue(IpAddr::V4(a)) if self.cap.ue_slots > 0 => {
+                Some(Some(u32::from(a) % self.cap.ue_slots))
+            }
+            _ => None,
+        })?
+    }
+
+    /// Step 2: table indices for the session's rules. QERs and URRs keep theirs (and
+    /// their state) across modifications; FARs, PDRs and SDF blocks get new ones (copy
+    /// on write). The QER and URR a packet of the first key meets first go to the index
+    /// the data path computes from the key (its direct slot + 1), if free: it loads them
+    /// while it loads the slot instead of after (bpf/include/direct.h).
+    fn place(&mut self, plan: &Compiled, prev: &Installed) -> Result<Installed, FastPathError> {
+        let mut inst = Installed::default();
+        let home = self.home_slot(plan).map(|s| s + 1);
+        let first = plan
+            .keys
+            .first()
+            .and_then(|k| k.pdrs.first())
+            .and_then(|id| plan.pdrs.iter().find(|p| p.id == *id));
         let home_qer = first.and_then(|p| p.qer_ids.first().copied());
         let home_urr = first.and_then(|p| p.urr_ids.first().copied());
-        // QERs and URRs keep their slots (and state) across modifications.
-        for q in new.qers.values() {
-            let (idx, fresh) = match prev.qers.get(&q.id) {
+        for (id, q) in &plan.qers {
+            let (idx, fresh) = match prev.qers.get(id) {
                 Some(i) => (*i, false),
                 None => (
                     self.qer_slots
-                        .take_preferring(home.filter(|_| home_qer == Some(q.id)))
+                        .take_preferring(home.filter(|_| home_qer == Some(*id)))
                         .ok_or(FastPathError::Full("qers"))?,
                     true,
                 ),
             };
-            self.write_qer(idx, q, fresh)?;
-            inst.qers.insert(q.id, idx);
+            self.qer_mem.store(idx, q, fresh)?;
+            inst.qers.insert(*id, idx);
         }
-        for u in new.urrs.values() {
-            let idx = match prev.urrs.get(&u.id) {
+        for id in &plan.urrs {
+            let idx = match prev.urrs.get(id) {
                 Some(i) => *i,
                 None => {
                     let i = self
                         .urr_slots
-                        .take_preferring(home.filter(|_| home_urr == Some(u.id)))
+                        .take_preferring(home.filter(|_| home_urr == Some(*id)))
                         .ok_or(FastPathError::Full("urrs"))?;
-                    self.urr_mem.clear(i);
+                    self.urr_mem.clear(i, 0);
                     i
                 }
             };
-            inst.urrs.insert(u.id, idx);
+            inst.urrs.insert(*id, idx);
         }
-        let in_tables: std::collections::HashSet<u16> = sets
-            .iter()
-            .flat_map(|rs| rs.pdrs.iter().skip(1).map(|p| p.id))
-            .collect();
-        let far_in_tables: std::collections::HashSet<u32> = new
-            .pdrs
-            .values()
-            .filter(|p| in_tables.contains(&p.id))
-            .filter_map(|p| p.far_id)
-            .collect();
-        let mut far_index = HashMap::new();
-        let mut written = Written::default();
-        for f in new.fars.values() {
-            let idx = self.far_slots.take(1).ok_or(FastPathError::Full("fars"))?;
-            let v = self.far_value(f);
-            if far_in_tables.contains(&f.id) {
-                self.skel
-                    .maps
-                    .fars
-                    .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
-                    .map_err(io)?;
-            }
-            written.fars.insert(idx, v);
-            inst.fars.push(idx);
-            far_index.insert(f.id, idx);
+        for _ in &plan.fars {
+            inst.fars
+                .push(self.far_slots.take(1).ok_or(FastPathError::Full("fars"))?);
         }
-        let mut pdr_index = HashMap::new();
-        for p in new.pdrs.values() {
-            let pdi = new.effective_pdi(p);
-            let (entries, content) = compiled.remove(&p.id).unwrap_or_default();
-            let mut v = types::pdr {
-                id: p.id as u32,
-                far: p
-                    .far_id
-                    .and_then(|f| far_index.get(&f))
-                    .copied()
-                    .unwrap_or(0),
-                qfi: pdi.qfis.first().copied().unwrap_or(0xff),
-                ohr: p
-                    .outer_header_removal
-                    .map(|o| o.description)
-                    .unwrap_or(0xff),
-                ohr_ext: p
-                    .outer_header_removal
-                    .and_then(|o| o.ext_header_deletion)
-                    .unwrap_or(0),
-                ..Default::default()
-            };
-            for (i, q) in p.qer_ids.iter().take(v.qer.len()).enumerate() {
-                v.qer[i] = inst.qers.get(q).copied().unwrap_or(0);
+        for p in &plan.pdrs {
+            if !p.sdf.is_empty() {
+                let start = self.sdf_block(&p.sdf)?;
+                inst.sdfs.push((start, p.sdf.len() as u32));
             }
-            for (i, u) in p.urr_ids.iter().take(v.urr.len()).enumerate() {
-                v.urr[i] = inst.urrs.get(u).copied().unwrap_or(0);
-            }
-            if !entries.is_empty() {
-                let n = entries.len() as u32;
-                let start = self.sdf_block(&entries, content)?;
-                inst.sdfs.push((start, n));
-                v.sdf = start;
-                v.n_sdf = n as u8;
-            }
-            let idx = self.pdr_slots.take(1).ok_or(FastPathError::Full("pdrs"))?;
-            if in_tables.contains(&p.id) {
-                self.skel
-                    .maps
-                    .pdrs
-                    .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
-                    .map_err(io)?;
-            }
-            written.pdrs.insert(idx, v);
-            inst.pdrs.push(idx);
-            pdr_index.insert(p.id, idx);
+            inst.pdrs
+                .push(self.pdr_slots.take(1).ok_or(FastPathError::Full("pdrs"))?);
         }
-        // Keys last: each switches to the new rules at once.
+        Ok(inst)
+    }
+
+    /// Step 3: the linked FAR and PDR values by table index, written to the `fars` and
+    /// `pdrs` tables where a program reads them there: only the PDRs found after a key's
+    /// first and their FARs (a key's first PDR and its FAR travel in its rule set).
+    fn write(&self, plan: &Compiled, inst: &Installed) -> Result<Written, FastPathError> {
+        let (pdrs_in_tables, fars_in_tables) = plan.in_tables();
         let maps = &self.skel.maps;
-        let mut sets = sets.iter();
-        for (t, _) in &k.teids {
-            let rs = sets.next().expect("one rule set per key");
-            let v = Self::rule_set_value(new, rs, &pdr_index, &written);
-            self.uplink.put(maps, *t, &v, now)?;
-            inst.teids.push(*t);
-        }
-        for (a, _) in &k.ue_ips {
-            let rs = sets.next().expect("one rule set per key");
-            let v = Self::rule_set_value(new, rs, &pdr_index, &written);
-            let key = ue_key(*a);
-            match a {
-                IpAddr::V4(x) => self.downlink.put(maps, ue_v4_key(*x), &v, now)?,
-                IpAddr::V6(_) => maps
-                    .downlink
-                    .update(bytes(&key), bytes(&v), MapFlags::ANY)
-                    .map_err(io)?,
+        let mut w = Written::default();
+        let far_index: HashMap<u32, u32> = plan
+            .fars
+            .iter()
+            .zip(&inst.fars)
+            .map(|((id, _), idx)| (*id, *idx))
+            .collect();
+        for ((id, v), idx) in plan.fars.iter().zip(&inst.fars) {
+            if fars_in_tables.contains(id) {
+                maps.fars
+                    .update(&idx.to_ne_bytes(), bytes(v), MapFlags::ANY)
+                    .map_err(io)?;
             }
-            inst.ues.push(key);
+            w.fars.insert(*idx, *v);
         }
-        for r in &k.framed_routes {
-            let rs = sets.next().expect("one rule set per key");
-            let v = Self::rule_set_value(new, rs, &pdr_index, &written);
-            let key = lpm_key(r);
-            maps.framed
-                .update(bytes(&key), bytes(&v), MapFlags::ANY)
-                .map_err(io)?;
-            inst.framed.push(key);
+        let mut sdfs = inst.sdfs.iter();
+        for (p, idx) in plan.pdrs.iter().zip(&inst.pdrs) {
+            let sdf = if p.sdf.is_empty() {
+                0
+            } else {
+                sdfs.next().map_or(0, |(start, _)| *start)
+            };
+            let v = p.linked(
+                |r| match r {
+                    Rule::Far(f) => far_index.get(&f).copied().unwrap_or(0),
+                    Rule::Qer(q) => inst.qers.get(&q).copied().unwrap_or(0),
+                    Rule::Urr(u) => inst.urrs.get(&u).copied().unwrap_or(0),
+                },
+                sdf,
+            );
+            if pdrs_in_tables.contains(&p.id) {
+                maps.pdrs
+                    .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
+                    .map_err(io)?;
+            }
+            w.pdrs.insert(*idx, v);
+            w.pdr_index.insert(p.id, *idx);
         }
-        // Keys the new version no longer has.
+        Ok(w)
+    }
+
+    /// Step 4: the keys, last, each switching to the new rules at once; then the keys
+    /// the new version no longer has are removed.
+    fn publish(
+        &mut self,
+        plan: &Compiled,
+        w: &Written,
+        prev: &Installed,
+        inst: &mut Installed,
+        now: Instant,
+    ) -> Result<(), FastPathError> {
+        let maps = &self.skel.maps;
+        for k in &plan.keys {
+            let v = plan.rule_set(k, &w.pdr_index, &w.pdrs, &w.fars);
+            match k.key {
+                Key::Teid(t) => {
+                    self.uplink.put(maps, t, &v, now)?;
+                    inst.teids.push(t);
+                }
+                Key::Ue(a) => {
+                    match a {
+                        IpAddr::V4(x) => self.downlink.put(maps, ue_v4_key(x), &v, now)?,
+                        IpAddr::V6(_) => maps
+                            .downlink
+                            .update(bytes(&ue_key(a)), bytes(&v), MapFlags::ANY)
+                            .map_err(io)?,
+                    }
+                    inst.ues.push(ue_key(a));
+                }
+                Key::Framed(n) => {
+                    let key = lpm_key(&n);
+                    maps.framed
+                        .update(bytes(&key), bytes(&v), MapFlags::ANY)
+                        .map_err(io)?;
+                    inst.framed.push(key);
+                }
+            }
+        }
         for t in &prev.teids {
             if !inst.teids.contains(t) {
                 self.uplink.delete(maps, *t, now);
             }
         }
-        for kk in &prev.ues {
-            if !inst.ues.iter().any(|x| bytes(x) == bytes(kk)) {
-                delete_ue(&mut self.downlink, maps, kk, now);
+        for k in &prev.ues {
+            if !inst.ues.iter().any(|x| bytes(x) == bytes(k)) {
+                delete_ue(&mut self.downlink, maps, k, now);
             }
         }
-        for kk in &prev.framed {
-            if !inst.framed.iter().any(|x| bytes(x) == bytes(kk)) {
-                let _ = maps.framed.delete(bytes(kk));
+        for k in &prev.framed {
+            if !inst.framed.iter().any(|x| bytes(x) == bytes(k)) {
+                let _ = maps.framed.delete(bytes(k));
             }
         }
-        let (kq, ku) = (inst.qers.clone(), inst.urrs.clone());
-        self.release(&prev, &kq, &ku);
-        self.sessions.insert(seid, inst);
+        Ok(())
+    }
+}
+
+impl FastPath for Datapath {
+    /// Compile the session, then check, place, write and publish its entries; what the
+    /// old version used and the new one does not is freed last.
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
+        let now = Instant::now();
+        self.reclaim(now);
+        let plan = compile(new, &Addresses::from(&self.cfg))?;
+        self.check(&plan)?;
+        let prev = match old {
+            Some(_) => self.sessions.get(&new.up_seid).cloned().unwrap_or_default(),
+            None => Box::default(),
+        };
+        let mut inst = Box::new(self.place(&plan, &prev)?);
+        let written = self.write(&plan, &inst)?;
+        self.publish(&plan, &written, &prev, &mut inst, now)?;
+        self.release(&prev, &inst.qers, &inst.urrs);
+        self.sessions.insert(new.up_seid, inst);
         Ok(())
     }
 
@@ -1352,24 +876,15 @@ impl FastPath for Datapath {
     }
 
     fn usage(&self, seid: u64, urr_id: u32) -> Usage {
-        match self.sessions.get(&seid).and_then(|s| s.urrs.get(&urr_id)) {
-            Some(idx) => self.read_urr(*idx),
-            None => Usage::default(),
+        match self.urr_slot(seid, urr_id) {
+            Ok(slot) => self.read_urr(slot),
+            Err(_) => Usage::default(),
         }
     }
 
     fn reset_usage(&mut self, seid: u64, urr_id: u32) {
-        if let Some(idx) = self
-            .sessions
-            .get(&seid)
-            .and_then(|s| s.urrs.get(&urr_id))
-            .copied()
-        {
-            for cpu in 0..self.ncpus {
-                if let Some(c) = self.urr_mem.counters(idx, cpu) {
-                    c.iter().for_each(|w| w.store(0, Ordering::Relaxed));
-                }
-            }
+        if let Ok(slot) = self.urr_slot(seid, urr_id) {
+            self.urr_mem.clear(slot, 1);
         }
     }
 
@@ -1477,88 +992,24 @@ impl Datapath {
     }
 }
 
-/// An event record from the data path (bpf/include/upf_maps.h `struct event`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    pub kind: u32,
-    pub seid: u64,
-    pub far_id: u32,
-    pub pdr_id: u32,
-    pub urr: u32,
-    pub nocp: bool,
-    pub ts_ns: u64,
-    pub packet: Vec<u8>,
-}
-
-/// EV_BUFFER, EV_QUOTA and EV_THRESHOLD (bpf/include/upf_maps.h).
-pub const EV_BUFFER: u32 = 1;
-pub const EV_QUOTA: u32 = 2;
-pub const EV_THRESHOLD: u32 = 3;
-
-impl Event {
-    pub fn parse(b: &[u8]) -> Option<Event> {
-        let h = std::mem::size_of::<types::event>();
-        if b.len() < h {
-            return None;
+/// An event record of the data path's ring (`struct event`, then for EV_BUFFER the
+/// packet's octets); None for a record that is not one.
+pub fn parse_event(b: &[u8]) -> Option<Event> {
+    let h = std::mem::size_of::<types::event>();
+    let e: types::event = from_bytes(b.get(..h)?)?;
+    Some(match e.r#type {
+        abi::EV_BUFFER => {
+            let packet = b.get(h..h.checked_add(e.len as usize)?)?.to_vec();
+            Event::Buffered(Buffered {
+                seid: e.seid,
+                far_id: e.far_id,
+                pdr_id: u16::try_from(e.pdr_id).ok()?,
+                nocp: e.nocp != 0,
+                packet,
+            })
         }
-        let e: types::event = from_bytes(&b[..h]);
-        let len = (e.len as usize).min(b.len() - h);
-        Some(Event {
-            kind: e.r#type,
-            seid: e.seid,
-            far_id: e.far_id,
-            pdr_id: e.pdr_id,
-            urr: e.urr,
-            nocp: e.nocp != 0,
-            ts_ns: e.ts_ns,
-            packet: b[h..h + len].to_vec(),
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_taken_by_index_are_never_handed_out_twice() {
-        let mut s = Slots::new(10);
-        assert_eq!(s.available(), 9);
-        assert!(s.take_at(3));
-        assert!(!s.take_at(3), "taken");
-        assert!(
-            !s.take_at(0) && !s.take_at(10),
-            "0 and past the end are never slots"
-        );
-        // The sequential ones step over slot 3.
-        let seq: Vec<u32> = (0..8).map(|_| s.take(1).unwrap()).collect();
-        assert_eq!(seq, [1, 2, 4, 5, 6, 7, 8, 9]);
-        assert_eq!(s.take(1), None);
-        assert_eq!(s.available(), 0);
-        // Released slots cool before they are free, by index or from the list.
-        s.release(5, 1);
-        assert!(!s.take_at(5));
-        s.warm(Instant::now() + GRACE);
-        assert_eq!(s.available(), 1);
-        assert!(s.take_at(5), "free again");
-        // The free list still names 5: it is skipped, not handed out a second time.
-        assert_eq!(s.take(1), None);
-        s.release(5, 1);
-        s.warm(Instant::now() + GRACE);
-        assert_eq!(s.take(1), Some(5));
-        assert_eq!(s.take(1), None);
-    }
-
-    #[test]
-    fn runs_step_over_slots_taken_by_index() {
-        let mut s = Slots::new(20);
-        assert!(s.take_at(3));
-        assert_eq!(s.take(4), Some(4));
-        assert_eq!(s.take(2), Some(8));
-        assert_eq!(s.available(), 19 - 7);
-        // The gap it stepped over is not lost: single slots.
-        assert_eq!(s.take(1), Some(2));
-        assert_eq!(s.take(1), Some(1));
-        assert_eq!(s.take(1), Some(10));
-    }
+        abi::EV_QUOTA => Event::QuotaExhausted { seid: e.seid },
+        abi::EV_THRESHOLD => Event::ThresholdReached { seid: e.seid },
+        _ => return None,
+    })
 }

@@ -25,7 +25,7 @@ use libbpf_rs::{MapCore, MapFlags, MapMut};
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::FastPathError;
 
-use crate::datapath::{bytes, from_bytes, io, ue_key, MapMemory};
+use crate::mem::{bytes, from_bytes, io, MapMemory};
 use crate::upf::{types, UpfMaps};
 
 /// How keys find their slots.
@@ -52,6 +52,22 @@ impl Keying {
             Keying::UeV4 { slots } => (*slots > 0 && key != 0).then(|| u32::from_be(key) % slots),
         }
     }
+}
+
+/// The `downlink` hash table's key of a UE address.
+pub(crate) fn ue_key(a: IpAddr) -> types::ue_key {
+    let mut k = types::ue_key::default();
+    match a {
+        IpAddr::V4(x) => {
+            k.family = 4;
+            k.addr[..4].copy_from_slice(&x.octets());
+        }
+        IpAddr::V6(x) => {
+            k.family = 6;
+            k.addr.copy_from_slice(&x.octets());
+        }
+    }
+    k
 }
 
 /// The key of an IPv4 UE address in a [`Keying::UeV4`] table.
@@ -215,7 +231,7 @@ impl DirectTable {
             .hash(maps)
             .lookup(&self.hash_key(key), MapFlags::ANY)
             .ok()??;
-        Some(from_bytes(&b))
+        from_bytes(&b)
     }
 
     /// Install `key`'s rule set or replace it; packets see the new one from now on.

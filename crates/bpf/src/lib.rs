@@ -1,15 +1,19 @@
-//! The XDP programs (bpf/*.bpf.c), compiled at build time, as libbpf-rs skeletons. The
-//! bench's programs are in bench-bpf.
-
-#![allow(clippy::all)]
+//! The UPF's XDP data path: the programs of bpf/*.bpf.c, compiled at build time into
+//! libbpf-rs skeletons ([`upf`]); the compiler of a session's rules into their tables
+//! ([`compile`], pure); and the [`datapath::Datapath`] that loads the programs and is
+//! the only writer of their tables. The bench's programs are in bench-bpf.
 
 /// The UPF data path: `xdp_n3` (GTP-U in) and `xdp_n6` (IP in from the data network),
-/// and the tables of bpf/include/upf_maps.h.
+/// and the tables of bpf/include/upf_maps.h (generated code).
+#[allow(clippy::all)]
 pub mod upf {
     include!(concat!(env!("OUT_DIR"), "/upf.skel.rs"));
 }
 
 pub use libbpf_rs;
 
+pub mod compile;
 pub mod datapath;
 mod direct;
+mod mem;
+mod slots;

@@ -1,7 +1,9 @@
 //! Differential test of the data path (ARCHITECTURE.md): the XDP programs, run with
-//! BPF_PROG_RUN, and the Rust reference pipeline get the same generated sessions and
-//! frames, and must agree on the verdict, the output octets, the drop reason counted,
-//! what is handed up for buffering, and the URR counts.
+//! BPF_PROG_RUN on the tables the compiler (upf_bpf::compile) made of generated
+//! sessions, and the reference model (upf::model), which reads the same sessions' rules
+//! itself, get the same frames, and must agree on the verdict, the output octets, every
+//! counter (packets and octets per drop reason and outcome), what is handed up for
+//! buffering, and the URR counts.
 //!
 //! UPF_DIFF_CASES (default 100000) frames; UPF_DIFF_SEED picks the generator's seed (the
 //! seed is printed, so a failure can be replayed). Needs CAP_BPF (root).
@@ -18,10 +20,11 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 use pfcp::ie::{Bitrate, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use upf::fastpath::model::Model;
-use upf::fastpath::pipeline::{DropReason, Egress, PipelineConfig, Verdict};
+use upf::abi::{DropReason, Stat};
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::FastPath;
+use upf::fastpath::{Config, Egress, Event};
+use upf::model::{Model, Verdict};
 use upf::rules::*;
 use upf_bpf::datapath::{Capacity, Datapath};
 
@@ -45,7 +48,7 @@ const FLOWS: &[&str] = &[
     "permit out ip from 2001:db8:beef::/48 to assigned",
 ];
 
-fn config() -> PipelineConfig {
+fn config() -> Config {
     let mut neigh = std::collections::HashMap::new();
     let e = |ifindex, mtu, n: u8| Egress {
         ifindex,
@@ -58,7 +61,7 @@ fn config() -> PipelineConfig {
     neigh.insert(IpAddr::V4(GNB), e(30, 1400, 3));
     neigh.insert(IpAddr::V4(PEER_UPF), e(1, 1500, 4)); // the ingress: XDP_TX
     neigh.insert(IpAddr::V6(GNB_V6), e(30, 1400, 5));
-    PipelineConfig {
+    Config {
         local: vec![IpAddr::V4(N3), IpAddr::V4(N9), IpAddr::V6(N3_V6)],
         n3_v4: Some(N3),
         n9_v4: Some(N9),
@@ -548,11 +551,25 @@ impl Gen {
     }
 }
 
-fn reason_name(i: usize) -> String {
-    DropReason::ALL
-        .get(i)
-        .map(|r| r.name().to_string())
-        .unwrap_or_else(|| format!("stat{i}"))
+/// The name of the stats table's counter `i`.
+fn counter_name(i: usize) -> &'static str {
+    let drops = DropReason::ALL.iter().map(|r| (r.index(), r.name()));
+    let outcomes = Stat::ALL.iter().map(|s| (s.index(), s.name()));
+    drops
+        .chain(outcomes)
+        .find(|(x, _)| *x == i)
+        .map_or("?", |(_, n)| n)
+}
+
+/// What each counter grew by between two readings: (index, packets, octets).
+fn grown(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<(usize, u64, u64)> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter(|(_, (b, a))| a != b)
+        .map(|(i, (b, a))| (i, a.0 - b.0, a.1 - b.1))
+        .collect()
 }
 
 #[test]
@@ -578,8 +595,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
         ue_slots: cap.ue_slots,
     };
     dp.configure(cfg.clone(), 30, 20, 0).unwrap();
-    let mut model = Model::new(1 << 20);
-    model.config = cfg;
+    let mut model = Model::new(1 << 20, cfg);
 
     // Buffered packets the data path hands up, collected per frame.
     let events: Rc<RefCell<Vec<Vec<u8>>>> = Rc::new(RefCell::new(Vec::new()));
@@ -618,7 +634,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
                 for u in s.urrs.keys() {
                     if g.chance(0.1) {
                         let q = g.rng.random_range(0..3000i64);
-                        model.state.quota.insert((seid, *u), q);
+                        model.set_quota(seid, *u, Some(q));
                         dp.write_quota(seid, *u, Some(q)).unwrap();
                     }
                 }
@@ -651,6 +667,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
                 g.downlink_frame(&infos[si])
             };
             let before = dp.stats();
+            let model_before = model.stats().to_vec();
             let expect = if uplink {
                 model.process_n3(&frame, 1_000_000_000 + done as u64)
             } else {
@@ -670,10 +687,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
             let r = prog.test_run(input).expect("BPF_PROG_RUN");
             let action = r.return_value;
             let data = r.data.map(|d| d.to_vec()).unwrap_or_default();
-            let after = dp.stats();
-            let counted: Vec<usize> = (0..before.len())
-                .filter(|i| after[*i].0 != before[*i].0)
-                .collect();
+            let counted = grown(&before, &dp.stats());
+            let model_counted = grown(&model_before, model.stats());
             events.borrow_mut().clear();
             rb.consume().unwrap();
             let ctx = || {
@@ -681,13 +696,18 @@ fn xdp_agrees_with_the_reference_pipeline() {
                     "frame {done} ({}): {:02x?}\nexpected {expect:?}\nXDP action {action}, counted {:?}",
                     if uplink { "n3" } else { "n6" },
                     frame,
-                    counted.iter().map(|i| reason_name(*i)).collect::<Vec<_>>()
+                    counted.iter().map(|(i, p, b)| (counter_name(*i), p, b)).collect::<Vec<_>>()
                 )
             };
+            assert_eq!(counted, model_counted, "counters: {}", ctx());
             let key = match &expect {
                 Verdict::Drop(r) => {
                     assert_eq!(action, 1, "{}", ctx());
-                    assert!(counted.contains(&(*r as usize)), "drop reason: {}", ctx());
+                    assert!(
+                        counted.iter().any(|(i, _, _)| *i == r.index()),
+                        "drop reason: {}",
+                        ctx()
+                    );
                     format!("drop {}", r.name())
                 }
                 Verdict::Pass => {
@@ -707,27 +727,16 @@ fn xdp_agrees_with_the_reference_pipeline() {
                         "forward".into()
                     }
                 }
-                Verdict::Buffer {
-                    seid,
-                    far_id,
-                    pdr_id,
-                    nocp,
-                    packet,
-                } => {
+                Verdict::Buffer(b) => {
                     assert_eq!(action, 1, "{}", ctx());
                     let ev = events.borrow();
                     assert_eq!(ev.len(), 1, "one buffered packet handed up: {}", ctx());
-                    let e = &ev[0];
-                    let u32_at =
-                        |o: usize| u32::from_ne_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]);
-                    let u64_at = |o: usize| u64::from_ne_bytes(e[o..o + 8].try_into().unwrap());
-                    assert_eq!(u32_at(0), 1, "EV_BUFFER: {}", ctx());
-                    let len = u32_at(4) as usize;
-                    assert_eq!(u64_at(8), *seid);
-                    assert_eq!(u32_at(16), *far_id);
-                    assert_eq!(u32_at(20), *pdr_id);
-                    assert_eq!(e[28] != 0, *nocp);
-                    assert_eq!(&e[40..40 + len], &packet[..], "buffered octets: {}", ctx());
+                    assert_eq!(
+                        upf_bpf::datapath::parse_event(&ev[0]),
+                        Some(Event::Buffered(b.clone())),
+                        "buffered: {}",
+                        ctx()
+                    );
                     "buffer".into()
                 }
             };

@@ -22,8 +22,8 @@ use upf_bpf::datapath::{Capacity, Datapath};
 
 const XDP_REDIRECT: u32 = 4;
 /// bpf/include/upf_maps.h enum drop_reason.
-const DROP_UNKNOWN_TEID: usize = 0;
-const DROP_FAR_DROP: usize = 10;
+const DROP_UNKNOWN_TEID: usize = upf::abi::DROP_UNKNOWN_TEID as usize;
+const DROP_FAR_DROP: usize = upf::abi::DROP_FAR_DROP as usize;
 
 const XDP_PASS: u32 = 2;
 /// enum stat_index: left to the kernel.
@@ -169,7 +169,7 @@ fn direct_slots_follow_installs_changes_and_removals() {
         let mut other = with_teid(4, teid);
         other.up_seid = 999;
         match dp.install(None, &Arc::new(other)) {
-            Err(FastPathError::Conflict { .. }) => {}
+            Err(FastPathError::Pdr { .. }) => {}
             r => panic!("TEID {teid:#x} shared: {r:?}"),
         }
     }
@@ -221,7 +221,7 @@ fn downlink_slots_by_ue_address() {
     let mut other = with_teid(5, common::teid(6));
     other.up_seid = 999;
     match dp.install(None, &Arc::new(other)) {
-        Err(FastPathError::Conflict { .. }) => {}
+        Err(FastPathError::Pdr { .. }) => {}
         r => panic!("UE address shared: {r:?}"),
     }
 }
@@ -278,7 +278,7 @@ fn a_sessions_qer_and_urr_sit_at_its_slot_when_free() {
     assert_eq!(q[0], 1, "gate_ul of the session's QER");
     assert_eq!(
         u64::from_ne_bytes(q[8..16].try_into().unwrap()),
-        upf::fastpath::pipeline::qer_gcra(100_000_000).0
+        upf_bpf::compile::qer_gcra(100_000_000).0
     );
     assert_eq!(packets_in_urr_cells(&dp, home), 2);
     // A modification keeps them there (with their state).

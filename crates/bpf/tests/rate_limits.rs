@@ -18,7 +18,7 @@ use upf_bpf::datapath::{Capacity, Datapath};
 
 const XDP_REDIRECT: u32 = 4;
 /// bpf/include/upf_maps.h enum drop_reason.
-const DROP_MBR: usize = 3;
+const DROP_MBR: usize = upf::abi::DROP_MBR_EXCEEDED as usize;
 
 /// How many of `n` copies of `frame` the program forwarded; the rest must be MBR drops.
 fn forwarded(dp: &Datapath, uplink: bool, frame: &[u8], n: usize) -> usize {
@@ -108,7 +108,11 @@ fn unknown_teids_reach_upfd_at_the_configured_rate_only() {
     };
     // The burst, then nothing until time passes; every packet counted as unknown.
     assert_eq!(passed(&dp, 30), 5);
-    assert_eq!(dp.stats()[0].0, 30, "DROP_UNKNOWN_TEID counts them all");
+    assert_eq!(
+        dp.stats()[upf::abi::DROP_UNKNOWN_TEID as usize].0,
+        30,
+        "DROP_UNKNOWN_TEID counts them all"
+    );
     std::thread::sleep(Duration::from_millis(550));
     let more = passed(&dp, 30);
     assert!((4..=7).contains(&more), "{more} after 0.55 s at 10/s");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::root;
 use pfcp::ie::SdfFilter;
-use upf::fastpath::pipeline::PipelineConfig;
+use upf::fastpath::Config;
 use upf::fastpath::{FastPath, FastPathError};
 use upf::rules::*;
 use upf_bpf::datapath::{Capacity, Datapath};
@@ -35,7 +35,7 @@ fn pdrs_with_the_same_sdf_filters_share_one_block() {
         sdf_entries: 16,
         ..Capacity::for_sessions(1000)
     };
-    let mut dp = Datapath::load(cap, PipelineConfig::default()).expect("load");
+    let mut dp = Datapath::load(cap, Config::default()).expect("load");
     let flow = "permit out ip from any to assigned";
     let sessions: Vec<Arc<Session>> = (0..1000).map(|i| session(i, flow)).collect();
     for s in &sessions {

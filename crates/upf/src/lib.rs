@@ -7,9 +7,16 @@
 
 pub mod alloc;
 pub mod fastpath;
+pub mod model;
 pub mod n4;
 pub mod procedures;
 pub mod report;
 pub mod rules;
 pub mod sdf;
 pub mod sessions;
+
+/// The numbers the data path shares with upfd (limits, flag bits, drop reasons,
+/// counters), generated from bpf/include/abi.h by build.rs.
+pub mod abi {
+    include!(concat!(env!("OUT_DIR"), "/abi.rs"));
+}

@@ -652,18 +652,16 @@ pub fn validate(s: &Session, limits: &Limits, gtpu: &GtpuAddresses) -> Result<()
             "more rules than this UP function allows per session",
         ));
     }
-    // What one PDR may carry in the data path (bpf/include/upf_maps.h).
-    use crate::fastpath::pipeline::{
-        MAX_PDRS_PER_KEY, MAX_QERS_PER_PDR, MAX_SDF_PER_PDR, MAX_URRS_PER_PDR,
-    };
+    // What one PDR may carry in the data path (bpf/include/abi.h).
+    use crate::abi::{MAX_PDRS_PER_KEY, MAX_QERS_PER_PDR, MAX_SDF_PER_PDR, MAX_URRS_PER_PDR};
     for p in s.pdrs.values() {
         let fail = |why: String| Rejection::rule(FailedRuleId::PDR, p.id as u32, why);
-        if p.qer_ids.len() > MAX_QERS_PER_PDR {
+        if p.qer_ids.len() > MAX_QERS_PER_PDR as usize {
             return Err(fail(format!(
                 "more than {MAX_QERS_PER_PDR} QERs on one PDR"
             )));
         }
-        if p.urr_ids.len() > MAX_URRS_PER_PDR {
+        if p.urr_ids.len() > MAX_URRS_PER_PDR as usize {
             return Err(fail(format!(
                 "more than {MAX_URRS_PER_PDR} URRs on one PDR"
             )));
@@ -676,12 +674,9 @@ pub fn validate(s: &Session, limits: &Limits, gtpu: &GtpuAddresses) -> Result<()
         for f in &pdi.sdf_filters {
             let rule =
                 crate::sdf::SdfRule::from_ie(f).map_err(|e| fail(format!("SDF filter: {e}")))?;
-            entries += rule
-                .compile()
-                .map_err(|e| fail(format!("SDF filter: {e}")))?
-                .len();
+            entries += rule.port_range_pairs();
         }
-        if entries > MAX_SDF_PER_PDR {
+        if entries > MAX_SDF_PER_PDR as usize {
             return Err(fail(format!(
                 "the SDF filters need {entries} match entries, more than {MAX_SDF_PER_PDR}"
             )));
@@ -731,7 +726,11 @@ pub fn validate(s: &Session, limits: &Limits, gtpu: &GtpuAddresses) -> Result<()
             interface::CORE
         };
         let (v4, v6) = gtpu.for_interface(side);
-        if crate::fastpath::pipeline::tunnel_from(v4, v6, o).is_none() {
+        let v4_ok =
+            o.has(pfcp::ie::OuterHeaderCreation::GTPU_UDP_IPV4) && o.ipv4.is_some() && v4.is_some();
+        let v6_ok =
+            o.has(pfcp::ie::OuterHeaderCreation::GTPU_UDP_IPV6) && o.ipv6.is_some() && v6.is_some();
+        if !v4_ok && !v6_ok {
             return Err(Rejection::rule(
                 FailedRuleId::FAR,
                 f.id,
@@ -739,27 +738,25 @@ pub fn validate(s: &Session, limits: &Limits, gtpu: &GtpuAddresses) -> Result<()
             ));
         }
     }
-    let k = crate::fastpath::model::keys(s);
-    for (teid, pdr) in &k.teids {
-        let n = crate::fastpath::pipeline::rule_set(s, Some(*teid), None)
-            .pdrs
-            .len();
-        let all = s
-            .pdrs
-            .values()
-            .filter(|p| {
-                s.effective_pdi(p)
-                    .local_fteid
-                    .is_some_and(|f| f.teid == *teid)
-            })
-            .count();
-        if all > n {
-            return Err(Rejection::rule(
-                FailedRuleId::PDR,
-                *pdr as u32,
-                format!("more than {MAX_PDRS_PER_KEY} PDRs on one F-TEID"),
-            ));
+    // PDRs one lookup key reaches: a local F-TEID's TEID.
+    let mut per_teid: Vec<(u32, u16, usize)> = Vec::new();
+    for p in s.pdrs.values() {
+        if let Some(f) = s.effective_pdi(p).local_fteid {
+            match per_teid.iter_mut().find(|(t, _, _)| *t == f.teid) {
+                Some(e) => e.2 += 1,
+                None => per_teid.push((f.teid, p.id, 1)),
+            }
         }
+    }
+    if let Some((_, pdr, _)) = per_teid
+        .iter()
+        .find(|(_, _, n)| *n > MAX_PDRS_PER_KEY as usize)
+    {
+        return Err(Rejection::rule(
+            FailedRuleId::PDR,
+            *pdr as u32,
+            format!("more than {MAX_PDRS_PER_KEY} PDRs on one F-TEID"),
+        ));
     }
     for f in s.fars.values() {
         if let Some(b) = f.bar_id {

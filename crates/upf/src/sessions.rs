@@ -422,7 +422,7 @@ impl Sessions {
 
 fn fastpath_rejection(e: crate::fastpath::FastPathError) -> Rejection {
     match e {
-        crate::fastpath::FastPathError::Conflict { pdr_id, why } => {
+        crate::fastpath::FastPathError::Pdr { pdr_id, why } => {
             Rejection::rule(pfcp::ie::FailedRuleId::PDR, pdr_id as u32, why)
         }
         other => Rejection::cause(CauseValue::NO_RESOURCES_AVAILABLE, other.to_string()),

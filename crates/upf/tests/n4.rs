@@ -12,8 +12,8 @@ use pfcp::ie::{
 use pfcp::msg::{self, Msg};
 use pfcp::HeaderRepr;
 use upf::alloc::{TeidAllocator, UeIpPools};
-use upf::fastpath::model::Model;
 use upf::fastpath::teid_index::TeidIndex;
+use upf::model::Model;
 use upf::n4::{Event, N4Config, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
 use upf::sessions::Sessions;
@@ -42,7 +42,11 @@ fn node_with(teids: TeidAllocator) -> N4 {
         },
         Limits::default(),
     );
-    let sessions = Sessions::new(res, Box::new(Model::new(1 << 20)), 100_000);
+    let sessions = Sessions::new(
+        res,
+        Box::new(Model::new(1 << 20, Default::default())),
+        100_000,
+    );
     N4::new(
         N4Config {
             node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),

@@ -126,7 +126,7 @@ impl Default for Limits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatapathMode {
-    /// No forwarding: N4 only, rules kept in the reference pipeline's tables (for testing
+    /// No forwarding: N4 only, rules kept in the reference model's tables (for testing
     /// an SMF against upfd without network interfaces).
     #[default]
     None,

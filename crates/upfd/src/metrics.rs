@@ -4,20 +4,10 @@
 
 use std::fmt::Write;
 
-use upf::fastpath::pipeline::DropReason;
+use upf::abi::{DropReason, Stat};
 use upf::n4::N4;
 
 use crate::slowpath::SlowPath;
-
-const STAT_NAMES: [&str; 7] = [
-    "forwarded_uplink",
-    "forwarded_downlink",
-    "forwarded_n9",
-    "buffered",
-    "to_slowpath",
-    "passed_to_kernel",
-    "icmp_sent",
-];
 
 fn type_name(t: u8) -> String {
     pfcp::message_type::name(t)
@@ -105,7 +95,7 @@ pub fn render(
     if let Some(d) = datapath {
         let _ = writeln!(s, "# HELP upf_dropped_packets_total Packets the data path dropped, by reason.\n# TYPE upf_dropped_packets_total counter");
         for r in DropReason::ALL {
-            let (p, _) = d.get(r as usize).copied().unwrap_or_default();
+            let (p, _) = d.get(r.index()).copied().unwrap_or_default();
             let _ = writeln!(
                 s,
                 "upf_dropped_packets_total{{reason=\"{}\"}} {p}",
@@ -114,24 +104,26 @@ pub fn render(
         }
         let _ = writeln!(s, "# TYPE upf_dropped_bytes_total counter");
         for r in DropReason::ALL {
-            let (_, b) = d.get(r as usize).copied().unwrap_or_default();
+            let (_, b) = d.get(r.index()).copied().unwrap_or_default();
             let _ = writeln!(s, "upf_dropped_bytes_total{{reason=\"{}\"}} {b}", r.name());
         }
         let _ = writeln!(s, "# HELP upf_datapath_packets_total Packets by outcome.\n# TYPE upf_datapath_packets_total counter");
-        for (i, n) in STAT_NAMES.iter().enumerate() {
-            let (p, _) = d
-                .get(DropReason::ALL.len() + i)
-                .copied()
-                .unwrap_or_default();
-            let _ = writeln!(s, "upf_datapath_packets_total{{outcome=\"{n}\"}} {p}");
+        for o in Stat::ALL {
+            let (p, _) = d.get(o.index()).copied().unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "upf_datapath_packets_total{{outcome=\"{}\"}} {p}",
+                o.name()
+            );
         }
         let _ = writeln!(s, "# TYPE upf_datapath_bytes_total counter");
-        for (i, n) in STAT_NAMES.iter().enumerate() {
-            let (_, b) = d
-                .get(DropReason::ALL.len() + i)
-                .copied()
-                .unwrap_or_default();
-            let _ = writeln!(s, "upf_datapath_bytes_total{{outcome=\"{n}\"}} {b}");
+        for o in Stat::ALL {
+            let (_, b) = d.get(o.index()).copied().unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "upf_datapath_bytes_total{{outcome=\"{}\"}} {b}",
+                o.name()
+            );
         }
     }
     if let Some(sp) = slow {

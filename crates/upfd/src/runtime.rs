@@ -16,10 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UdpSocket};
 
 use upf::alloc::{TeidAllocator, UeIpPools};
-use upf::fastpath::model::Model;
-use upf::fastpath::pipeline::PipelineConfig;
 use upf::fastpath::teid_index::TeidIndex;
-use upf::fastpath::{FastPath, FastPathError, Usage};
+use upf::fastpath::{Config as DataPathConfig, FastPath, FastPathError, Usage};
+use upf::model::Model;
 use upf::n4::{to_ntp, usage_report, Event, N4Config, Out, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
 use upf::rules::Session;
@@ -193,7 +192,7 @@ fn start_xdp(cfg: &Config, teid_index: TeidIndex) -> anyhow::Result<Xdp> {
         .chain([n3_v6.map(IpAddr::V6), n9_v6.map(IpAddr::V6)])
         .flatten()
         .collect();
-    let pcfg = PipelineConfig {
+    let pcfg = DataPathConfig {
         local,
         n3_v4,
         n9_v4,
@@ -458,7 +457,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     };
     let fastpath: Box<dyn FastPath> = match &xdp {
         Some(x) => Box::new(Shared(x.dp.clone())),
-        None => Box::new(NoForwarding(Model::new(cfg.limits.max_sessions * 4))),
+        None => Box::new(NoForwarding(Model::new(
+            cfg.limits.max_sessions * 4,
+            DataPathConfig::default(),
+        ))),
     };
     let mut n4 = build(&cfg, fastpath, teid_index);
     let gtpu = match &xdp {
@@ -699,10 +701,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
 
 fn log_stats(dp: &Datapath) {
     let s = dp.stats();
-    let drops: Vec<String> = upf::fastpath::pipeline::DropReason::ALL
+    let drops: Vec<String> = upf::abi::DropReason::ALL
         .iter()
-        .filter(|r| s[**r as usize].0 > 0)
-        .map(|r| format!("{}={}", r.name(), s[*r as usize].0))
+        .filter(|r| s[r.index()].0 > 0)
+        .map(|r| format!("{}={}", r.name(), s[r.index()].0))
         .collect();
     info!(
         "data path drops: {}",

@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use pfcp::ie::{report_type, DownlinkDataServiceInformation, Flags};
 use pfcp::msg;
-use upf::fastpath::pipeline::{tunnel, PipelineConfig};
+use upf::fastpath::{Config as DataPathConfig, Event};
 use upf::n4::{Out, N4};
 use upf::rules::interface;
-use upf_bpf::datapath::{Datapath, Event as DpEvent, Role, EV_BUFFER, EV_QUOTA, EV_THRESHOLD};
+use upf_bpf::compile::{tunnel, Addresses};
+use upf_bpf::datapath::{parse_event, Datapath, Role};
 
 use crate::config::Buffering;
 
@@ -85,7 +86,7 @@ pub struct SlowPath {
     n6_ifindex: u32,
     n6_mac: [u8; 6],
     /// Our GTP-U addresses and how the data path picks a tunnel's family.
-    gtpu: PipelineConfig,
+    gtpu: DataPathConfig,
     buffers: HashMap<u64, SessionBuffer>,
     total: usize,
     cfg: Buffering,
@@ -106,7 +107,7 @@ impl SlowPath {
         dp: Rc<RefCell<Datapath>>,
         n6_ifindex: u32,
         n6_mac: [u8; 6],
-        gtpu: PipelineConfig,
+        gtpu: DataPathConfig,
         cfg: Buffering,
         ei_per_sec: u64,
     ) -> Self {
@@ -132,16 +133,13 @@ impl SlowPath {
 
     /// A record from the data path's event ring.
     pub fn on_event(&mut self, raw: &[u8], n4: &mut N4, now: Instant) -> Vec<Out> {
-        let Some(e) = DpEvent::parse(raw) else {
-            return Vec::new();
-        };
-        match e.kind {
-            EV_BUFFER => self.buffer(e, n4, now),
-            EV_QUOTA | EV_THRESHOLD => {
-                self.signalled.push(e.seid);
+        match parse_event(raw) {
+            Some(Event::Buffered(b)) => self.buffer(b, n4, now),
+            Some(Event::QuotaExhausted { seid } | Event::ThresholdReached { seid }) => {
+                self.signalled.push(seid);
                 Vec::new()
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         }
     }
 
@@ -161,7 +159,7 @@ impl SlowPath {
         }
     }
 
-    fn buffer(&mut self, e: DpEvent, n4: &mut N4, now: Instant) -> Vec<Out> {
+    fn buffer(&mut self, e: upf::fastpath::Buffered, n4: &mut N4, now: Instant) -> Vec<Out> {
         let limit = self.limit_for(n4, e.seid);
         let b = self.buffers.entry(e.seid).or_insert(SessionBuffer {
             far_id: e.far_id,
@@ -179,7 +177,7 @@ impl SlowPath {
         // One Downlink Data Report per buffering period (clause 5.2.4.2, NOCP).
         if e.nocp && !b.notified {
             b.notified = true;
-            let pdr_id = e.pdr_id as u16;
+            let pdr_id = e.pdr_id;
             let qfi = n4.sessions.get(e.seid).and_then(|s| {
                 s.pdrs.get(&pdr_id).and_then(|p| {
                     p.qer_ids
@@ -403,7 +401,7 @@ impl SlowPath {
     /// End Marker packets on the old path (clause 5.9), over the family the data path
     /// used for it.
     pub fn end_markers(&mut self, old: &pfcp::ie::OuterHeaderCreation) -> GtpuOut {
-        let Some(t) = tunnel(&self.gtpu, interface::ACCESS, old) else {
+        let Some(t) = tunnel(&Addresses::from(&self.gtpu), interface::ACCESS, old) else {
             return Vec::new();
         };
         if old.teid.is_none() {
@@ -425,7 +423,7 @@ impl SlowPath {
         for fw in s.fars.values().filter_map(|f| f.forwarding.as_ref()) {
             let Some(t) = fw
                 .outer_header_creation
-                .and_then(|o| tunnel(&self.gtpu, fw.destination_interface, &o))
+                .and_then(|o| tunnel(&Addresses::from(&self.gtpu), fw.destination_interface, &o))
             else {
                 continue;
             };

@@ -64,7 +64,7 @@ fn heap_per_session() {
         Limits::default(),
     );
     let fp: Box<dyn upf::fastpath::FastPath> = if xdp {
-        let cfg = upf::fastpath::pipeline::PipelineConfig {
+        let cfg = upf::fastpath::Config {
             local: vec![IpAddr::V4(Ipv4Addr::new(10, 10, 0, 7))],
             n3_v4: Some(Ipv4Addr::new(10, 10, 0, 7)),
             ..Default::default()
@@ -77,7 +77,7 @@ fn heap_per_session() {
             .unwrap(),
         )
     } else {
-        Box::new(upf::fastpath::model::Model::new(1 << 22))
+        Box::new(upf::model::Model::new(1 << 22, Default::default()))
     };
     let mut sessions = Sessions::new(res, fp, n + 100);
     sessions.reserve(n + 100);

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
-use upf::fastpath::pipeline::{Egress, PipelineConfig};
+use upf::fastpath::{Config, Egress};
 use upf::rules::*;
 
 pub const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
@@ -22,10 +22,7 @@ pub fn root() -> bool {
 
 /// The data path loaded with tables for `cap`, configured with `cfg` and the test
 /// interfaces (ifindex 20 for N3 and N6, no N9).
-pub fn loaded(
-    cap: upf_bpf::datapath::Capacity,
-    cfg: PipelineConfig,
-) -> upf_bpf::datapath::Datapath {
+pub fn loaded(cap: upf_bpf::datapath::Capacity, cfg: Config) -> upf_bpf::datapath::Datapath {
     let mut dp = upf_bpf::datapath::Datapath::load(cap, cfg.clone()).expect("load (root)");
     dp.configure(cfg, 20, 20, 0).expect("configure");
     dp
@@ -189,7 +186,7 @@ pub const DN: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
 
 /// N3 on 10.10.0.7, every packet leaving by ifindex 20 through configured neighbours
 /// (no kernel FIB), so BPF_PROG_RUN forwards without interfaces.
-pub fn neigh_config() -> PipelineConfig {
+pub fn neigh_config() -> Config {
     let e = |n: u8| Egress {
         ifindex: 20,
         mtu: 1500,
@@ -199,7 +196,7 @@ pub fn neigh_config() -> PipelineConfig {
     let mut neigh = std::collections::HashMap::new();
     neigh.insert(IpAddr::V4(Ipv4Addr::UNSPECIFIED), e(1));
     neigh.insert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), e(2));
-    PipelineConfig {
+    Config {
         local: vec![IpAddr::V4(N3)],
         n3_v4: Some(N3),
         neigh,

@@ -1,13 +1,70 @@
-//! The data path behind a trait: `model` (the pure-Rust reference pipeline) and, in
-//! upfd, the XDP programs. Only implementations of [`FastPath`] touch forwarding state.
+//! The data path behind a trait: [`crate::model`] (the pure-Rust reference model) and,
+//! in upfd, the XDP programs (crates/bpf). Only implementations of [`FastPath`] touch
+//! forwarding state; both take the same [`Config`].
 
-pub mod model;
-pub mod pipeline;
 pub mod teid_index;
 
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use crate::rules::Session;
+
+/// A configured neighbour: where packets to an address leave, with the link-layer
+/// header to write (the data path's `neigh` table; then the kernel FIB is not asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Egress {
+    pub ifindex: u32,
+    pub mtu: u16,
+    pub smac: [u8; 6],
+    pub dmac: [u8; 6],
+}
+
+/// The data path's configuration: our GTP-U addresses, configured neighbours and the
+/// budget of unknown-TEID packets handed to upfd.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Our GTP-U addresses: G-PDUs to others are not ours.
+    pub local: Vec<IpAddr>,
+    /// Outer source towards the access network (N3) and towards other UPFs (N9; None:
+    /// the N3 address), per IP version.
+    pub n3_v4: Option<Ipv4Addr>,
+    pub n9_v4: Option<Ipv4Addr>,
+    pub n3_v6: Option<Ipv6Addr>,
+    pub n9_v6: Option<Ipv6Addr>,
+    /// Neighbours by destination; the unspecified address of a family is its default.
+    /// Empty: the kernel FIB decides.
+    pub neigh: HashMap<IpAddr, Egress>,
+    /// Unknown-TEID packets passed to upfd per second (0: none), and at once.
+    pub slowpath_per_sec: u64,
+    pub slowpath_burst: u64,
+}
+
+/// A packet the data path handed to upfd for a buffering FAR (TS 29.244 clause 5.2.1,
+/// BUFF): the user's IP packet, and whether the FAR asks to notify the CP function
+/// (NOCP: a Downlink Data Report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buffered {
+    pub seid: u64,
+    pub far_id: u32,
+    pub pdr_id: u16,
+    pub nocp: bool,
+    pub packet: Vec<u8>,
+}
+
+/// What the data path tells upfd on its own (the XDP programs' event ring).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Buffered(Buffered),
+    /// A URR of the session used up its volume quota: the data path stopped its PDRs.
+    QuotaExhausted {
+        seid: u64,
+    },
+    /// A URR of the session reached its volume threshold.
+    ThresholdReached {
+        seid: u64,
+    },
+}
 
 /// Counts of one URR, summed over the data path's CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,9 +103,10 @@ impl Usage {
 pub enum FastPathError {
     #[error("data path table {0} is full")]
     Full(&'static str),
-    /// A lookup key of PDR `pdr_id` is taken by another session.
+    /// PDR `pdr_id` cannot be installed: a lookup key of it is taken by another
+    /// session, or it needs more than the data path holds (bpf/include/abi.h limits).
     #[error("PDR {pdr_id}: {why}")]
-    Conflict { pdr_id: u16, why: String },
+    Pdr { pdr_id: u16, why: String },
     #[error("data path error: {0}")]
     Io(String),
 }

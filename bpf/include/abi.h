@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The one definition of every number the data path shares with upfd: limits, flag bits,
+ * table codes, drop reasons and counters. Rust does not copy them: crates/upf/build.rs
+ * reads this file and generates `upf::abi`, and a test (crates/bpf/tests/abi.rs) checks
+ * the generated constants against the enums clang put into the object's BTF.
+ *
+ * So that the generator stays simple, this file holds only enums (and, at the end, the
+ * struct that names them all), one member per line: `NAME = value,` (a decimal or hex
+ * literal, or a member named before) or `NAME,` (the previous value + 1); a comment
+ * after a member becomes its doc comment in Rust. Struct layouts are in upf_maps.h (Rust
+ * gets them from the BTF, through the skeleton). */
+#ifndef UPF_ABI_H
+#define UPF_ABI_H
+
+/* What one rule may hold in the data path: upfd refuses rules beyond these with the
+ * offending rule's ID (TS 29.244 clause 7.2.2.4). */
+enum upf_limit {
+	MAX_PDRS_PER_KEY = 8,   /* PDRs reached by one lookup key (a power of two) */
+	MAX_SDF_PER_PDR = 8,    /* SDF match entries of one PDR */
+	MAX_QERS_PER_PDR = 2,   /* QERs one PDR applies */
+	MAX_URRS_PER_PDR = 4,   /* URRs one PDR counts in */
+	MAX_LOCAL_ADDRS = 4,    /* GTP-U addresses of each IP version */
+	EVENT_MAX_PACKET = 2048, /* octets of a packet handed up for buffering, at most */
+	GTP_MAX_EXT = 4,        /* GTP-U extension headers walked; more: handed to upfd */
+	IPV6_MAX_EXT = 8,       /* IPv6 extension headers walked before the upper layer */
+};
+
+/* Sentinels in single-octet fields. */
+enum upf_none {
+	QFI_ANY = 0xff,  /* pdr.qfi: no QFI condition; qer.qfi: no PDU Session Container */
+	OHR_NONE = 0xff, /* pdr.ohr: no Outer Header Removal */
+};
+
+/* struct far's action (Apply Action, TS 29.244 clause 8.2.26). */
+enum far_action {
+	FAR_DROP = 0x01,
+	FAR_FORW = 0x02,
+	FAR_BUFF = 0x04,
+	FAR_NOCP = 0x08, /* with FAR_BUFF: notify the CP function (one Downlink Data Report) */
+};
+
+/* struct far's ohc: which outer header to create (clause 8.2.56). */
+enum far_ohc {
+	OHC_NONE = 0,
+	OHC_GTPU_V4 = 1,
+	OHC_GTPU_V6 = 2,
+	OHC_UNSUPPORTED = 3, /* asked for a tunnel we cannot build: drop */
+};
+
+/* struct far's flags. */
+enum far_flag {
+	FAR_F_TOS = 0x01, /* tos holds the Transport Level Marking for the outer header */
+};
+
+/* struct rule_set's hot: which copies travel in the rule set. */
+enum rs_hot {
+	RS_HOT_PDR0 = 0x01, /* pdr0 is a copy of pdrs[pdr[0]] */
+	RS_HOT_FAR0 = 0x02, /* far0 is a copy of fars[pdr0.far] */
+};
+
+/* struct qer's flags. */
+enum qer_flag {
+	QER_F_MBR_UL = 0x01,
+	QER_F_MBR_DL = 0x02,
+	QER_F_RQI = 0x04,
+	QER_F_PPI = 0x08,
+};
+
+/* Units of the MBR's GCRA (include/qer.h). */
+enum qer_unit {
+	QER_COST_SHIFT = 20, /* qer.cost_*: nanoseconds per octet x 2^QER_COST_SHIFT */
+};
+
+/* URR state cells (urr_state). */
+enum urr_cell_size {
+	URR_CELL = 64, /* octets of each cell: struct urr_shared, struct urr_counters */
+};
+
+/* struct urr_shared's quota_flags. */
+enum urr_quota_flag {
+	URR_Q_VOLUME = 0x01,   /* a volume quota is set: stop when remaining < 0 */
+	URR_Q_NOTIFIED = 0x02, /* upfd was told the quota ran out */
+};
+
+/* struct sdf_match's flags: which conditions apply (one port range per side). */
+enum sdf_flag {
+	SDF_F_PROTOCOL = 0x001,      /* protocol must equal the packet's */
+	SDF_F_REMOTE_ADDR = 0x002,   /* the remote address within remote.addr/mask */
+	SDF_F_REMOTE_NEGATE = 0x004, /* with SDF_F_REMOTE_ADDR: outside instead */
+	SDF_F_REMOTE_PORTS = 0x008,  /* the remote port within remote.port_lo..=port_hi */
+	SDF_F_UE_ADDR = 0x010,       /* the UE side address within ue.addr/mask */
+	SDF_F_UE_NEGATE = 0x020,     /* with SDF_F_UE_ADDR: outside instead */
+	SDF_F_UE_PORTS = 0x040,      /* the UE side port within ue.port_lo..=port_hi */
+	SDF_F_UE_ASSIGNED = 0x080,   /* the UE side is `assigned` (the PDI's UE address) */
+	SDF_F_TOS = 0x100,           /* tos & tos_mask == tos_value */
+	SDF_F_SPI = 0x200,           /* the IPsec SPI equals spi */
+	SDF_F_FLOW_LABEL = 0x400,    /* the IPv6 flow label equals flow_label */
+};
+
+/* struct upf_config's flags. */
+enum cfg_flag {
+	CFG_F_STATIC_NEIGH = 0x01, /* use the neigh table only, not the kernel FIB */
+};
+
+/* The next-hop cache's generation word (nh_gen): bit 0, the rest is the generation. */
+enum nh_flag {
+	NH_BY_DESTINATION = 1, /* the FIB's answer cannot depend on the source address */
+};
+
+/* struct event's type. */
+enum event_type {
+	EV_BUFFER = 1,    /* a packet for a FAR that buffers (with FAR_NOCP: notify) */
+	EV_QUOTA = 2,     /* a URR's volume quota ran out */
+	EV_THRESHOLD = 3, /* a URR's volume threshold was reached */
+};
+
+/* Why the data path dropped a packet: named and counted per reason with its octets (as
+ * Cilium does), indices of the stats table. Operators see the name in lower case without
+ * DROP_ (upf_dropped_packets_total{reason="mbr_exceeded"}). */
+enum drop_reason {
+	DROP_UNKNOWN_TEID = 0, /* no session has the G-PDU's TEID */
+	DROP_NO_PDR,           /* the session has no PDR (or FAR) for the packet */
+	DROP_GATE_CLOSED,      /* a QER's gate is closed in the packet's direction */
+	DROP_MBR_EXCEEDED,     /* over a QER's maximum bit rate */
+	DROP_SPOOFED_SOURCE,   /* uplink whose source is not the session's UE */
+	DROP_MALFORMED_GTPU,   /* a G-PDU for us that cannot be parsed */
+	DROP_MALFORMED_IP,     /* the user's packet is not a well-formed IPv4/IPv6 packet */
+	DROP_MTU_EXCEEDED,     /* too long for the egress link with its new headers */
+	DROP_BUFFER_FULL,      /* no room to hand a packet up for buffering */
+	DROP_QUOTA_EXHAUSTED,  /* a URR's volume quota is used up */
+	DROP_FAR_DROP,         /* the FAR says drop */
+	DROP_TTL_EXCEEDED,     /* TTL / hop limit ran out at this hop */
+	DROP_NO_ROUTE,         /* no route or neighbour for the packet */
+	DROP_UNSUPPORTED,      /* rules this data path cannot apply to the packet */
+	DROP_SLOWPATH_LIMIT,   /* over the rate at which packets go to upfd */
+	DROP_MAX,
+};
+
+/* Other counters, after the drop reasons in the stats table (names as for drops, without
+ * STAT_). */
+enum stat_index {
+	STAT_FORWARDED_UPLINK = DROP_MAX, /* decapsulated towards the data network */
+	STAT_FORWARDED_DOWNLINK,          /* encapsulated towards the access network */
+	STAT_FORWARDED_N9,                /* G-PDUs relayed to another UPF */
+	STAT_BUFFERED,                    /* handed to upfd for a buffering FAR */
+	STAT_TO_SLOWPATH,                 /* GTP-U for upfd: echo, unknown TEID, ... */
+	STAT_PASSED_TO_KERNEL,            /* not for the UPF, or next hop unresolved */
+	STAT_ICMP_SENT,                   /* ICMP errors sent */
+	STAT_MAX,
+};
+
+/* Not read: names every enum above in one type, which upf.bpf.c instantiates so that
+ * the object's BTF carries them all (crates/bpf/tests/abi.rs reads them there). */
+struct abi_enums {
+	enum upf_limit limit;
+	enum upf_none none;
+	enum far_action far_action;
+	enum far_ohc far_ohc;
+	enum far_flag far_flag;
+	enum rs_hot rs_hot;
+	enum qer_flag qer_flag;
+	enum qer_unit qer_unit;
+	enum urr_cell_size urr_cell_size;
+	enum urr_quota_flag urr_quota_flag;
+	enum sdf_flag sdf_flag;
+	enum cfg_flag cfg_flag;
+	enum nh_flag nh_flag;
+	enum event_type event_type;
+	enum drop_reason drop_reason;
+	enum stat_index stat_index;
+};
+
+#endif

@@ -1,0 +1,304 @@
+//! The reference model: the data path's semantics written for clarity, in Rust, straight
+//! from the session's rules (TS 29.244 clause 5.2). It is the executable specification
+//! the XDP programs are tested against (ARCHITECTURE.md, "Differential testing of the
+//! fast path"), so it shares no code with the compiler that turns rules into the XDP
+//! programs' tables (crates/bpf/src/compile.rs): it finds PDRs, UE addresses, tunnels and
+//! rates in the rules itself, packet by packet. It shares the rule types, the numbers of
+//! bpf/include/abi.h (limits, drop reasons) and the SDF filters' parser and matcher
+//! (crate::sdf), whose compilation to table entries is the compiler's alone.
+//!
+//! - this file: the installed sessions, their lookup keys, counters and rate state;
+//!   [`FastPath`] for upfd's `datapath.mode: none` and for tests;
+//! - `packet.rs`: reading frames (Ethernet, the outer G-PDU, the inner IP packet);
+//! - `select.rs`: which PDRs a packet meets, and which takes it;
+//! - `pipeline.rs`: what the programs `xdp_n3` and `xdp_n6` do to a frame;
+//! - `encap.rs`: the headers the data path writes (outer IP/UDP/GTP-U, TTL).
+
+mod encap;
+mod packet;
+mod pipeline;
+mod select;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use crate::abi::{self, DropReason};
+use crate::fastpath::{Buffered, Config, FastPath, FastPathError, Usage};
+use crate::rules::{interface, Session};
+
+use self::select::{candidates, Key};
+
+/// What became of a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Drop(DropReason),
+    /// Left to the kernel (not for the UPF, or for upfd's sockets).
+    Pass,
+    /// Sent out of `ifindex` (XDP_REDIRECT, or XDP_TX when it is the ingress).
+    Redirect {
+        ifindex: u32,
+        frame: Vec<u8>,
+    },
+    /// Handed to upfd for a buffering FAR.
+    Buffer(Buffered),
+}
+
+/// A QER's MBR state per direction: the GCRA's theoretical arrival time (ns, 0: idle).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Buckets {
+    tat_ul: u64,
+    tat_dl: u64,
+}
+
+/// The model's lookup keys of a session: what a packet is found by, each with the first
+/// PDR (by ID) that brings it, for errors.
+#[derive(Debug, Default)]
+struct SessionKeys {
+    teids: Vec<(u32, u16)>,
+    ues: Vec<(IpAddr, u16)>,
+    routes: Vec<IpNet>,
+}
+
+impl SessionKeys {
+    /// Uplink: the local TEIDs of PDRs that receive G-PDUs. Downlink: the UE addresses
+    /// and framed routes of PDRs without a local F-TEID on the core side; there the UE
+    /// address is the packets' destination whatever its S/D flag says (pfcpsim leaves
+    /// it clear).
+    fn of(s: &Session) -> Self {
+        let mut k = SessionKeys::default();
+        for p in s.pdrs.values() {
+            let pdi = s.effective_pdi(p);
+            match pdi.local_fteid {
+                Some(f) => add(&mut k.teids, f.teid, p.id),
+                None if pdi.source_interface != interface::ACCESS => {
+                    for a in pdi.ue_ips.iter().flat_map(|u| u.addrs()) {
+                        add(&mut k.ues, a, p.id);
+                    }
+                    for r in &pdi.framed_routes {
+                        if !k.routes.contains(r) {
+                            k.routes.push(*r);
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+        k
+    }
+}
+
+/// What one session may ask of the data path (bpf/include/abi.h): at most
+/// MAX_PDRS_PER_KEY PDRs reached by one key, MAX_QERS_PER_PDR QERs and MAX_URRS_PER_PDR
+/// URRs on one PDR.
+fn check_limits(s: &Session, k: &SessionKeys) -> Result<(), FastPathError> {
+    for p in s.pdrs.values() {
+        let refuse = |why: String| FastPathError::Pdr { pdr_id: p.id, why };
+        if p.qer_ids.len() > abi::MAX_QERS_PER_PDR as usize {
+            return Err(refuse(format!(
+                "more than {} QERs on one PDR",
+                abi::MAX_QERS_PER_PDR
+            )));
+        }
+        if p.urr_ids.len() > abi::MAX_URRS_PER_PDR as usize {
+            return Err(refuse(format!(
+                "more than {} URRs on one PDR",
+                abi::MAX_URRS_PER_PDR
+            )));
+        }
+    }
+    let keys = (k.teids.iter().map(|(t, p)| (Key::Teid(*t), *p)))
+        .chain(k.ues.iter().map(|(a, p)| (Key::Ue(*a), *p)))
+        .chain(k.routes.iter().map(|r| (Key::Ue(r.network()), 0)));
+    for (key, pdr_id) in keys {
+        let (pdrs, _) = candidates(s, key);
+        if pdrs.len() > abi::MAX_PDRS_PER_KEY as usize {
+            return Err(FastPathError::Pdr {
+                pdr_id: if pdr_id == 0 { pdrs[0].id } else { pdr_id },
+                why: format!("more than {} PDRs on one lookup key", abi::MAX_PDRS_PER_KEY),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn add<K: PartialEq>(keys: &mut Vec<(K, u16)>, key: K, pdr: u16) {
+    if !keys.iter().any(|(x, _)| *x == key) {
+        keys.push((key, pdr));
+    }
+}
+
+/// The reference data path: installed sessions, the keys packets find them by, and
+/// the state the programs keep (MBR buckets, quotas, thresholds, URR counts, the
+/// per-reason counters).
+#[derive(Debug, Default)]
+pub struct Model {
+    config: Config,
+    /// Capacity of the lookup tables (what the BPF maps are sized to).
+    max_keys: usize,
+    /// The installed sessions (shared with the session table, not copied).
+    sessions: HashMap<u64, Arc<Session>>,
+    by_teid: HashMap<u32, u64>,
+    by_ue: HashMap<IpAddr, u64>,
+    routes: HashMap<IpNet, u64>,
+    usage: HashMap<(u64, u32), Usage>,
+    buckets: HashMap<(u64, u32), Buckets>,
+    quota: HashMap<(u64, u32), i64>,
+    /// Volume thresholds armed by upfd (they change no verdict).
+    threshold: HashMap<(u64, u32), i64>,
+    /// Packets and octets per drop reason and outcome (the stats table's indices).
+    stats: Vec<(u64, u64)>,
+    /// The slow path's GCRA (unknown TEIDs to upfd).
+    slowpath_tat: u64,
+    /// What `inject` sent through the model, for the slow path's tests.
+    injected: Vec<Verdict>,
+}
+
+impl Model {
+    /// A model whose lookup tables hold `max_keys` keys per direction.
+    pub fn new(max_keys: usize, config: Config) -> Self {
+        Model {
+            config,
+            max_keys,
+            stats: vec![(0, 0); crate::abi::STAT_MAX as usize],
+            ..Model::default()
+        }
+    }
+
+    /// The counters by index (drop reasons, then `abi::Stat`): packets and octets.
+    pub fn stats(&self) -> &[(u64, u64)] {
+        &self.stats
+    }
+
+    /// The verdicts of the frames sent through the model with `inject`, oldest first,
+    /// taken out.
+    pub fn take_injected(&mut self) -> Vec<Verdict> {
+        std::mem::take(&mut self.injected)
+    }
+
+    /// The session a downlink packet to `dst` belongs to: exact UE address, else the
+    /// longest framed route that holds it.
+    fn downlink_session(&self, dst: IpAddr) -> Option<u64> {
+        self.by_ue
+            .get(&dst)
+            .copied()
+            .or_else(|| self.route_of(dst).map(|(_, s)| s))
+    }
+
+    /// The longest framed route holding `a`, and its session.
+    fn route_of(&self, a: IpAddr) -> Option<(IpNet, u64)> {
+        self.routes
+            .iter()
+            .filter(|(n, _)| n.contains(&a))
+            .max_by_key(|(n, _)| n.prefix_len())
+            .map(|(n, s)| (*n, *s))
+    }
+
+    /// Keys of `k` taken by another session, or tables that would overflow. Keys the
+    /// session already holds are its own.
+    fn check_keys(&self, seid: u64, k: &SessionKeys) -> Result<(), FastPathError> {
+        for (t, pdr) in &k.teids {
+            if self.by_teid.get(t).is_some_and(|o| *o != seid) {
+                return Err(FastPathError::Pdr {
+                    pdr_id: *pdr,
+                    why: format!("TEID {t:#x} is already installed for another session"),
+                });
+            }
+        }
+        for (a, pdr) in &k.ues {
+            if self.by_ue.get(a).is_some_and(|o| *o != seid) {
+                return Err(FastPathError::Pdr {
+                    pdr_id: *pdr,
+                    why: format!("UE address {a} is already installed for another session"),
+                });
+            }
+        }
+        let new_teids = k
+            .teids
+            .iter()
+            .filter(|(t, _)| !self.by_teid.contains_key(t));
+        if self.by_teid.len() + new_teids.count() > self.max_keys {
+            return Err(FastPathError::Full("uplink"));
+        }
+        let new_ues = k.ues.iter().filter(|(a, _)| !self.by_ue.contains_key(a));
+        if self.by_ue.len() + new_ues.count() > self.max_keys {
+            return Err(FastPathError::Full("downlink"));
+        }
+        Ok(())
+    }
+
+    fn unindex(&mut self, seid: u64, k: &SessionKeys) {
+        for (t, _) in &k.teids {
+            if self.by_teid.get(t) == Some(&seid) {
+                self.by_teid.remove(t);
+            }
+        }
+        for (a, _) in &k.ues {
+            if self.by_ue.get(a) == Some(&seid) {
+                self.by_ue.remove(a);
+            }
+        }
+        for r in &k.routes {
+            if self.routes.get(r) == Some(&seid) {
+                self.routes.remove(r);
+            }
+        }
+    }
+}
+
+impl FastPath for Model {
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
+        let seid = new.up_seid;
+        let k = SessionKeys::of(new);
+        check_limits(new, &k)?;
+        self.check_keys(seid, &k)?;
+        if let Some(old) = old {
+            self.unindex(seid, &SessionKeys::of(old));
+            // URRs that no longer exist lose their counters; new ones start at zero.
+            for u in old.urrs.keys() {
+                if !new.urrs.contains_key(u) {
+                    self.usage.remove(&(seid, *u));
+                }
+            }
+        }
+        self.by_teid.extend(k.teids.iter().map(|(t, _)| (*t, seid)));
+        self.by_ue.extend(k.ues.iter().map(|(a, _)| (*a, seid)));
+        self.routes.extend(k.routes.iter().map(|r| (*r, seid)));
+        self.sessions.insert(seid, Arc::clone(new));
+        Ok(())
+    }
+
+    fn remove(&mut self, session: &Session) {
+        let seid = session.up_seid;
+        self.unindex(seid, &SessionKeys::of(session));
+        self.sessions.remove(&seid);
+        for u in session.urrs.keys() {
+            self.usage.remove(&(seid, *u));
+        }
+    }
+
+    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
+        self.usage.get(&(seid, urr_id)).copied().unwrap_or_default()
+    }
+
+    fn reset_usage(&mut self, seid: u64, urr_id: u32) {
+        self.usage.remove(&(seid, urr_id));
+    }
+
+    fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        match remaining {
+            Some(r) => self.quota.insert((seid, urr_id), r),
+            None => self.quota.remove(&(seid, urr_id)),
+        };
+    }
+
+    fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        // The model signals nothing: report.rs polls its URRs (signals_volume false).
+        match remaining {
+            Some(r) => self.threshold.insert((seid, urr_id), r),
+            None => self.threshold.remove(&(seid, urr_id)),
+        };
+    }
+}
