@@ -239,7 +239,7 @@ impl World {
     }
 
     fn check(&self) {
-        let s = &self.n4.sessions;
+        let s = &self.n4.sessions();
         let mut teids = 0;
         let mut ues = 0;
         for x in s.iter() {
@@ -250,11 +250,11 @@ impl World {
             teids += x.teids.len();
             ues += x.allocated_ue_ips.len();
         }
-        assert_eq!(s.res.teids.in_use(), teids, "TEIDs in use vs held");
-        if let Err(e) = s.res.teids.check() {
+        assert_eq!(s.resources().teids.in_use(), teids, "TEIDs in use vs held");
+        if let Err(e) = s.resources().teids.check() {
             panic!("TEID slots: {e}");
         }
-        assert_eq!(s.res.ue_ips.in_use(), ues, "UE addresses in use vs held");
+        assert_eq!(s.resources().ue_ips.in_use(), ues, "UE addresses in use vs held");
     }
 }
 

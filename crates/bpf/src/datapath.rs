@@ -22,7 +22,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 use upf::abi;
 use upf::fastpath::teid_index::TeidIndex;
-use upf::fastpath::{Buffered, Config, Egress, Event, FastPath, FastPathError, Usage};
+use upf::fastpath::{Buffered, Config, Egress, Event, FastPath, FastPathError, Reinject, Usage};
 use upf::rules::Session;
 
 use crate::compile::{compile, Addresses, Compiled, Key, Rule};
@@ -137,6 +137,9 @@ pub struct Datapath {
     nh_gen: u32,
     nh_by_destination: bool,
     cfg: Config,
+    /// Where frames from the data network arrive (`configure`): buffered packets are
+    /// sent through the N6 program as if they arrived there.
+    n6_ifindex: u32,
     cap: Capacity,
     ncpus: usize,
     boot_offset_ns: i128,
@@ -261,6 +264,7 @@ impl Datapath {
             nh_gen: 0,
             nh_by_destination: false,
             cfg: Config::default(),
+            n6_ifindex: 0,
             cap,
             ncpus,
             boot_offset_ns: unix_ns() - mono_ns(),
@@ -391,6 +395,7 @@ impl Datapath {
                 .map_err(io)?;
         }
         self.cfg = cfg;
+        self.n6_ifindex = n6_ifindex;
         Ok(())
     }
 
@@ -957,9 +962,8 @@ impl Datapath {
     }
 
     /// Run a frame through a program as if it arrived on `ifindex`, sending what the
-    /// program forwards (BPF_PROG_RUN with live frames): how buffered packets are
-    /// released, in order, once their FAR forwards. Returns the XDP action.
-    pub fn inject(&self, role: Role, ifindex: u32, frame: &[u8]) -> Result<u32, FastPathError> {
+    /// program forwards (BPF_PROG_RUN with live frames). Returns the XDP action.
+    fn inject(&self, role: Role, ifindex: u32, frame: &[u8]) -> Result<u32, FastPathError> {
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
         // egress_ifindex. The kernel wants data_end = the frame's length (else EINVAL).
         let len = u32::try_from(frame.len()).map_err(|_| io("frame too long"))?;
@@ -989,6 +993,14 @@ impl Datapath {
         let mut b = libbpf_rs::RingBufferBuilder::new();
         b.add(handle, f).map_err(io)?;
         b.build().map_err(io)
+    }
+}
+
+impl Reinject for Datapath {
+    /// Through `xdp_n6`, as if the frame arrived on the N6 interface: how buffered
+    /// packets are released, in order, once their FAR forwards.
+    fn reinject_n6(&mut self, frame: &[u8], _now: Instant) -> Result<(), FastPathError> {
+        self.inject(Role::N6, self.n6_ifindex, frame).map(|_| ())
     }
 }
 

@@ -18,8 +18,9 @@ use pfcp::message::message_type as mt;
 use pfcp::msg;
 
 use crate::procedures::{Created, Rejection};
+use crate::report::Report;
 use crate::rules::UeIp;
-use crate::sessions::{Report, Sessions};
+use crate::sessions::Sessions;
 
 /// Unanswered Session Report Requests allowed per association (see [`N4::can_report`]).
 pub const MAX_OUTSTANDING_REPORTS: usize = 64;
@@ -174,8 +175,8 @@ impl ResponseCache {
 
 /// The N4 side of the UP function.
 pub struct N4 {
-    pub cfg: N4Config,
-    pub sessions: Sessions,
+    cfg: N4Config,
+    sessions: Sessions,
     assocs: HashMap<NodeId, Association>,
     by_addr: HashMap<IpAddr, NodeId>,
     cache: ResponseCache,
@@ -183,8 +184,11 @@ pub struct N4 {
     setup_retry: HashMap<SocketAddr, Instant>,
     /// Unanswered Session Report Requests per CP function address.
     reports_pending: HashMap<SocketAddr, usize>,
+    /// Sessions with usage reports due that their CP function had no room for yet:
+    /// polled again at the next poll.
+    report_retry: Vec<u64>,
     next_seq: u32,
-    pub stats: Stats,
+    stats: Stats,
     events: Vec<Event>,
 }
 
@@ -203,18 +207,68 @@ impl N4 {
             outstanding: HashMap::new(),
             setup_retry: HashMap::new(),
             reports_pending: HashMap::new(),
+            report_retry: Vec::new(),
             next_seq: 1,
             stats: Stats::default(),
             events: Vec::new(),
         }
     }
 
+    /// The session table.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    pub fn config(&self) -> &N4Config {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
     /// Events since the last call.
     pub fn take_events(&mut self) -> Vec<Event> {
-        for seid in std::mem::take(&mut self.sessions.deleted) {
+        for seid in self.sessions.take_deleted() {
             self.events.push(Event::Deleted { seid });
         }
         std::mem::take(&mut self.events)
+    }
+
+    /// Poll the URRs of `signalled` (sessions whose volume quota or threshold the data
+    /// path signalled; None: the sessions polled periodically) and of the sessions left
+    /// over from the last poll, and send the reports due as Session Report Requests
+    /// (USAR). Each CP function takes at most MAX_OUTSTANDING_REPORTS unanswered
+    /// reports; the sessions beyond keep measuring and report at a later poll.
+    pub fn poll_reports(&mut self, now: Instant, signalled: Option<Vec<u64>>) -> Vec<Out> {
+        let mut seids = signalled.unwrap_or_else(|| self.sessions.polled_seids());
+        seids.append(&mut self.report_retry);
+        seids.sort_unstable();
+        seids.dedup();
+        let mut peer_of = HashMap::new();
+        let mut free = HashMap::new();
+        for &seid in &seids {
+            if let Some((peer, f)) = self.report_budget(seid) {
+                peer_of.insert(seid, peer);
+                free.entry(peer).or_insert(f);
+            }
+        }
+        let (due, deferred) = self.sessions.poll_reports(&seids, now, |seid| {
+            match peer_of.get(&seid).and_then(|p| free.get_mut(p)) {
+                Some(f) if *f > 0 => {
+                    *f -= 1;
+                    true
+                }
+                _ => false,
+            }
+        });
+        self.report_retry = deferred;
+        let mut out = Vec::new();
+        for (seid, reports) in due {
+            let body = msg::SessionReportRequest::usage(self.usage_reports(seid, &reports));
+            out.extend(self.send_report(seid, body, now));
+        }
+        out
     }
 
     /// Whether the CP function of session `seid` can take another Session Report
@@ -1256,7 +1310,7 @@ fn usage_report_plain(r: &Report) -> msg::UsageReport {
 }
 
 /// A Usage Report for a URR (clause 7.5.5.2): the measurements its Measurement Method asks.
-pub fn usage_report(urr: &crate::rules::Urr, r: &Report) -> msg::UsageReport {
+fn usage_report(urr: &crate::rules::Urr, r: &Report) -> msg::UsageReport {
     let mut rep = usage_report_plain(r);
     let m = &urr.rule.measurement_method;
     if !m.get(pfcp::ie::measurement_method::VOLUM) {

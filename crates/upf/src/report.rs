@@ -1,22 +1,331 @@
 //! Usage reporting (TS 29.244 clause 5.2.2): the URR state machines that turn the data
-//! path's counters into Usage Reports. Polled by the daemon; the data path itself stops
-//! traffic when a volume quota runs out (its quota table), this module reports it.
+//! path's counters into Usage Reports, and the per-URR state they keep ([`Reporting`]).
+//! The session table (sessions.rs) starts and ends the measurements; the daemon polls;
+//! the data path itself stops traffic when a volume quota runs out, this module reports
+//! it.
 //!
 //! Triggers handled (Reporting Triggers, clause 8.2.19): PERIO (Measurement Period),
 //! VOLTH (Volume Threshold), VOLQU (Volume Quota), TIMTH / TIMQU (Time Threshold and
 //! Quota, counted in seconds with traffic), START / STOPT (start and stop of traffic, with
 //! the Inactivity Detection Time), QUHTI (Quota Holding Time), LIUSA (linked URRs); IMMER
-//! and TERMR come from Query URR and deletion (sessions.rs). A URR that reports starts a
-//! new measurement: counts, thresholds and quotas apply to what comes after.
+//! and TERMR come from Query URR and deletion. A URR that reports starts a new
+//! measurement: counts, thresholds and quotas apply to what comes after.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pfcp::ie::reporting_triggers as rt;
 use pfcp::ie::Volume;
 
-use crate::fastpath::Usage;
-use crate::rules::Urr;
-use crate::sessions::{Report, ReportReason, Sessions};
+use crate::fastpath::{FastPath, Usage};
+use crate::rules::{Session, Urr};
+
+/// Why a report is made: one of the Usage Report Trigger bits (clause 8.2.41).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportReason {
+    /// The session (or URR) is deleted: TERMR.
+    Termination,
+    /// The CP function asked (Query URR): IMMER.
+    Immediate,
+    /// Measurement Period elapsed: PERIO.
+    Periodic,
+    /// Volume Threshold reached: VOLTH.
+    VolumeThreshold,
+    /// Volume Quota used up: VOLQU.
+    VolumeQuota,
+    /// Time Threshold reached: TIMTH.
+    TimeThreshold,
+    /// Time Quota used up: TIMQU.
+    TimeQuota,
+    /// Traffic started: START.
+    StartOfTraffic,
+    /// Traffic stopped (Inactivity Detection Time): STOPT.
+    StopOfTraffic,
+    /// No traffic for the Quota Holding Time: QUHTI.
+    QuotaHoldingTime,
+    /// A linked URR reported: LIUSA.
+    Linked,
+}
+
+impl ReportReason {
+    /// The Usage Report Trigger bit (numbering of `pfcp::ie::usage_report_trigger`).
+    pub fn bit(self) -> u16 {
+        use pfcp::ie::usage_report_trigger as t;
+        match self {
+            ReportReason::Termination => t::TERMR,
+            ReportReason::Immediate => t::IMMER,
+            ReportReason::Periodic => t::PERIO,
+            ReportReason::VolumeThreshold => t::VOLTH,
+            ReportReason::VolumeQuota => t::VOLQU,
+            ReportReason::TimeThreshold => t::TIMTH,
+            ReportReason::TimeQuota => t::TIMQU,
+            ReportReason::StartOfTraffic => t::START,
+            ReportReason::StopOfTraffic => t::STOPT,
+            ReportReason::QuotaHoldingTime => t::QUHTI,
+            ReportReason::Linked => t::LIUSA,
+        }
+    }
+}
+
+/// A URR's usage as reported, with the sequence number the report carries (UR-SEQN).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub urr_id: u32,
+    pub seqn: u32,
+    pub reason: ReportReason,
+    pub usage: Usage,
+    /// Seconds since the UNIX epoch when measurement started (installation or last report).
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Seconds since the UNIX epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Per-URR reporting state kept beside the counters.
+#[derive(Debug, Clone, Default)]
+struct UrrState {
+    seqn: u32,
+    start: u64,
+    /// Counts already reported (the data path's counters only grow).
+    reported: Usage,
+    /// Packets counted at the last poll, to see whether traffic flows.
+    seen_packets: u64,
+    last_activity: Option<Instant>,
+    next_periodic: Option<Instant>,
+    /// Seconds with traffic since the last report (time thresholds and quotas).
+    active_secs: u64,
+    last_poll: Option<Instant>,
+    traffic_on: bool,
+    quota_reported: bool,
+    /// The data path holds a quota for this URR.
+    quota_set: bool,
+    /// The data path holds an armed volume threshold for this URR.
+    threshold_set: bool,
+}
+
+impl UrrState {
+    /// A measurement that starts now.
+    fn starting_now() -> Box<Self> {
+        Box::new(UrrState {
+            start: unix_now(),
+            ..UrrState::default()
+        })
+    }
+}
+
+/// The reporting state of every URR of every session, and which sessions need polling.
+#[derive(Debug, Default)]
+pub struct Reporting {
+    /// Boxed, as the data path's table: growing the map moves pointers, not records.
+    urrs: HashMap<(u64, u32), Box<UrrState>>,
+    /// Sessions with a URR that must be polled periodically (time triggers, or volume
+    /// triggers when the data path does not signal them). The others report on the data
+    /// path's signals only: polling a million sessions every half second is what this
+    /// set avoids.
+    polled: HashSet<u64>,
+}
+
+impl Reporting {
+    /// Room for `n` URRs now, so the table never grows while SMFs wait.
+    pub fn reserve(&mut self, n: usize) {
+        self.urrs.reserve(n);
+    }
+
+    /// What was counted for a URR since its last report.
+    pub fn unreported(&self, fp: &dyn FastPath, seid: u64, urr_id: u32) -> Usage {
+        let total = fp.usage(seid, urr_id);
+        match self.urrs.get(&(seid, urr_id)) {
+            Some(st) => total.since(&st.reported),
+            None => total,
+        }
+    }
+
+    /// Start measuring a session's new URRs, and give the data path every URR's quota
+    /// and threshold (clause 5.2.2.2: what is left since the last report).
+    pub fn start(&mut self, fp: &mut dyn FastPath, s: &Session) {
+        for u in s.urrs.values() {
+            let st = self
+                .urrs
+                .entry((s.up_seid, u.id))
+                .or_insert_with(UrrState::starting_now);
+            // A new quota may be reported on again.
+            st.quota_reported = false;
+            let since = fp.usage(s.up_seid, u.id).since(&st.reported);
+            let left = quota_left(u, &since);
+            let threshold = threshold_left(u, &since);
+            // Only URRs that have or had a quota or threshold cost a table write.
+            if left.is_some() || st.quota_set {
+                st.quota_set = left.is_some();
+                fp.set_quota(s.up_seid, u.id, left);
+            }
+            if threshold.is_some() || st.threshold_set {
+                st.threshold_set = threshold.is_some();
+                fp.set_threshold(s.up_seid, u.id, threshold);
+            }
+        }
+        let signals = fp.signals_volume();
+        if s.urrs.values().any(|u| needs_polling(u, signals)) {
+            self.polled.insert(s.up_seid);
+        } else {
+            self.polled.remove(&s.up_seid);
+        }
+    }
+
+    /// Forget a session's URR (removed, or the session deleted).
+    pub fn forget(&mut self, seid: u64, urr_id: u32) {
+        self.urrs.remove(&(seid, urr_id));
+    }
+
+    /// Forget a session: nothing of it is polled any more.
+    pub fn forget_session(&mut self, s: &Session) {
+        self.polled.remove(&s.up_seid);
+        for u in s.urrs.keys() {
+            self.urrs.remove(&(s.up_seid, *u));
+        }
+    }
+
+    /// Sessions that must be polled periodically.
+    pub fn polled_seids(&self) -> Vec<u64> {
+        self.polled.iter().copied().collect()
+    }
+
+    /// Arm a URR's volume threshold again with what is left of it since the last report
+    /// (after a report, or after the data path signalled it early: it counts both
+    /// directions against the tightest of total, uplink and downlink).
+    pub fn rearm_threshold(&mut self, fp: &mut dyn FastPath, seid: u64, u: &Urr) {
+        let since = self.unreported(fp, seid, u.id);
+        let left = threshold_left(u, &since);
+        if let Some(st) = self.urrs.get_mut(&(seid, u.id)) {
+            if left.is_some() || st.threshold_set {
+                st.threshold_set = left.is_some();
+                fp.set_threshold(seid, u.id, left);
+            }
+        }
+    }
+
+    /// A usage report for URR `u` of session `seid`: what was counted since the last
+    /// report, which starts a new measurement.
+    pub fn report(
+        &mut self,
+        fp: &mut dyn FastPath,
+        seid: u64,
+        u: &Urr,
+        reason: ReportReason,
+    ) -> Report {
+        let now = unix_now();
+        let total = fp.usage(seid, u.id);
+        let st = self
+            .urrs
+            .entry((seid, u.id))
+            .or_insert_with(UrrState::starting_now);
+        st.seqn = st.seqn.wrapping_add(1);
+        let r = Report {
+            urr_id: u.id,
+            seqn: st.seqn - 1,
+            reason,
+            usage: total.since(&st.reported),
+            start: st.start,
+            end: now,
+        };
+        st.reported = total;
+        st.start = now;
+        st.active_secs = 0;
+        if st.threshold_set && reason != ReportReason::Termination {
+            self.rearm_threshold(fp, seid, u);
+        }
+        r
+    }
+
+    /// Poll the URRs of `seids` (sessions the data path signalled, or the periodic set;
+    /// `session` finds their rules). Returns the reports due, and the sessions that had
+    /// a report due but were refused by `may_report` (to be polled again later: a signal
+    /// does not repeat). Volume thresholds of the polled sessions are armed again with
+    /// what is left of them.
+    pub fn poll(
+        &mut self,
+        fp: &mut dyn FastPath,
+        session: impl Fn(u64) -> Option<Arc<Session>>,
+        seids: &[u64],
+        now: Instant,
+        mut may_report: impl FnMut(u64) -> bool,
+    ) -> (Vec<(u64, Vec<Report>)>, Vec<u64>) {
+        let mut out = Vec::new();
+        let mut deferred = Vec::new();
+        for &seid in seids {
+            let Some(s) = session(seid) else {
+                continue;
+            };
+            let mut due: Vec<(u32, ReportReason)> = Vec::new();
+            let mut next_states = Vec::new();
+            for urr in s.urrs.values() {
+                let total = fp.usage(seid, urr.id);
+                let st = self
+                    .urrs
+                    .entry((seid, urr.id))
+                    .or_insert_with(UrrState::starting_now);
+                // Whether traffic flows: kept whether or not a report goes out.
+                let active = total.total_packets() > st.seen_packets;
+                st.seen_packets = total.total_packets();
+                if active {
+                    if let Some(p) = st.last_poll {
+                        st.active_secs += now.duration_since(p).as_secs().max(1);
+                    }
+                    st.last_activity = Some(now);
+                }
+                st.last_poll = Some(now);
+                let u = total.since(&st.reported);
+                // What a report changes is decided on a copy, kept only if it is sent.
+                let mut next = (**st).clone();
+                if let Some(r) = reason(urr, &mut next, &u, active, now) {
+                    due.push((urr.id, r));
+                    next_states.push((urr.id, next));
+                }
+            }
+            if due.is_empty() {
+                for u in s.urrs.values() {
+                    if u.rule.reporting_triggers.get(rt::VOLTH) {
+                        self.rearm_threshold(fp, seid, u);
+                    }
+                }
+                continue;
+            }
+            if !may_report(seid) {
+                deferred.push(seid);
+                continue;
+            }
+            for (id, st) in next_states {
+                self.urrs.insert((seid, id), Box::new(st));
+            }
+            // Linked URRs report with the URRs they are linked to (clause 5.2.2.4).
+            let mut linked = Vec::new();
+            for (id, _) in &due {
+                for other in s.urrs.values() {
+                    if other.rule.linked_urr_ids.contains(id)
+                        && other.rule.reporting_triggers.get(rt::LIUSA)
+                        && !due.iter().any(|(x, _)| *x == other.id)
+                        && !linked.iter().any(|(x, _)| *x == other.id)
+                    {
+                        linked.push((other.id, ReportReason::Linked));
+                    }
+                }
+            }
+            due.extend(linked);
+            let reports = due
+                .into_iter()
+                .filter_map(|(id, r)| Some(self.report(fp, seid, s.urrs.get(&id)?, r)))
+                .collect();
+            out.push((seid, reports));
+        }
+        (out, deferred)
+    }
+}
 
 /// Default Inactivity Detection Time for STOPT when the URR names none (clause 8.2.14
 /// leaves it to the UP function).
@@ -30,7 +339,7 @@ fn volume_reached(limit: &Volume, u: &Usage) -> bool {
 
 /// The octets a URR may still use before its Volume Quota runs out, for the data path's
 /// quota table (None: no quota).
-pub fn quota_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
+fn quota_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
     let q = urr.rule.volume_quota?;
     // The data path counts both directions against one number: use the tightest.
     let mut left: Option<i64> = None;
@@ -50,7 +359,7 @@ pub fn quota_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
 /// report; `active` whether traffic flowed since the last poll.
 fn reason(
     urr: &Urr,
-    st: &mut crate::sessions::UrrState,
+    st: &mut UrrState,
     u: &Usage,
     active: bool,
     now: Instant,
@@ -129,7 +438,7 @@ fn reason(
 /// path's threshold table (None: no VOLTH). Like the quota, the tightest of total,
 /// uplink and downlink: the data path counts both directions against one number and may
 /// signal early; the poll that follows decides, then arms what is left.
-pub fn threshold_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
+fn threshold_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
     if !urr.rule.reporting_triggers.get(rt::VOLTH) {
         return None;
     }
@@ -150,7 +459,7 @@ pub fn threshold_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
 /// Whether a URR needs periodic polling: time-based triggers and duration measurement
 /// always; volume thresholds and quotas only when the data path does not signal them
 /// (`signals_volume`); linked usage reports ride on other URRs' reports.
-pub fn needs_polling(urr: &Urr, signals_volume: bool) -> bool {
+fn needs_polling(urr: &Urr, signals_volume: bool) -> bool {
     let t = &urr.rule.reporting_triggers;
     let volume = [rt::VOLTH, rt::VOLQU, rt::LIUSA];
     let timed = t.bits().any(|b| !volume.contains(&b));
@@ -159,101 +468,6 @@ pub fn needs_polling(urr: &Urr, signals_volume: bool) -> bool {
         .measurement_method
         .get(pfcp::ie::measurement_method::DURAT);
     timed || duration || (!signals_volume && (t.get(rt::VOLTH) || t.get(rt::VOLQU)))
-}
-
-/// Poll the URRs of the sessions that need periodic polling (`Sessions::polled_seids`):
-/// the reports due now, grouped by session (SEID). `may_report(seid)` is asked for each
-/// session with a report due; when it says no the session keeps measuring and reports
-/// on a later poll (nothing is lost).
-pub fn poll(
-    sessions: &mut Sessions,
-    now: Instant,
-    may_report: impl FnMut(u64) -> bool,
-) -> Vec<(u64, Vec<Report>)> {
-    let seids = sessions.polled_seids();
-    poll_sessions(sessions, &seids, now, may_report).0
-}
-
-/// Poll the URRs of `seids` (sessions the data path signalled, or the periodic set).
-/// Returns the reports due, and the sessions that had a report due but were refused by
-/// `may_report` (to be polled again later: a signal does not repeat). Volume thresholds
-/// of the polled sessions are armed again with what is left of them.
-pub fn poll_sessions(
-    sessions: &mut Sessions,
-    seids: &[u64],
-    now: Instant,
-    mut may_report: impl FnMut(u64) -> bool,
-) -> (Vec<(u64, Vec<Report>)>, Vec<u64>) {
-    let mut out = Vec::new();
-    let mut deferred = Vec::new();
-    for &seid in seids {
-        let Some(s) = sessions.get_arc(seid) else {
-            continue;
-        };
-        let mut due: Vec<(u32, ReportReason)> = Vec::new();
-        let mut next_states = Vec::new();
-        for urr in s.urrs.values() {
-            let total = sessions.fastpath.usage(seid, urr.id);
-            let st = sessions.urr_state.entry((seid, urr.id)).or_insert_with(|| {
-                Box::new(crate::sessions::UrrState {
-                    start: crate::sessions::unix_now(),
-                    ..Default::default()
-                })
-            });
-            // Whether traffic flows: kept whether or not a report goes out.
-            let active = total.total_packets() > st.seen_packets;
-            st.seen_packets = total.total_packets();
-            if active {
-                if let Some(p) = st.last_poll {
-                    st.active_secs += now.duration_since(p).as_secs().max(1);
-                }
-                st.last_activity = Some(now);
-            }
-            st.last_poll = Some(now);
-            let u = total.since(&st.reported);
-            // What a report changes is decided on a copy, kept only if it is sent.
-            let mut next = st.clone();
-            if let Some(r) = reason(urr, &mut next, &u, active, now) {
-                due.push((urr.id, r));
-                next_states.push((urr.id, next));
-            }
-        }
-        if due.is_empty() {
-            for u in s.urrs.values() {
-                if u.rule.reporting_triggers.get(rt::VOLTH) {
-                    sessions.rearm_threshold(seid, u.id);
-                }
-            }
-            continue;
-        }
-        if !may_report(seid) {
-            deferred.push(seid);
-            continue;
-        }
-        for (id, st) in next_states {
-            sessions.urr_state.insert((seid, id), st);
-        }
-        // Linked URRs report with the URRs they are linked to (clause 5.2.2.4).
-        let mut linked = Vec::new();
-        for (id, _) in &due {
-            for other in s.urrs.values() {
-                if other.rule.linked_urr_ids.contains(id)
-                    && other.rule.reporting_triggers.get(rt::LIUSA)
-                    && !due.iter().any(|(x, _)| *x == other.id)
-                    && !linked.iter().any(|(x, _)| *x == other.id)
-                {
-                    linked.push((other.id, ReportReason::Linked));
-                }
-            }
-        }
-        due.extend(linked);
-        let reports = due
-            .into_iter()
-            .map(|(id, r)| sessions.report(seid, id, r))
-            .collect();
-        out.push((seid, reports));
-    }
-    (out, deferred)
 }
 
 #[cfg(test)]
@@ -388,7 +602,7 @@ mod tests {
     fn start_and_stop_of_traffic() {
         let mut u = urr(&[rt::START, rt::STOPT]);
         u.rule.inactivity_detection_time = Some(5);
-        let mut st = crate::sessions::UrrState::default();
+        let mut st = UrrState::default();
         let t0 = Instant::now();
         assert_eq!(
             reason(&u, &mut st, &usage(1, 0), true, t0),

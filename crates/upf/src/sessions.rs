@@ -10,113 +10,21 @@ use rand::Rng;
 
 use crate::fastpath::{FastPath, Usage};
 use crate::procedures::{self, Created, ModifyEffects, Rejection, Resources};
+use crate::report::{Report, ReportReason, Reporting};
 use crate::rules::Session;
 
-/// Why a report is made: one of the Usage Report Trigger bits (clause 8.2.41).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportReason {
-    /// The session (or URR) is deleted: TERMR.
-    Termination,
-    /// The CP function asked (Query URR): IMMER.
-    Immediate,
-    /// Measurement Period elapsed: PERIO.
-    Periodic,
-    /// Volume Threshold reached: VOLTH.
-    VolumeThreshold,
-    /// Volume Quota used up: VOLQU.
-    VolumeQuota,
-    /// Time Threshold reached: TIMTH.
-    TimeThreshold,
-    /// Time Quota used up: TIMQU.
-    TimeQuota,
-    /// Traffic started: START.
-    StartOfTraffic,
-    /// Traffic stopped (Inactivity Detection Time): STOPT.
-    StopOfTraffic,
-    /// No traffic for the Quota Holding Time: QUHTI.
-    QuotaHoldingTime,
-    /// A linked URR reported: LIUSA.
-    Linked,
-}
-
-impl ReportReason {
-    /// The Usage Report Trigger bit (numbering of `pfcp::ie::usage_report_trigger`).
-    pub fn bit(self) -> u16 {
-        use pfcp::ie::usage_report_trigger as t;
-        match self {
-            ReportReason::Termination => t::TERMR,
-            ReportReason::Immediate => t::IMMER,
-            ReportReason::Periodic => t::PERIO,
-            ReportReason::VolumeThreshold => t::VOLTH,
-            ReportReason::VolumeQuota => t::VOLQU,
-            ReportReason::TimeThreshold => t::TIMTH,
-            ReportReason::TimeQuota => t::TIMQU,
-            ReportReason::StartOfTraffic => t::START,
-            ReportReason::StopOfTraffic => t::STOPT,
-            ReportReason::QuotaHoldingTime => t::QUHTI,
-            ReportReason::Linked => t::LIUSA,
-        }
-    }
-}
-
-/// A URR's usage as reported, with the sequence number the report carries (UR-SEQN).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Report {
-    pub urr_id: u32,
-    pub seqn: u32,
-    pub reason: ReportReason,
-    pub usage: Usage,
-    /// Seconds since the UNIX epoch when measurement started (installation or last report).
-    pub start: u64,
-    pub end: u64,
-}
-
-/// Per-URR reporting state kept beside the counters.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct UrrState {
-    pub(crate) seqn: u32,
-    pub(crate) start: u64,
-    /// Counts already reported (the data path's counters only grow).
-    pub(crate) reported: Usage,
-    /// Packets counted at the last poll, to see whether traffic flows.
-    pub(crate) seen_packets: u64,
-    pub(crate) last_activity: Option<std::time::Instant>,
-    pub(crate) next_periodic: Option<std::time::Instant>,
-    /// Seconds with traffic since the last report (time thresholds and quotas).
-    pub(crate) active_secs: u64,
-    pub(crate) last_poll: Option<std::time::Instant>,
-    pub(crate) traffic_on: bool,
-    pub(crate) quota_reported: bool,
-    /// The data path holds a quota for this URR.
-    pub(crate) quota_set: bool,
-    /// The data path holds an armed volume threshold for this URR.
-    pub(crate) threshold_set: bool,
-}
-
+/// The session table: sessions by SEID and by CP function, the resources they hold
+/// (TEIDs, UE addresses), the data path they are installed in and their URRs' reporting
+/// state.
 pub struct Sessions {
     sessions: HashMap<u64, Arc<Session>>,
     by_node: HashMap<NodeId, HashSet<u64>>,
-    /// Boxed, as the data path's table: growing the map moves pointers, not records.
-    pub(crate) urr_state: HashMap<(u64, u32), Box<UrrState>>,
-    /// Sessions with a URR that report.rs must poll periodically (time triggers, or
-    /// volume triggers when the data path does not signal them). The others report on
-    /// the data path's signals only: polling a million sessions every half second is
-    /// what this set avoids.
-    pub(crate) polled: HashSet<u64>,
-    pub res: Resources,
-    pub fastpath: Box<dyn FastPath>,
-    pub max_sessions: usize,
-    /// Sessions deleted since the owner last looked (so it can drop their buffers and
-    /// report state).
-    pub deleted: Vec<u64>,
-}
-
-/// Seconds since the UNIX epoch.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    reporting: Reporting,
+    res: Resources,
+    fastpath: Box<dyn FastPath>,
+    max_sessions: usize,
+    /// Sessions deleted since the owner last looked (so it can drop their buffers).
+    deleted: Vec<u64>,
 }
 
 impl Sessions {
@@ -124,8 +32,7 @@ impl Sessions {
         Sessions {
             sessions: HashMap::new(),
             by_node: HashMap::new(),
-            urr_state: HashMap::new(),
-            polled: HashSet::new(),
+            reporting: Reporting::default(),
             res,
             fastpath,
             max_sessions,
@@ -138,7 +45,7 @@ impl Sessions {
     /// request behind it. Untouched room costs address space, not memory.
     pub fn reserve(&mut self, n: usize) {
         self.sessions.reserve(n);
-        self.urr_state.reserve(n);
+        self.reporting.reserve(n);
         self.res.teids.reserve(n);
     }
 
@@ -165,11 +72,17 @@ impl Sessions {
 
     /// What was counted for a URR since its last report.
     pub fn unreported(&self, seid: u64, urr_id: u32) -> Usage {
-        let total = self.fastpath.usage(seid, urr_id);
-        match self.urr_state.get(&(seid, urr_id)) {
-            Some(st) => total.since(&st.reported),
-            None => total,
-        }
+        self.reporting.unreported(&*self.fastpath, seid, urr_id)
+    }
+
+    /// The TEIDs and UE addresses the sessions hold.
+    pub fn resources(&self) -> &Resources {
+        &self.res
+    }
+
+    /// The sessions deleted since the last call (so their buffers can be dropped).
+    pub fn take_deleted(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.deleted)
     }
 
     /// Sessions of one CP function.
@@ -190,69 +103,27 @@ impl Sessions {
         }
     }
 
-    /// Start measuring new URRs, and give the data path every URR's quota (clause
-    /// 5.2.2.2: what is left of the Volume Quota since the last report).
-    fn start_urrs(&mut self, s: &Session) {
-        let now = unix_now();
-        for u in s.urrs.values() {
-            let st = self.urr_state.entry((s.up_seid, u.id)).or_insert_with(|| {
-                Box::new(UrrState {
-                    start: now,
-                    ..UrrState::default()
-                })
-            });
-            // A new quota may be reported on again.
-            st.quota_reported = false;
-            let used = self.fastpath.usage(s.up_seid, u.id);
-            let since = match self.urr_state.get(&(s.up_seid, u.id)) {
-                Some(st) => used.since(&st.reported),
-                None => used,
-            };
-            let left = crate::report::quota_left(u, &since);
-            let threshold = crate::report::threshold_left(u, &since);
-            // Only URRs that have or had a quota or threshold cost a table write.
-            if let Some(st) = self.urr_state.get_mut(&(s.up_seid, u.id)) {
-                if left.is_some() || st.quota_set {
-                    st.quota_set = left.is_some();
-                    self.fastpath.set_quota(s.up_seid, u.id, left);
-                }
-                if threshold.is_some() || st.threshold_set {
-                    st.threshold_set = threshold.is_some();
-                    self.fastpath.set_threshold(s.up_seid, u.id, threshold);
-                }
-            }
-        }
-        let signals = self.fastpath.signals_volume();
-        if s.urrs
-            .values()
-            .any(|u| crate::report::needs_polling(u, signals))
-        {
-            self.polled.insert(s.up_seid);
-        } else {
-            self.polled.remove(&s.up_seid);
-        }
-    }
-
-    /// Sessions report.rs polls periodically (see `polled`).
+    /// Sessions polled periodically for their URRs (see [`Reporting::poll`]).
     pub fn polled_seids(&self) -> Vec<u64> {
-        self.polled.iter().copied().collect()
+        self.reporting.polled_seids()
     }
 
-    /// Arm a URR's volume threshold again with what is left of it since the last report
-    /// (after a report, or after the data path signalled it early: it counts both
-    /// directions against the tightest of total, uplink and downlink).
-    pub fn rearm_threshold(&mut self, seid: u64, urr_id: u32) {
-        let Some(u) = self.sessions.get(&seid).and_then(|s| s.urrs.get(&urr_id)) else {
-            return;
-        };
-        let since = self.unreported(seid, urr_id);
-        let left = crate::report::threshold_left(u, &since);
-        if let Some(st) = self.urr_state.get_mut(&(seid, urr_id)) {
-            if left.is_some() || st.threshold_set {
-                st.threshold_set = left.is_some();
-                self.fastpath.set_threshold(seid, urr_id, left);
-            }
-        }
+    /// Poll the URRs of `seids` (sessions the data path signalled, or the periodic set):
+    /// the reports due by session, and the sessions `may_report` refused (to poll again).
+    pub fn poll_reports(
+        &mut self,
+        seids: &[u64],
+        now: std::time::Instant,
+        may_report: impl FnMut(u64) -> bool,
+    ) -> (Vec<(u64, Vec<Report>)>, Vec<u64>) {
+        let sessions = &self.sessions;
+        self.reporting.poll(
+            &mut *self.fastpath,
+            |seid| sessions.get(&seid).cloned(),
+            seids,
+            now,
+            may_report,
+        )
     }
 
     /// PFCP Session Establishment (clause 6.3.2 / 7.5.2).
@@ -283,7 +154,7 @@ impl Sessions {
         }
         self.res.commit();
         self.by_node.entry(node.clone()).or_default().insert(seid);
-        self.start_urrs(&s);
+        self.reporting.start(&mut *self.fastpath, &s);
         self.sessions.insert(seid, s);
         Ok((seid, created))
     }
@@ -313,7 +184,7 @@ impl Sessions {
         // Final counts of removed URRs must be read before the data path forgets them.
         let mut reports = Vec::new();
         for u in &fx.removed_urrs {
-            reports.push(self.report(seid, *u, ReportReason::Termination));
+            reports.extend(self.report(old, *u, ReportReason::Termination));
         }
         let new = Arc::new(new);
         if let Err(e) = self.fastpath.install(Some(old), &new) {
@@ -323,12 +194,12 @@ impl Sessions {
         self.res.commit();
         self.res.release_dropped(old, Some(&new));
         for u in &fx.removed_urrs {
-            self.urr_state.remove(&(seid, *u));
+            self.reporting.forget(seid, *u);
         }
         for u in &fx.query_urrs {
-            reports.push(self.report(seid, *u, ReportReason::Immediate));
+            reports.extend(self.report(&new, *u, ReportReason::Immediate));
         }
-        self.start_urrs(&new);
+        self.reporting.start(&mut *self.fastpath, &new);
         self.sessions.insert(seid, new);
         Ok((fx, reports))
     }
@@ -356,50 +227,28 @@ impl Sessions {
         }
     }
 
-    /// A usage report for one URR: what was counted since the last report.
-    pub fn report(&mut self, seid: u64, urr_id: u32, reason: ReportReason) -> Report {
-        let now = unix_now();
-        let total = self.fastpath.usage(seid, urr_id);
-        let st = self.urr_state.entry((seid, urr_id)).or_insert_with(|| {
-            Box::new(UrrState {
-                start: now,
-                ..UrrState::default()
-            })
-        });
-        st.seqn = st.seqn.wrapping_add(1);
-        let r = Report {
-            urr_id,
-            seqn: st.seqn - 1,
-            reason,
-            usage: total.since(&st.reported),
-            start: st.start,
-            end: now,
-        };
-        st.reported = total;
-        st.start = now;
-        st.active_secs = 0;
-        let armed = st.threshold_set;
-        if armed && reason != ReportReason::Termination {
-            self.rearm_threshold(seid, urr_id);
-        }
-        r
+    /// A usage report for URR `urr_id` of session `s`: what was counted since the last
+    /// report (None: the session has no such URR).
+    fn report(&mut self, s: &Session, urr_id: u32, reason: ReportReason) -> Option<Report> {
+        let u = s.urrs.get(&urr_id)?;
+        Some(
+            self.reporting
+                .report(&mut *self.fastpath, s.up_seid, u, reason),
+        )
     }
 
     /// PFCP Session Deletion (clause 6.3.4): remove, with a final report per URR.
     pub fn delete(&mut self, seid: u64) -> Option<(Arc<Session>, Vec<Report>)> {
-        let urrs: Vec<u32> = self.sessions.get(&seid)?.urrs.keys().copied().collect();
-        let reports = urrs
-            .into_iter()
-            .map(|u| self.report(seid, u, ReportReason::Termination))
-            .collect();
         let s = self.sessions.remove(&seid)?;
-        self.polled.remove(&seid);
+        let reports = s
+            .urrs
+            .keys()
+            .filter_map(|u| self.report(&s, *u, ReportReason::Termination))
+            .collect();
+        self.reporting.forget_session(&s);
         self.deleted.push(seid);
         self.fastpath.remove(&s);
         self.res.release_dropped(&s, None);
-        for u in s.urrs.keys() {
-            self.urr_state.remove(&(seid, *u));
-        }
         if let Some(set) = self.by_node.get_mut(&s.cp_node) {
             set.remove(&seid);
             if set.is_empty() {

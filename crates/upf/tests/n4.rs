@@ -30,6 +30,11 @@ fn node() -> N4 {
 }
 
 fn node_with(teids: TeidAllocator) -> N4 {
+    node_where(teids, |_| {})
+}
+
+/// A node whose configuration `edit` changed.
+fn node_where(teids: TeidAllocator, edit: impl FnOnce(&mut N4Config)) -> N4 {
     let mut pools = UeIpPools::default();
     pools.add("internet", "10.45.0.0/24".parse().unwrap());
     let res = Resources::new(
@@ -47,23 +52,22 @@ fn node_with(teids: TeidAllocator) -> N4 {
         Box::new(Model::new(1 << 20, Default::default())),
         100_000,
     );
-    N4::new(
-        N4Config {
-            node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
-            addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7)),
-            recovery_time_stamp: 3_900_000_000,
-            features: Flags::from_bits(&[pfcp::ie::up_function_features::FTUP], 2),
-            allowed_peers: vec!["127.0.0.0/8".parse().unwrap()],
-            smf_peers: Vec::new(),
-            heartbeat_interval: Duration::from_secs(5),
-            t1: Duration::from_secs(1),
-            n1: 2,
-            cache_ttl: Duration::from_secs(10),
-            cache_max: 1000,
-            graceful_release_period: Duration::from_secs(10),
-        },
-        sessions,
-    )
+    let mut cfg = N4Config {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
+        addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7)),
+        recovery_time_stamp: 3_900_000_000,
+        features: Flags::from_bits(&[pfcp::ie::up_function_features::FTUP], 2),
+        allowed_peers: vec!["127.0.0.0/8".parse().unwrap()],
+        smf_peers: Vec::new(),
+        heartbeat_interval: Duration::from_secs(5),
+        t1: Duration::from_secs(1),
+        n1: 2,
+        cache_ttl: Duration::from_secs(10),
+        cache_max: 1000,
+        graceful_release_period: Duration::from_secs(10),
+    };
+    edit(&mut cfg);
+    N4::new(cfg, sessions)
 }
 
 /// Send one request, expect exactly one response, parse it.
@@ -366,14 +370,14 @@ fn association_then_session_lifecycle() {
     assert_eq!(ue.ipv4, Some(Ipv4Addr::new(10, 45, 0, 1)));
     assert!(ue.destination);
     // The data path holds the keys.
-    let s = n.sessions.get(up.seid).unwrap();
+    let s = n.sessions().get(up.seid).unwrap();
     assert_eq!(s.cp_fseid.seid, 0x42);
     // Deletion answers to the CP SEID and frees everything.
     let d = delete(&mut n, SMF, up.seid, 3, now);
     assert_eq!(d.cause, CauseValue::REQUEST_ACCEPTED);
-    assert!(n.sessions.is_empty());
-    assert_eq!(n.sessions.res.teids.in_use(), 0);
-    assert_eq!(n.sessions.res.ue_ips.in_use(), 0);
+    assert!(n.sessions().is_empty());
+    assert_eq!(n.sessions().resources().teids.in_use(), 0);
+    assert_eq!(n.sessions().resources().ue_ips.in_use(), 0);
 }
 
 #[test]
@@ -403,8 +407,8 @@ fn duplicate_request_is_answered_from_the_cache() {
         a, b,
         "the retransmission gets the same response, byte for byte"
     );
-    assert_eq!(n.sessions.len(), 1, "and is not executed twice");
-    assert_eq!(n.stats.duplicates, 1);
+    assert_eq!(n.sessions().len(), 1, "and is not executed twice");
+    assert_eq!(n.stats().duplicates, 1);
     // The same sequence number from another peer is another request.
     setup(&mut n, SMF2, 1, now);
     let mut e = establishment(0x43, None);
@@ -414,11 +418,11 @@ fn duplicate_request_is_answered_from_the_cache() {
         &msg::emit(&HeaderRepr::session(0, 0, 77), &e),
         now,
     );
-    assert_eq!(n.sessions.len(), 2);
+    assert_eq!(n.sessions().len(), 2);
     // After the cache time the sequence number may be reused.
     let c = n.on_datagram(addr(SMF), &req, now + Duration::from_secs(60));
     assert_ne!(a, c);
-    assert_eq!(n.sessions.len(), 3);
+    assert_eq!(n.sessions().len(), 3);
 }
 
 #[test]
@@ -428,9 +432,9 @@ fn failing_modification_changes_nothing() {
     setup(&mut n, SMF, 1, now);
     let r = establish(&mut n, SMF, 2, &establishment(0x42, None), now);
     let seid = r.up_fseid.unwrap().seid;
-    let before = n.sessions.get(seid).unwrap().clone();
-    let teids = n.sessions.res.teids.in_use();
-    let ues = n.sessions.res.ue_ips.in_use();
+    let before = n.sessions().get(seid).unwrap().clone();
+    let teids = n.sessions().resources().teids.in_use();
+    let ues = n.sessions().resources().ue_ips.in_use();
     // Valid parts (a new uplink PDR with CHOOSE, a new FAR, an update of FAR 2) followed by
     // a PDR that points at a FAR that does not exist.
     let mut m = empty_modification();
@@ -464,23 +468,23 @@ fn failing_modification_changes_nothing() {
     );
     assert!(rsp.created_pdrs.is_empty());
     assert_eq!(
-        n.sessions.get(seid).unwrap(),
+        n.sessions().get(seid).unwrap(),
         &before,
         "the session is exactly as it was"
     );
     assert_eq!(
-        n.sessions.res.teids.in_use(),
+        n.sessions().resources().teids.in_use(),
         teids,
         "TEIDs allocated on the way were returned"
     );
-    assert_eq!(n.sessions.res.ue_ips.in_use(), ues);
+    assert_eq!(n.sessions().resources().ue_ips.in_use(), ues);
     // The same change without the bad PDR is accepted.
     m.create_pdrs.pop();
     let rsp = modify(&mut n, SMF, seid, 4, &m, now);
     assert_eq!(rsp.cause, CauseValue::REQUEST_ACCEPTED, "{rsp:?}");
     assert_eq!(rsp.created_pdrs.len(), 1);
     assert!(
-        n.sessions
+        n.sessions()
             .get(seid)
             .unwrap()
             .fars
@@ -508,7 +512,7 @@ fn removing_a_far_still_in_use_is_refused() {
     let rsp = modify(&mut n, SMF, seid, 3, &m, now);
     assert_eq!(rsp.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
     assert_eq!(rsp.failed_rule_id.unwrap().rule_type, FailedRuleId::PDR);
-    assert!(n.sessions.get(seid).unwrap().fars.contains_key(&1));
+    assert!(n.sessions().get(seid).unwrap().fars.contains_key(&1));
 }
 
 #[test]
@@ -544,7 +548,7 @@ fn choose_id_shares_one_fteid() {
     };
     assert_eq!(teid(1), teid(3), "same CHOOSE ID, same F-TEID");
     assert_ne!(teid(1), teid(4), "no CHOOSE ID, its own F-TEID");
-    assert_eq!(n.sessions.res.teids.in_use(), 2);
+    assert_eq!(n.sessions().resources().teids.in_use(), 2);
     // Another session's CHOOSE ID 7 is its own.
     let r2 = establish(&mut n, SMF, 3, &establishment(0x43, Some(7)), now);
     assert_ne!(
@@ -572,11 +576,11 @@ fn ue_ip_allocation_and_release() {
         assert!(ips.insert(ue), "each session gets its own address");
         seids.push(r.up_fseid.unwrap().seid);
     }
-    assert_eq!(n.sessions.res.ue_ips.in_use(), 10);
+    assert_eq!(n.sessions().resources().ue_ips.in_use(), 10);
     for (i, s) in seids.iter().enumerate() {
         delete(&mut n, SMF, *s, 100 + i as u32, now);
     }
-    assert_eq!(n.sessions.res.ue_ips.in_use(), 0);
+    assert_eq!(n.sessions().resources().ue_ips.in_use(), 0);
     // Released addresses are handed out again.
     let r = establish(&mut n, SMF, 200, &establishment(0x999, None), now);
     assert!(ips.contains(&r.created_pdrs[1].ue_ip_address[0].ipv4.unwrap()));
@@ -632,11 +636,11 @@ fn pool_exhaustion_is_all_dynamic_addresses_occupied() {
         let r = establish(&mut n, SMF, 10 + i, &establishment(i as u64 + 1, None), now);
         assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "session {i}");
     }
-    let teids = n.sessions.res.teids.in_use();
+    let teids = n.sessions().resources().teids.in_use();
     let r = establish(&mut n, SMF, 1000, &establishment(0xfff, None), now);
     assert_eq!(r.cause, CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
     assert_eq!(
-        n.sessions.res.teids.in_use(),
+        n.sessions().resources().teids.in_use(),
         teids,
         "the CHOOSE TEID of the refused session was returned"
     );
@@ -649,7 +653,7 @@ fn request_from_a_peer_without_association() {
     let r = establish(&mut n, SMF, 2, &establishment(0x42, None), now);
     assert_eq!(r.cause, CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION);
     assert!(r.up_fseid.is_none());
-    assert!(n.sessions.is_empty());
+    assert!(n.sessions().is_empty());
     // Another peer's session cannot be touched by a peer that is associated but not its owner.
     setup(&mut n, SMF, 1, now);
     setup(&mut n, SMF2, 1, now);
@@ -659,7 +663,7 @@ fn request_from_a_peer_without_association() {
         .seid;
     let d = delete(&mut n, SMF2, seid, 4, now);
     assert_eq!(d.cause, CauseValue::SESSION_CONTEXT_NOT_FOUND);
-    assert_eq!(n.sessions.len(), 1);
+    assert_eq!(n.sessions().len(), 1);
     // Unknown SEID.
     let d = delete(&mut n, SMF, 0xdead, 5, now);
     assert_eq!(d.cause, CauseValue::SESSION_CONTEXT_NOT_FOUND);
@@ -667,8 +671,9 @@ fn request_from_a_peer_without_association() {
 
 #[test]
 fn association_from_a_peer_not_allowed() {
-    let mut n = node();
-    n.cfg.allowed_peers = vec!["192.0.2.0/24".parse().unwrap()];
+    let mut n = node_where(TeidAllocator::new(1, 0xffff_ffff), |c| {
+        c.allowed_peers = vec!["192.0.2.0/24".parse().unwrap()]
+    });
     match setup(&mut n, SMF, 1, Instant::now()) {
         Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_REJECTED),
         m => panic!("{m:?}"),
@@ -702,7 +707,7 @@ fn heartbeats_and_peer_loss() {
     assert!(n
         .on_datagram(addr(SMF), &heartbeat_response(h.sequence, 1), t)
         .is_empty());
-    assert_eq!(n.sessions.len(), 1);
+    assert_eq!(n.sessions().len(), 1);
     // The next one is not answered: T1 retransmissions, then the peer is declared lost.
     let mut t = t + Duration::from_secs(5);
     let first = n.on_timer(t);
@@ -715,7 +720,7 @@ fn heartbeats_and_peer_loss() {
     t += Duration::from_secs(1);
     n.on_timer(t);
     assert!(n.associations().is_empty());
-    assert!(n.sessions.is_empty(), "the lost peer's sessions are gone");
+    assert!(n.sessions().is_empty(), "the lost peer's sessions are gone");
     assert!(matches!(
         n.take_events()[0],
         Event::AssociationDown { sessions: 1, .. }
@@ -732,7 +737,7 @@ fn peer_restart_clears_its_sessions_only() {
     let mut e = establishment(0x43, None);
     e.node_id = NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 5));
     establish(&mut n, SMF2, 2, &e, t0);
-    assert_eq!(n.sessions.len(), 2);
+    assert_eq!(n.sessions().len(), 2);
     // SMF's heartbeat request carries a new Recovery Time Stamp: it restarted.
     let hb = msg::emit(
         &HeaderRepr::node(0, 50),
@@ -746,7 +751,7 @@ fn peer_restart_clears_its_sessions_only() {
         Msg::HeartbeatResponse(r) => assert_eq!(r.recovery_time_stamp, 3_900_000_000),
         m => panic!("{m:?}"),
     }
-    assert_eq!(n.sessions.len(), 1);
+    assert_eq!(n.sessions().len(), 1);
     assert!(n
         .take_events()
         .iter()
@@ -760,7 +765,7 @@ fn peer_restart_clears_its_sessions_only() {
         &heartbeat_response(seq, 99),
         t0 + Duration::from_secs(5),
     );
-    assert!(n.sessions.is_empty());
+    assert!(n.sessions().is_empty());
 }
 
 #[test]
@@ -772,7 +777,7 @@ fn association_release_and_re_setup() {
     // A new Association Setup from the same node replaces the association and, without
     // PFCP Session Retention Information, deletes its sessions (clause 6.2.6.2.2).
     setup(&mut n, SMF, 1, now);
-    assert!(n.sessions.is_empty());
+    assert!(n.sessions().is_empty());
     establish(&mut n, SMF, 3, &establishment(0x42, None), now);
     let rel = msg::AssociationReleaseRequest {
         node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
@@ -782,7 +787,7 @@ fn association_release_and_re_setup() {
         Msg::AssociationReleaseResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
         m => panic!("{m:?}"),
     }
-    assert!(n.sessions.is_empty());
+    assert!(n.sessions().is_empty());
     assert!(n.associations().is_empty());
 }
 
@@ -804,13 +809,14 @@ fn graceful_release_asks_then_ends() {
     assert!(!n.all_released());
     n.on_timer(now + Duration::from_secs(11));
     assert!(n.all_released());
-    assert!(n.sessions.is_empty());
+    assert!(n.sessions().is_empty());
 }
 
 #[test]
 fn upf_initiated_association() {
-    let mut n = node();
-    n.cfg.smf_peers = vec![addr(SMF)];
+    let mut n = node_where(TeidAllocator::new(1, 0xffff_ffff), |c| {
+        c.smf_peers = vec![addr(SMF)]
+    });
     let now = Instant::now();
     let out = n.start(now);
     assert_eq!(out.len(), 1);
@@ -989,7 +995,11 @@ fn malformed_requests_get_cause_and_offending_ie() {
         ask(&mut n, SMF, v2, now),
         Msg::VersionNotSupportedResponse(_)
     ));
-    assert_eq!(n.sessions.len(), 8, "only the other peer's sessions exist");
+    assert_eq!(
+        n.sessions().len(),
+        8,
+        "only the other peer's sessions exist"
+    );
 }
 
 #[test]
@@ -1018,8 +1028,8 @@ fn unsupported_features_are_refused_cleanly() {
     let r = establish(&mut n, SMF, 4, &e, now);
     assert_eq!(r.cause, CauseValue::CONDITIONAL_IE_MISSING);
     assert_eq!(r.offending_ie, Some(types::FORWARDING_PARAMETERS));
-    assert!(n.sessions.is_empty());
-    assert_eq!(n.sessions.res.teids.in_use(), 0);
+    assert!(n.sessions().is_empty());
+    assert_eq!(n.sessions().resources().teids.in_use(), 0);
 }
 
 /// A tunnel needs one of our addresses of the peer's IP version (TS 29.244 clause
@@ -1042,8 +1052,8 @@ fn outer_header_creation_needs_our_address_of_its_ip_version() {
             id: 2
         })
     );
-    assert!(n.sessions.is_empty());
-    assert_eq!(n.sessions.res.teids.in_use(), 0);
+    assert!(n.sessions().is_empty());
+    assert_eq!(n.sessions().resources().teids.in_use(), 0);
 
     let mut dual = OuterHeaderCreation::gtpu_ipv4(0x100, Ipv4Addr::new(10, 10, 0, 1));
     dual.description |= OuterHeaderCreation::GTPU_UDP_IPV6;
@@ -1148,7 +1158,7 @@ fn release_with_an_unknown_node_id_releases_the_senders_association() {
         m => panic!("{m:?}"),
     }
     assert!(n.associations().is_empty());
-    assert!(n.sessions.is_empty());
+    assert!(n.sessions().is_empty());
     // From a peer with no association it is still refused.
     match ask(
         &mut n,

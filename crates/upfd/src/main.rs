@@ -8,13 +8,16 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod config;
 #[macro_use]
 mod log;
+mod api;
+mod config;
+mod gtpu_sockets;
 mod metrics;
 mod routewatch;
 mod runtime;
 mod slowpath;
+mod xdp;
 
 #[derive(Parser)]
 #[command(

@@ -57,10 +57,10 @@ pub fn render(
         s,
         "# HELP upf_sessions PFCP sessions installed.\n# TYPE upf_sessions gauge"
     );
-    let _ = writeln!(s, "upf_sessions {}", n4.sessions.len());
+    let _ = writeln!(s, "upf_sessions {}", n4.sessions().len());
     let _ = writeln!(s, "# HELP upf_associations PFCP associations with CP functions.\n# TYPE upf_associations gauge");
     let _ = writeln!(s, "upf_associations {}", n4.associations().len());
-    let st = &n4.stats;
+    let st = n4.stats();
     let _ = writeln!(s, "# HELP upf_n4_requests_total PFCP requests received, by message type.\n# TYPE upf_n4_requests_total counter");
     let mut req: Vec<_> = st.requests.iter().collect();
     req.sort();
@@ -167,9 +167,9 @@ pub fn status(n4: &N4) -> String {
         .map(|(n, a)| serde_json::json!({"node_id": n.to_string(), "address": a.to_string()}))
         .collect();
     serde_json::json!({
-        "sessions": n4.sessions.len(),
+        "sessions": n4.sessions().len(),
         "associations": assocs,
-        "recovery_time_stamp": n4.cfg.recovery_time_stamp,
+        "recovery_time_stamp": n4.config().recovery_time_stamp,
     })
     .to_string()
 }

@@ -2,12 +2,14 @@
 //! links, addresses, routes, policy rules and neighbours), so that the XDP data path's
 //! next-hop cache (bpf/include/egress.h) is invalidated as soon as any of it changes:
 //! a new route or a gNB's new MAC address applies to the next packet, not a second
-//! later.
+//! later. [`NextHopKeeper`] does that for upfd's event loop.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use tokio::io::unix::AsyncFd;
+use tokio::task::JoinHandle;
+use upf_bpf::datapath::Datapath;
 
 // rtnetlink multicast groups as bind(2) bitmask bits (linux/rtnetlink.h): RTMGRP_LINK,
 // RTMGRP_NEIGH, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV4_RULE,
@@ -24,6 +26,144 @@ pub struct NextHops {
     pub by_destination: bool,
     /// Routing changes that emptied the cache.
     pub invalidations: u64,
+}
+
+/// Keeps the data path's next-hop cache right: invalidated at once on every routing
+/// change, keyed by source and destination until a check (off the event loop: with a
+/// large routing table it takes long, and N4 must not wait) finds that the FIB's answer
+/// cannot depend on the source. Without routing notifications the cache is off and
+/// every packet asks the kernel FIB.
+pub struct NextHopKeeper {
+    watch: Option<RouteWatch>,
+    /// The check in flight, with the invalidation count it was asked at.
+    check: Option<(u64, JoinHandle<bool>)>,
+    state: NextHops,
+    /// The keying last logged.
+    logged_by_destination: bool,
+}
+
+/// What the keeper waits for.
+pub enum RoutingEvent {
+    /// Routing notifications (or their failure).
+    Changed(io::Result<usize>),
+    /// A check ended: whether next hops cannot depend on the source.
+    Checked(bool),
+}
+
+impl NextHopKeeper {
+    /// Watch the namespace's routing (or turn the cache off) and key the cache as the
+    /// routing is now.
+    pub fn start(dp: &mut Datapath) -> Self {
+        let mut k = NextHopKeeper {
+            watch: None,
+            check: None,
+            state: NextHops::default(),
+            logged_by_destination: false,
+        };
+        match RouteWatch::open() {
+            Ok(w) => {
+                k.watch = Some(w);
+                let by_destination = source_independent();
+                log_keying(by_destination);
+                k.state.by_destination = by_destination;
+                k.logged_by_destination = by_destination;
+                if let Err(e) = dp.set_nexthop_by_destination(by_destination) {
+                    warn!("xdp: invalidating the next-hop cache: {e}");
+                }
+            }
+            Err(e) => {
+                warn!("xdp: no routing notifications ({e}): next-hop cache off");
+                if let Err(e) = dp.disable_nexthop_cache() {
+                    warn!("xdp: turning the next-hop cache off: {e}");
+                }
+            }
+        }
+        k
+    }
+
+    /// The cache's state, for /metrics.
+    pub fn state(&self) -> NextHops {
+        NextHops {
+            on: self.watch.is_some(),
+            ..self.state
+        }
+    }
+
+    /// The next routing change or finished check (never, with neither to wait for).
+    pub async fn next(&mut self) -> RoutingEvent {
+        let (watch, check) = (&self.watch, &mut self.check);
+        let changed = async move {
+            match watch {
+                Some(w) => w.changed().await,
+                None => std::future::pending().await,
+            }
+        };
+        let checked = async move {
+            match check {
+                Some((_, h)) => h.await.unwrap_or(false),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = changed => RoutingEvent::Changed(r),
+            r = checked => RoutingEvent::Checked(r),
+        }
+    }
+
+    pub fn apply(&mut self, e: RoutingEvent, dp: &mut Datapath) {
+        match e {
+            RoutingEvent::Changed(Ok(_)) => {
+                // Right whatever changed, until a check says the source does not matter.
+                if let Err(e) = dp.set_nexthop_by_destination(false) {
+                    warn!("xdp: invalidating the next-hop cache: {e}");
+                }
+                self.state.invalidations += 1;
+                if self.check.is_none() {
+                    self.start_check();
+                }
+            }
+            RoutingEvent::Changed(Err(e)) => {
+                // Unwatched from here on: the cache goes off for good.
+                warn!("xdp: routing notifications failed ({e}): next-hop cache off");
+                let _ = dp.disable_nexthop_cache();
+                self.watch = None;
+            }
+            RoutingEvent::Checked(by_destination) => {
+                let asked_at = self.check.take().map_or(0, |c| c.0);
+                if asked_at != self.state.invalidations {
+                    // Routing changed again while the check ran: ask again.
+                    self.start_check();
+                    return;
+                }
+                if by_destination != self.logged_by_destination {
+                    log_keying(by_destination);
+                    self.logged_by_destination = by_destination;
+                }
+                if by_destination {
+                    if let Err(e) = dp.set_nexthop_by_destination(true) {
+                        warn!("xdp: invalidating the next-hop cache: {e}");
+                    }
+                }
+                self.state.by_destination = by_destination;
+            }
+        }
+    }
+
+    fn start_check(&mut self) {
+        let h = tokio::task::spawn_blocking(source_independent);
+        self.check = Some((self.state.invalidations, h));
+    }
+}
+
+fn log_keying(by_destination: bool) {
+    info!(
+        "xdp: next hops cached per {}",
+        if by_destination {
+            "destination (no source policy rules, no multipath routes)"
+        } else {
+            "source and destination (source policy rules or multipath routes present)"
+        }
+    );
 }
 
 /// An rtnetlink socket subscribed to every change that can move a next hop.

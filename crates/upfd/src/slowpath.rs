@@ -11,19 +11,16 @@
 //!   5.9), and an Echo Request to each new GTP-U peer (path management; also makes the
 //!   kernel resolve the peer's link-layer address before traffic needs it).
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use pfcp::ie::{report_type, DownlinkDataServiceInformation, Flags};
-use pfcp::msg;
-use upf::fastpath::{Config as DataPathConfig, Event};
+use pfcp::ie::DownlinkDataServiceInformation;
+use pfcp::msg::{self, SessionReportRequest};
+use upf::fastpath::{Buffered, Config as DataPathConfig, Event, Reinject};
 use upf::n4::{Out, N4};
 use upf::rules::interface;
 use upf_bpf::compile::{tunnel, Addresses};
-use upf_bpf::datapath::{parse_event, Datapath, Role};
 
 use crate::config::Buffering;
 
@@ -81,9 +78,10 @@ pub struct Counters {
     pub gtpu_other: u64,
 }
 
+/// The slow path's state: buffers, the Error Indication budget, GTP-U peers seen.
 pub struct SlowPath {
-    pub dp: Rc<RefCell<Datapath>>,
-    n6_ifindex: u32,
+    /// The N6 interface's address: released packets are sent through the data path as
+    /// frames to it.
     n6_mac: [u8; 6],
     /// Our GTP-U addresses and how the data path picks a tunnel's family.
     gtpu: DataPathConfig,
@@ -103,17 +101,8 @@ pub struct SlowPath {
 pub type GtpuOut = Vec<(SocketAddr, Vec<u8>)>;
 
 impl SlowPath {
-    pub fn new(
-        dp: Rc<RefCell<Datapath>>,
-        n6_ifindex: u32,
-        n6_mac: [u8; 6],
-        gtpu: DataPathConfig,
-        cfg: Buffering,
-        ei_per_sec: u64,
-    ) -> Self {
+    pub fn new(n6_mac: [u8; 6], gtpu: DataPathConfig, cfg: Buffering, ei_per_sec: u64) -> Self {
         SlowPath {
-            dp,
-            n6_ifindex,
             n6_mac,
             gtpu,
             buffers: HashMap::new(),
@@ -131,21 +120,20 @@ impl SlowPath {
         self.total
     }
 
-    /// A record from the data path's event ring.
-    pub fn on_event(&mut self, raw: &[u8], n4: &mut N4, now: Instant) -> Vec<Out> {
-        match parse_event(raw) {
-            Some(Event::Buffered(b)) => self.buffer(b, n4, now),
-            Some(Event::QuotaExhausted { seid } | Event::ThresholdReached { seid }) => {
+    /// An event of the data path.
+    pub fn on_event(&mut self, e: Event, n4: &mut N4, now: Instant) -> Vec<Out> {
+        match e {
+            Event::Buffered(b) => self.buffer(b, n4, now),
+            Event::QuotaExhausted { seid } | Event::ThresholdReached { seid } => {
                 self.signalled.push(seid);
                 Vec::new()
             }
-            None => Vec::new(),
         }
     }
 
     fn limit_for(&self, n4: &N4, seid: u64) -> usize {
         let bar = n4
-            .sessions
+            .sessions()
             .get(seid)
             .and_then(|s| s.bars.values().next().cloned());
         let suggested = bar.and_then(|b| {
@@ -159,7 +147,7 @@ impl SlowPath {
         }
     }
 
-    fn buffer(&mut self, e: upf::fastpath::Buffered, n4: &mut N4, now: Instant) -> Vec<Out> {
+    fn buffer(&mut self, e: Buffered, n4: &mut N4, now: Instant) -> Vec<Out> {
         let limit = self.limit_for(n4, e.seid);
         let b = self.buffers.entry(e.seid).or_insert(SessionBuffer {
             far_id: e.far_id,
@@ -178,55 +166,44 @@ impl SlowPath {
         if e.nocp && !b.notified {
             b.notified = true;
             let pdr_id = e.pdr_id;
-            let qfi = n4.sessions.get(e.seid).and_then(|s| {
+            let qfi = n4.sessions().get(e.seid).and_then(|s| {
                 s.pdrs.get(&pdr_id).and_then(|p| {
                     p.qer_ids
                         .iter()
                         .find_map(|q| s.qers.get(q).and_then(|q| q.qfi))
                 })
             });
-            let report = msg::SessionReportRequest {
-                report_type: Flags::from_bits(&[report_type::DLDR], 1),
-                downlink_data_report: Some(msg::DownlinkDataReport {
-                    pdr_ids: vec![pdr_id],
-                    downlink_data_service_information: qfi
-                        .map(|q| DownlinkDataServiceInformation {
-                            ppi: None,
-                            qfi: Some(q),
-                        })
-                        .into_iter()
-                        .collect(),
-                    dl_data_packets_size: None,
-                    data_status: None,
-                    other: vec![],
-                }),
-                usage_reports: vec![],
-                error_indication_report: None,
-                load_control_information: None,
-                overload_control_information: None,
-                additional_usage_reports_information: None,
-                pfcpsr_req_flags: None,
-                old_cp_fseid: None,
-                cause: None,
+            let report = SessionReportRequest::downlink_data(msg::DownlinkDataReport {
+                pdr_ids: vec![pdr_id],
+                downlink_data_service_information: qfi
+                    .map(|q| DownlinkDataServiceInformation {
+                        ppi: None,
+                        qfi: Some(q),
+                    })
+                    .into_iter()
+                    .collect(),
+                dl_data_packets_size: None,
+                data_status: None,
                 other: vec![],
-            };
+            });
             self.counters.downlink_data_reports += 1;
             return n4.send_report(e.seid, report, now);
         }
         Vec::new()
     }
 
-    /// After a modification: release what the FAR now forwards, discard what it drops.
-    pub fn on_modified(&mut self, seid: u64, n4: &N4) {
+    /// After a modification: release what the FAR now forwards (through `dp`), discard
+    /// what it drops.
+    pub fn on_modified(&mut self, seid: u64, n4: &N4, dp: &mut dyn Reinject, now: Instant) {
         let Some(b) = self.buffers.get(&seid) else {
             return;
         };
         let action = n4
-            .sessions
+            .sessions()
             .get(seid)
             .and_then(|s| s.fars.get(&b.far_id).map(|f| f.action));
         match action {
-            Some(a) if a.forw => self.release(seid),
+            Some(a) if a.forw => self.release(seid, dp, now),
             Some(a) if a.buff => {}
             _ => self.discard(seid),
         }
@@ -234,12 +211,11 @@ impl SlowPath {
 
     /// Release a session's buffered packets, in order, through the N6 program: they are
     /// processed as if they arrived now, so the FAR that forwards them encapsulates them.
-    fn release(&mut self, seid: u64) {
+    fn release(&mut self, seid: u64, dp: &mut dyn Reinject, now: Instant) {
         let Some(b) = self.buffers.remove(&seid) else {
             return;
         };
         self.total -= b.packets.len();
-        let dp = self.dp.borrow();
         for (_, p) in b.packets {
             let ethertype: u16 = if p.first().is_some_and(|v| v >> 4 == 6) {
                 0x86dd
@@ -251,7 +227,7 @@ impl SlowPath {
             frame.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x06]);
             frame.extend_from_slice(&ethertype.to_be_bytes());
             frame.extend_from_slice(&p);
-            match dp.inject(Role::N6, self.n6_ifindex, &frame) {
+            match dp.reinject_n6(&frame, now) {
                 Ok(_) => self.counters.buffer_released += 1,
                 Err(e) => {
                     crate::warn!(
@@ -276,7 +252,7 @@ impl SlowPath {
         let mut emptied = Vec::new();
         for (seid, b) in self.buffers.iter_mut() {
             let keep = n4
-                .sessions
+                .sessions()
                 .get(*seid)
                 .and_then(|s| s.bars.values().next().and_then(|b| b.dl_buffering_duration))
                 .and_then(|t| t.seconds())
@@ -357,7 +333,7 @@ impl SlowPath {
         n4: &mut N4,
         now: Instant,
     ) -> Vec<Out> {
-        let seid = n4.sessions.iter().find_map(|s| {
+        let seid = n4.sessions().iter().find_map(|s| {
             s.fars
                 .values()
                 .any(|f| {
@@ -379,22 +355,10 @@ impl SlowPath {
             IpAddr::V4(a) => (Some(a), None),
             IpAddr::V6(a) => (None, Some(a)),
         };
-        let report = msg::SessionReportRequest {
-            report_type: Flags::from_bits(&[report_type::ERIR], 1),
-            downlink_data_report: None,
-            usage_reports: vec![],
-            error_indication_report: Some(msg::ErrorIndicationReport {
-                remote_fteids: vec![pfcp::ie::FTeid::new(teid, v4, v6)],
-                other: vec![],
-            }),
-            load_control_information: None,
-            overload_control_information: None,
-            additional_usage_reports_information: None,
-            pfcpsr_req_flags: None,
-            old_cp_fseid: None,
-            cause: None,
+        let report = SessionReportRequest::error_indication(msg::ErrorIndicationReport {
+            remote_fteids: vec![pfcp::ie::FTeid::new(teid, v4, v6)],
             other: vec![],
-        };
+        });
         n4.send_report(seid, report, now)
     }
 
@@ -417,7 +381,7 @@ impl SlowPath {
     /// Echo Requests to GTP-U peers of a session not seen before.
     pub fn new_peers(&mut self, n4: &N4, seid: u64) -> GtpuOut {
         let mut out = Vec::new();
-        let Some(s) = n4.sessions.get(seid) else {
+        let Some(s) = n4.sessions().get(seid) else {
             return out;
         };
         for fw in s.fars.values().filter_map(|f| f.forwarding.as_ref()) {
@@ -437,5 +401,194 @@ impl SlowPath {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Buffering without XDP: the session is installed in the reference model, whose
+    //! verdicts stand for what the programs hand up, and released packets go through it.
+
+    use std::cell::RefCell;
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::rc::Rc;
+
+    use pfcp::header::HeaderRepr;
+    use pfcp::ie::{CauseValue, NodeId};
+    use pfcp::msg::{self, Msg};
+    use upf::alloc::{TeidAllocator, UeIpPools};
+    use upf::fastpath::{Egress, Event};
+    use upf::model::{Model, Verdict};
+    use upf::n4::{N4Config, N4};
+    use upf::procedures::{GtpuAddresses, Limits, Resources};
+    use upf::sessions::Sessions;
+    use upfbench::smf::{SmfConfig, TeidMode};
+
+    use super::*;
+
+    const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
+    const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+    const UPF: &str = "127.0.0.7:8805";
+
+    fn data_path_config() -> DataPathConfig {
+        let mut cfg = DataPathConfig {
+            local: vec![IpAddr::V4(N3)],
+            n3_v4: Some(N3),
+            ..Default::default()
+        };
+        let to_gnb = Egress {
+            ifindex: 30,
+            mtu: 1500,
+            smac: [2, 0, 0, 0, 0, 3],
+            dmac: [2, 0, 0, 0, 1, 3],
+        };
+        cfg.neigh.insert(IpAddr::V4(GNB), to_gnb);
+        cfg
+    }
+
+    fn node(model: Rc<RefCell<Model>>) -> N4 {
+        let mut pools = UeIpPools::default();
+        pools.add("internet", "10.45.0.0/24".parse().unwrap());
+        let res = Resources::new(
+            TeidAllocator::new(1, 0xffff_ffff),
+            pools,
+            GtpuAddresses {
+                access_v4: Some(N3),
+                ..Default::default()
+            },
+            Limits::default(),
+        );
+        let cfg = N4Config {
+            node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
+            addr: UPF.parse::<SocketAddr>().unwrap().ip(),
+            recovery_time_stamp: 3_900_000_000,
+            features: crate::xdp::features(true),
+            allowed_peers: vec![],
+            smf_peers: vec![],
+            heartbeat_interval: Duration::from_secs(60),
+            t1: Duration::from_secs(1),
+            n1: 2,
+            cache_ttl: Duration::from_secs(10),
+            cache_max: 1000,
+            graceful_release_period: Duration::from_secs(10),
+        };
+        N4::new(cfg, Sessions::new(res, Box::new(model), 100))
+    }
+
+    /// Send a request to the node; its one response.
+    fn ask(n4: &mut N4, from: SocketAddr, h: HeaderRepr, m: &impl msg::Body) -> Msg {
+        let out = n4.on_datagram(from, &msg::emit(&h, m), Instant::now());
+        assert_eq!(out.len(), 1, "one response");
+        Msg::parse(&out[0].data).expect("a response").1
+    }
+
+    /// A downlink packet to the UE from the data network: UDP, `n` octets of payload.
+    fn downlink_frame(ue: Ipv4Addr, n: u8) -> Vec<u8> {
+        let ip = capture::ip_udp_packet(
+            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)),
+            IpAddr::V4(ue),
+            5000,
+            6000,
+            &vec![n; usize::from(n)],
+        );
+        let mut f = vec![2, 0, 0, 0, 9, 9, 2, 0, 0, 0, 8, 8, 0x08, 0x00];
+        f.extend(ip);
+        f
+    }
+
+    #[tokio::test]
+    async fn buffered_packets_are_reported_once_then_released_in_order() {
+        let model = Rc::new(RefCell::new(Model::new(1024, data_path_config())));
+        let mut n4 = node(model.clone());
+        let mut slow = SlowPath::new(
+            [2, 0, 0, 0, 0, 6],
+            data_path_config(),
+            Buffering::default(),
+            10,
+        );
+        // The SMF emulator's session: downlink FAR BUFF|NOCP, then FORW to the gNB.
+        let mut c = SmfConfig::new(UPF.parse().unwrap());
+        c.bind = "127.0.0.4:0".parse().unwrap();
+        c.teid = TeidMode::Choose;
+        c.dl_buffer = true;
+        c.gnb = GNB;
+        let smf = upfbench::smf::Smf::connect(c)
+            .await
+            .expect("bind on loopback");
+        let from: SocketAddr = "127.0.0.4:8805".parse().unwrap();
+        let setup = msg::AssociationSetupRequest::new(NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)), 1);
+        match ask(&mut n4, from, HeaderRepr::node(0, 1), &setup) {
+            Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+            m => panic!("{m:?}"),
+        }
+        let s = upfbench::smf::Session {
+            index: 0,
+            cp_seid: 1,
+            ue_ip: Ipv4Addr::new(10, 45, 0, 2),
+            gnb_teid: 0x77,
+            up_fseid: None,
+            n3_fteid: None,
+            state: upfbench::smf::SessionState::Failed,
+        };
+        let up_seid = match ask(
+            &mut n4,
+            from,
+            HeaderRepr::session(0, 0, 2),
+            &smf.establishment_request(&s),
+        ) {
+            Msg::SessionEstablishmentResponse(r) => {
+                assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+                r.up_fseid.expect("UP F-SEID").seid
+            }
+            m => panic!("{m:?}"),
+        };
+
+        // Three packets the data path hands up: one Downlink Data Report, for the
+        // downlink PDR with the QER's QFI.
+        let mut reports = Vec::new();
+        for n in 1..=3 {
+            let v = model
+                .borrow_mut()
+                .process_n6(&downlink_frame(s.ue_ip, n), 1_000_000);
+            let Verdict::Buffer(b) = v else {
+                panic!("buffered, not {v:?}");
+            };
+            assert_eq!((b.seid, b.pdr_id, b.nocp), (up_seid, 2, true));
+            reports.extend(slow.on_event(Event::Buffered(b), &mut n4, Instant::now()));
+        }
+        assert_eq!((slow.buffered_packets(), slow.counters.buffered), (3, 3));
+        assert_eq!(reports.len(), 1, "one report per buffering period");
+        let Msg::SessionReportRequest(r) = Msg::parse(&reports[0].data).unwrap().1 else {
+            panic!("a Session Report Request");
+        };
+        let dldr = r.downlink_data_report.expect("DLDR");
+        assert_eq!(dldr.pdr_ids, vec![2]);
+        assert_eq!(dldr.downlink_data_service_information[0].qfi, Some(1));
+
+        // The FAR now forwards to the gNB: the packets go out through the data path, in
+        // the order they came, in G-PDUs to the gNB.
+        let m = smf.modification_request(&s);
+        match ask(&mut n4, from, HeaderRepr::session(0, up_seid, 3), &m) {
+            Msg::SessionModificationResponse(r) => {
+                assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED)
+            }
+            m => panic!("{m:?}"),
+        }
+        slow.on_modified(up_seid, &n4, &mut *model.borrow_mut(), Instant::now());
+        let sent = model.borrow_mut().take_injected();
+        assert_eq!(sent.len(), 3);
+        for (i, v) in sent.iter().enumerate() {
+            let Verdict::Redirect { ifindex: 30, frame } = v else {
+                panic!("packet {i} to the gNB, not {v:?}");
+            };
+            let gpdu = gtpu::parse_gpdu(&frame[14 + 28..]).expect("a G-PDU");
+            assert_eq!(gpdu.teid, s.gnb_teid);
+            let payload = gpdu.payload(&frame[14 + 28..]);
+            assert_eq!(payload.len(), 28 + i + 1, "packet {i} in order");
+        }
+        assert_eq!(
+            (slow.buffered_packets(), slow.counters.buffer_released),
+            (0, 3)
+        );
     }
 }

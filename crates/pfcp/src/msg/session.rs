@@ -1,8 +1,8 @@
 //! Session-related messages, TS 29.244 clause 7.5.
 
 use crate::ie::{
-    Bytes, CauseValue, FSeid, FTeid, FailedRuleId, Flags, FqCsid, IpAddresses, Name, NodeId,
-    SNssai, UserId,
+    report_type, Bytes, CauseValue, FSeid, FTeid, FailedRuleId, Flags, FqCsid, IpAddresses, Name,
+    NodeId, SNssai, UserId,
 };
 
 use super::{
@@ -135,6 +135,50 @@ message! {
         pfcpsr_req_flags: O Flags = PFCPSR_REQ_FLAGS,
         old_cp_fseid: O FSeid = FSEID,
         cause: O CauseValue = CAUSE,
+    }
+}
+
+impl SessionReportRequest {
+    /// A request with the mandatory Report Type only (Table 7.5.8.1-1); set the IEs it
+    /// announces with struct update syntax, or use the constructors below.
+    pub fn new(report_type: Flags) -> Self {
+        SessionReportRequest {
+            report_type,
+            downlink_data_report: None,
+            usage_reports: vec![],
+            error_indication_report: None,
+            load_control_information: None,
+            overload_control_information: None,
+            additional_usage_reports_information: None,
+            pfcpsr_req_flags: None,
+            old_cp_fseid: None,
+            cause: None,
+            other: vec![],
+        }
+    }
+
+    /// USAR: Usage Reports (clause 7.5.8.3).
+    pub fn usage(usage_reports: Vec<UsageReport>) -> Self {
+        SessionReportRequest {
+            usage_reports,
+            ..Self::new(Flags::from_bits(&[report_type::USAR], 1))
+        }
+    }
+
+    /// DLDR: a Downlink Data Report (clause 7.5.8.2).
+    pub fn downlink_data(report: DownlinkDataReport) -> Self {
+        SessionReportRequest {
+            downlink_data_report: Some(report),
+            ..Self::new(Flags::from_bits(&[report_type::DLDR], 1))
+        }
+    }
+
+    /// ERIR: an Error Indication Report (clause 7.5.8.4).
+    pub fn error_indication(report: ErrorIndicationReport) -> Self {
+        SessionReportRequest {
+            error_indication_report: Some(report),
+            ..Self::new(Flags::from_bits(&[report_type::ERIR], 1))
+        }
     }
 }
 

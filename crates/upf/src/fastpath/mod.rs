@@ -4,9 +4,12 @@
 
 pub mod teid_index;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::rules::Session;
 
@@ -134,5 +137,39 @@ pub trait FastPath {
     /// URRs with only volume triggers need no periodic polling (report.rs).
     fn signals_volume(&self) -> bool {
         false
+    }
+}
+
+/// Sending a frame through the data path again, as if it had just arrived: how upfd
+/// releases buffered packets once their FAR forwards (the slow path's one need of the
+/// data path besides its events).
+pub trait Reinject {
+    /// Process an Ethernet frame as the N6 (data network) side's program would, at
+    /// `now`, and send what it forwards.
+    fn reinject_n6(&mut self, frame: &[u8], now: Instant) -> Result<(), FastPathError>;
+}
+
+/// A data path shared between the session table and the slow path (one thread).
+impl<T: FastPath> FastPath for Rc<RefCell<T>> {
+    fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
+        self.borrow_mut().install(old, new)
+    }
+    fn remove(&mut self, session: &Session) {
+        self.borrow_mut().remove(session)
+    }
+    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
+        self.borrow().usage(seid, urr_id)
+    }
+    fn reset_usage(&mut self, seid: u64, urr_id: u32) {
+        self.borrow_mut().reset_usage(seid, urr_id)
+    }
+    fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        self.borrow_mut().set_quota(seid, urr_id, remaining)
+    }
+    fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
+        self.borrow_mut().set_threshold(seid, urr_id, remaining)
+    }
+    fn signals_volume(&self) -> bool {
+        self.borrow().signals_volume()
     }
 }

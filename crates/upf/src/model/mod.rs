@@ -22,11 +22,12 @@ mod select;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use ipnet::IpNet;
 
 use crate::abi::{self, DropReason};
-use crate::fastpath::{Buffered, Config, FastPath, FastPathError, Usage};
+use crate::fastpath::{Buffered, Config, FastPath, FastPathError, Reinject, Usage};
 use crate::rules::{interface, Session};
 
 use self::select::{candidates, Key};
@@ -152,8 +153,12 @@ pub struct Model {
     stats: Vec<(u64, u64)>,
     /// The slow path's GCRA (unknown TEIDs to upfd).
     slowpath_tat: u64,
-    /// What `inject` sent through the model, for the slow path's tests.
+    /// Verdicts of the frames sent through the model again ([`Reinject`]).
     injected: Vec<Verdict>,
+    /// When the model's clock started: `reinject_n6` times frames from it.
+    epoch: Option<Instant>,
+    /// Whether it claims to signal volume thresholds and quotas (see `without_traffic`).
+    signals_volume: bool,
 }
 
 impl Model {
@@ -167,13 +172,22 @@ impl Model {
         }
     }
 
+    /// A model that will see no traffic (upfd's `datapath.mode: none`): no volume is
+    /// ever counted, so no URR needs polling for a volume trigger.
+    pub fn without_traffic(max_keys: usize) -> Self {
+        Model {
+            signals_volume: true,
+            ..Model::new(max_keys, Config::default())
+        }
+    }
+
     /// The counters by index (drop reasons, then `abi::Stat`): packets and octets.
     pub fn stats(&self) -> &[(u64, u64)] {
         &self.stats
     }
 
-    /// The verdicts of the frames sent through the model with `inject`, oldest first,
-    /// taken out.
+    /// The verdicts of the frames sent through the model again ([`Reinject`]), oldest
+    /// first, taken out.
     pub fn take_injected(&mut self) -> Vec<Verdict> {
         std::mem::take(&mut self.injected)
     }
@@ -295,10 +309,25 @@ impl FastPath for Model {
     }
 
     fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
-        // The model signals nothing: report.rs polls its URRs (signals_volume false).
+        // The model signals nothing: report.rs polls its URRs.
         match remaining {
             Some(r) => self.threshold.insert((seid, urr_id), r),
             None => self.threshold.remove(&(seid, urr_id)),
         };
+    }
+
+    fn signals_volume(&self) -> bool {
+        self.signals_volume
+    }
+}
+
+impl Reinject for Model {
+    /// Processed as `xdp_n6` would, the verdict kept for [`Model::take_injected`].
+    fn reinject_n6(&mut self, frame: &[u8], now: Instant) -> Result<(), FastPathError> {
+        let epoch = *self.epoch.get_or_insert(now);
+        let ns = now.saturating_duration_since(epoch).as_nanos() as u64;
+        let v = self.process_n6(frame, ns);
+        self.injected.push(v);
+        Ok(())
     }
 }

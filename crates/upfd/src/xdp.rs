@@ -1,0 +1,259 @@
+//! The XDP side of upfd (`datapath.mode: xdp`): the data path loaded, configured and
+//! attached to the N3, N6 and N9 interfaces (detached when upfd ends), its event ring,
+//! the next-hop cache's keeper and the slow path that serves what the programs hand up.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+
+use anyhow::Context;
+use tokio::io::unix::AsyncFd;
+use upf::fastpath::teid_index::TeidIndex;
+use upf::fastpath::{Config as DataPathConfig, Event};
+use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role};
+
+use crate::config::{Config, DatapathMode, XdpAttach};
+use crate::routewatch::{NextHopKeeper, RoutingEvent};
+use crate::slowpath::SlowPath;
+
+/// The UP Function Features this build supports (clause 8.2.25): only what works.
+pub fn features(xdp: bool) -> pfcp::ie::Flags {
+    use pfcp::ie::up_function_features as f;
+    // FTUP: F-TEID allocation. UEIP: UE address allocation. With the data path: BUCP
+    // (buffering in the UP function), EMPU (End Marker packets), QUOAC (the data path
+    // stops forwarding when a volume quota is used up).
+    let mut bits = vec![f::FTUP, f::UEIP];
+    if xdp {
+        bits.extend([f::BUCP, f::EMPU, f::QUOAC]);
+    }
+    pfcp::ie::Flags::from_bits(&bits, 3)
+}
+
+/// The TEIDs with direct slots in the data path's uplink table, which upfd's TEID
+/// allocator hands out (none without a data path).
+pub fn teid_index(cfg: &Config) -> TeidIndex {
+    match cfg.datapath.mode {
+        DatapathMode::Xdp => {
+            let slots = u32::try_from(cfg.limits.max_sessions)
+                .unwrap_or(u32::MAX)
+                .saturating_add(1024);
+            let [lo, hi] = cfg.gtpu.teid_range;
+            TeidIndex::new(lo, hi, slots)
+        }
+        DatapathMode::None => TeidIndex::none(),
+    }
+}
+
+fn ifindex(name: &str) -> anyhow::Result<u32> {
+    let c = std::ffi::CString::new(name).context("interface name")?;
+    // SAFETY: if_nametoindex reads a NUL-terminated string we own.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        anyhow::bail!("no network interface named {name:?}");
+    }
+    Ok(i)
+}
+
+fn mac_of(name: &str) -> [u8; 6] {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).unwrap_or_default();
+    let mut m = [0u8; 6];
+    for (i, p) in s.trim().split(':').take(6).enumerate() {
+        m[i] = u8::from_str_radix(p, 16).unwrap_or(0);
+    }
+    m
+}
+
+/// The data path's configuration from upfd's: our GTP-U addresses (N3, N9) and the
+/// slow path's budget.
+fn data_path_config(cfg: &Config) -> DataPathConfig {
+    let n9 = cfg.gtpu.n9.as_ref();
+    let (n3_v4, n3_v6) = (cfg.gtpu.n3.ipv4, cfg.gtpu.n3.ipv6);
+    let (n9_v4, n9_v6) = (n9.and_then(|e| e.ipv4), n9.and_then(|e| e.ipv6));
+    let local = [n3_v4.map(IpAddr::V4), n9_v4.map(IpAddr::V4)]
+        .into_iter()
+        .chain([n3_v6.map(IpAddr::V6), n9_v6.map(IpAddr::V6)])
+        .flatten()
+        .collect();
+    let per_sec = cfg.datapath.unknown_teid_to_slowpath_per_sec;
+    DataPathConfig {
+        local,
+        n3_v4,
+        n9_v4,
+        n3_v6,
+        n9_v6,
+        neigh: Default::default(),
+        slowpath_per_sec: per_sec,
+        slowpath_burst: per_sec.max(1),
+    }
+}
+
+/// The table sizes for `limits.max_sessions`.
+fn capacity(cfg: &Config, teid_index: TeidIndex) -> Capacity {
+    let max = u32::try_from(cfg.limits.max_sessions).unwrap_or(u32::MAX);
+    let base = Capacity::for_sessions(max);
+    Capacity {
+        teid_index,
+        // As many downlink slots as TEID slots: the TEID allocator then gives a session
+        // the uplink slot of its UE address's downlink slot, and the data path finds
+        // all of the session's state at one index (alloc.rs `allocate_for`).
+        ue_slots: if teid_index.slots() >= max {
+            teid_index.slots()
+        } else {
+            base.ue_slots
+        },
+        ..base
+    }
+}
+
+struct Fd(RawFd);
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// What woke the XDP side.
+pub enum XdpWake {
+    /// The event ring has records.
+    Events,
+    Routing(RoutingEvent),
+}
+
+/// The XDP side: the data path, the interfaces it runs on, its event ring, the
+/// next-hop cache's keeper and the slow path.
+pub struct Xdp {
+    pub dp: Rc<RefCell<Datapath>>,
+    pub slow: SlowPath,
+    pub nexthops: NextHopKeeper,
+    attached: Vec<(Role, u32)>,
+    // The ring's epoll fd is registered before the ring that owns it is dropped.
+    ring_fd: AsyncFd<Fd>,
+    ring: upf_bpf::libbpf_rs::RingBuffer<'static>,
+    records: Rc<RefCell<VecDeque<Vec<u8>>>>,
+}
+
+impl Drop for Xdp {
+    fn drop(&mut self) {
+        let dp = self.dp.borrow();
+        for (role, i) in &self.attached {
+            dp.detach(*role, *i);
+        }
+    }
+}
+
+impl Xdp {
+    /// Load the data path with tables for `limits.max_sessions`, configure it, attach
+    /// its programs and open its event ring.
+    pub fn start(cfg: &Config, teid_index: TeidIndex) -> anyhow::Result<Xdp> {
+        let d = &cfg.datapath;
+        let n3_name = d.n3_interface.as_deref().unwrap_or_default();
+        let n6_name = d.n6_interface.as_deref().unwrap_or_default();
+        let n3_if = ifindex(n3_name).context("datapath.n3_interface")?;
+        let n6_if = ifindex(n6_name).context("datapath.n6_interface")?;
+        let n9_if = match &d.n9_interface {
+            Some(n) => Some(ifindex(n).context("datapath.n9_interface")?),
+            None => None,
+        };
+        let dcfg = data_path_config(cfg);
+        let mut dp = Datapath::load(capacity(cfg, teid_index), dcfg.clone())
+            .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
+        dp.configure(dcfg.clone(), n3_if, n6_if, n9_if.unwrap_or(0))
+            .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
+        let native = d.xdp_attach == XdpAttach::Native;
+        let mut ifs = vec![(Role::Gtpu, n3_if, n3_name), (Role::N6, n6_if, n6_name)];
+        if let (Some(i), Some(n)) = (n9_if, d.n9_interface.as_deref()) {
+            if i != n3_if {
+                ifs.push((Role::Gtpu, i, n));
+            }
+        }
+        let mut attached = Vec::new();
+        for (role, i, name) in ifs {
+            let mode = match dp.attach(role, i, native) {
+                Ok(m) => m,
+                Err(e) => {
+                    for (r, i) in &attached {
+                        dp.detach(*r, *i);
+                    }
+                    anyhow::bail!("{name}: {e}");
+                }
+            };
+            if native && mode == AttachMode::Generic {
+                warn!("xdp: {name} refused native XDP: attached in generic mode (slower)");
+            }
+            info!("xdp: {role:?} program on {name} (ifindex {i}), {mode:?} mode");
+            attached.push((role, i));
+        }
+        let nexthops = NextHopKeeper::start(&mut dp);
+        let records: Rc<RefCell<VecDeque<Vec<u8>>>> = Rc::default();
+        let q = records.clone();
+        let ring = dp
+            .events(move |d| {
+                q.borrow_mut().push_back(d.to_vec());
+                0
+            })
+            .map_err(|e| anyhow::anyhow!("event ring: {e}"))?;
+        // SAFETY: the epoll fd belongs to `ring`, which outlives this registration
+        // (`ring_fd` is dropped first).
+        let ring_fd = unsafe {
+            AsyncFd::register_with_interest(Fd(ring.epoll_fd()), tokio::io::Interest::READABLE)
+        }
+        .map_err(|e| anyhow::anyhow!("event ring fd: {e}"))?;
+        let slow = SlowPath::new(
+            mac_of(n6_name),
+            dcfg,
+            cfg.buffering.clone(),
+            d.error_indications_per_sec,
+        );
+        Ok(Xdp {
+            dp: Rc::new(RefCell::new(dp)),
+            slow,
+            nexthops,
+            attached,
+            ring_fd,
+            ring,
+            records,
+        })
+    }
+
+    /// The next thing the XDP side must act on.
+    pub async fn next(&mut self) -> XdpWake {
+        let (ring, nexthops) = (&self.ring_fd, &mut self.nexthops);
+        tokio::select! {
+            r = ring.readable() => {
+                if let Ok(mut guard) = r {
+                    guard.clear_ready();
+                }
+                XdpWake::Events
+            }
+            e = nexthops.next() => XdpWake::Routing(e),
+        }
+    }
+
+    /// The records in the event ring, parsed (records that are not events are dropped).
+    pub fn take_events(&mut self) -> Vec<Event> {
+        let _ = self.ring.consume();
+        let records: Vec<Vec<u8>> = self.records.borrow_mut().drain(..).collect();
+        records.iter().filter_map(|r| parse_event(r)).collect()
+    }
+
+    /// Say what the data path dropped, by reason (at exit).
+    pub fn log_drops(&self) {
+        let s = self.dp.borrow().stats();
+        let drops: Vec<String> = upf::abi::DropReason::ALL
+            .iter()
+            .filter(|r| s[r.index()].0 > 0)
+            .map(|r| format!("{}={}", r.name(), s[r.index()].0))
+            .collect();
+        info!(
+            "data path drops: {}",
+            if drops.is_empty() {
+                "none".into()
+            } else {
+                drops.join(" ")
+            }
+        );
+    }
+}
