@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::psc::PduSessionContainer;
+use crate::types::ext_type;
 use crate::util::hex;
 
 /// Most extension headers the chain walk follows before it gives up with
@@ -22,30 +23,6 @@ pub const MAX_EXTENSION_HEADERS: usize = 16;
 
 /// Largest extension header: the length octet counts 4-octet units.
 pub const MAX_EXTENSION_HEADER_LEN: usize = 255 * 4;
-
-/// Extension header type values (TS 29.281 clause 5.2.1, figure 5.2.1-3).
-pub mod ext_type {
-    /// No more extension headers.
-    pub const NO_MORE: u8 = 0x00;
-    /// Long PDCP PDU Number, the value of later releases (clause 5.2.2.2A).
-    pub const LONG_PDCP_PDU_NUMBER: u8 = 0x03;
-    /// Service Class Indicator (clause 5.2.2.3).
-    pub const SERVICE_CLASS_INDICATOR: u8 = 0x20;
-    /// UDP Port (clause 5.2.2.1).
-    pub const UDP_PORT: u8 = 0x40;
-    /// RAN Container (clause 5.2.2.4).
-    pub const RAN_CONTAINER: u8 = 0x81;
-    /// Long PDCP PDU Number, the earlier value (clause 5.2.2.2A).
-    pub const LONG_PDCP_PDU_NUMBER_LEGACY: u8 = 0x82;
-    /// Xw RAN Container (clause 5.2.2.5).
-    pub const XW_RAN_CONTAINER: u8 = 0x83;
-    /// NR RAN Container (clause 5.2.2.6; content in TS 38.425).
-    pub const NR_RAN_CONTAINER: u8 = 0x84;
-    /// PDU Session Container (clause 5.2.2.7; content in TS 38.415).
-    pub const PDU_SESSION_CONTAINER: u8 = 0x85;
-    /// PDCP PDU Number (clause 5.2.2.2).
-    pub const PDCP_PDU_NUMBER: u8 = 0xc0;
-}
 
 /// Extension header types this crate understands: the ones it decodes and the RAN
 /// containers it carries through raw. This is the list to send in a Supported
@@ -65,25 +42,6 @@ pub const SUPPORTED_EXTENSION_HEADERS: &[u8] = &[
 /// Whether this crate understands extension header type `t`.
 pub fn is_supported(t: u8) -> bool {
     SUPPORTED_EXTENSION_HEADERS.contains(&t)
-}
-
-/// Name of an extension header type of figure 5.2.1-3, if it has one.
-pub fn ext_type_name(t: u8) -> Option<&'static str> {
-    Some(match t {
-        ext_type::NO_MORE => "No more extension headers",
-        0x01 | 0x02 | 0xc1 | 0xc2 => "Reserved - Control Plane only",
-        ext_type::LONG_PDCP_PDU_NUMBER | ext_type::LONG_PDCP_PDU_NUMBER_LEGACY => {
-            "Long PDCP PDU Number"
-        }
-        ext_type::SERVICE_CLASS_INDICATOR => "Service Class Indicator",
-        ext_type::UDP_PORT => "UDP Port",
-        ext_type::RAN_CONTAINER => "RAN Container",
-        ext_type::XW_RAN_CONTAINER => "Xw RAN Container",
-        ext_type::NR_RAN_CONTAINER => "NR RAN Container",
-        ext_type::PDU_SESSION_CONTAINER => "PDU Session Container",
-        ext_type::PDCP_PDU_NUMBER => "PDCP PDU Number",
-        _ => return None,
-    })
 }
 
 /// What a receiver that does not know an extension header type does with it: bits 8

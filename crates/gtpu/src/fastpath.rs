@@ -18,10 +18,10 @@
 //! header cut short by the end of the buffer.
 
 use crate::error::{Error, Result};
-use crate::ext::{ext_type, is_supported, Comprehension, MAX_EXTENSION_HEADERS};
+use crate::ext::{is_supported, Comprehension, MAX_EXTENSION_HEADERS};
 use crate::header::{field, flags};
-use crate::message::message_type;
 use crate::psc;
+use crate::types::{ext_type, message_type};
 
 /// What the data path needs from a G-PDU (TS 29.281 clauses 5.1 and 6.1; QFI from
 /// TS 38.415 clause 5.5.3.3).

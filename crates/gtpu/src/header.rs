@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 
 use crate::error::{Error, Result};
 use crate::ext::{ExtensionHeader, ExtensionHeaderIter};
-use crate::message::message_type;
+use crate::types::message_type;
 
 /// Byte ranges of the header fields (TS 29.281 clause 5.1, figure 5.1-1).
 pub mod field {

@@ -65,22 +65,23 @@ pub mod ie;
 pub mod inner;
 pub mod message;
 pub mod psc;
+pub mod types;
 mod util;
 
 pub use error::{Error, Result};
 pub use ext::{
-    ext_type, Comprehension, ExtensionHeader, ExtensionHeaderIter, LongPdcpPduNumber,
-    RawExtensionHeader, ServiceClassIndicator, MAX_EXTENSION_HEADERS, SUPPORTED_EXTENSION_HEADERS,
+    Comprehension, ExtensionHeader, ExtensionHeaderIter, LongPdcpPduNumber, RawExtensionHeader,
+    ServiceClassIndicator, MAX_EXTENSION_HEADERS, SUPPORTED_EXTENSION_HEADERS,
 };
 pub use fastpath::{parse_gpdu, write_gpdu_header, GpduHeader, GpduInfo, PscFields};
 pub use header::{Header, Ignored, Packet};
 pub use ie::{ie_type, Ie, IeIter, PrivateExtension};
 pub use inner::{inner_ip, InnerIp, TPdu};
 pub use message::{
-    message_type, message_type_name, Echo, EndMarker, ErrorIndication, Message,
-    SupportedExtensionHeadersNotification,
+    Echo, EndMarker, ErrorIndication, Message, SupportedExtensionHeadersNotification,
 };
 pub use psc::{DlPduSessionInfo, PduSessionContainer, UlPduSessionInfo, UlTimeStamps};
+pub use types::{ext_type, ext_type_name, message_type, message_type_name};
 
 /// The registered UDP port of GTP-U (TS 29.281 clause 4.4.2.0).
 pub const UDP_PORT: u16 = 2152;

@@ -9,37 +9,7 @@ use crate::ext::{ExtensionHeader, SUPPORTED_EXTENSION_HEADERS};
 use crate::header::{Header, Packet};
 use crate::ie::{ie_type, Ie, IeIter, PrivateExtension};
 use crate::inner::TPdu;
-
-/// Message type values (TS 29.281 clause 6.1, table 6.1-1).
-pub mod message_type {
-    /// Echo Request (clause 7.2.1).
-    pub const ECHO_REQUEST: u8 = 1;
-    /// Echo Response (clause 7.2.2).
-    pub const ECHO_RESPONSE: u8 = 2;
-    /// Error Indication (clause 7.3.1).
-    pub const ERROR_INDICATION: u8 = 26;
-    /// Supported Extension Headers Notification (clause 7.3.2).
-    pub const SUPPORTED_EXTENSION_HEADERS_NOTIFICATION: u8 = 31;
-    /// End Marker (clause 7.3.3).
-    pub const END_MARKER: u8 = 254;
-    /// G-PDU: a T-PDU, the user packet (clause 6.1).
-    pub const G_PDU: u8 = 255;
-}
-
-/// Name of a message type of table 6.1-1, if it has one.
-pub fn message_type_name(t: u8) -> Option<&'static str> {
-    Some(match t {
-        message_type::ECHO_REQUEST => "Echo Request",
-        message_type::ECHO_RESPONSE => "Echo Response",
-        message_type::ERROR_INDICATION => "Error Indication",
-        message_type::SUPPORTED_EXTENSION_HEADERS_NOTIFICATION => {
-            "Supported Extension Headers Notification"
-        }
-        message_type::END_MARKER => "End Marker",
-        message_type::G_PDU => "G-PDU",
-        _ => return None,
-    })
-}
+use crate::types::{message_type, message_type_name};
 
 /// Body of an Echo Request or Echo Response (TS 29.281 clauses 7.2.1 and 7.2.2).
 ///

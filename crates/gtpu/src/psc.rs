@@ -35,7 +35,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::ext::ext_type::PDU_SESSION_CONTAINER;
+use crate::types::ext_type::PDU_SESSION_CONTAINER;
 use crate::util::hex;
 
 /// Byte offsets of the fixed part of the frame (TS 38.415 clause 5.5.2).

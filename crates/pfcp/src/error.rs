@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use crate::ie::{ie_name, CauseValue};
+use crate::ie::cause::CauseValue;
+use crate::ie::types::ie_name;
 
 /// What was wrong. The variants map onto the error-handling rules of TS 29.244 clause 7.6.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,6 @@ pub mod header;
 pub mod ie;
 pub mod message;
 pub mod msg;
-pub mod samples;
 
 pub use error::{Error, ErrorKind, Result};
 pub use header::{Header, HeaderRepr};

@@ -1,6 +1,6 @@
 //! tshark as an independent decoder of our encoder's output.
 //!
-//! The corpus of `pfcp::samples` (every message type, every IE type the codec interprets)
+//! The corpus of `pfcp_samples` (every message type, every IE type the codec interprets)
 //! is written to a pcap, decoded by `tshark -T json`, and for every frame:
 //! - tshark must report no malformed packet and no expert item of severity note or above,
 //!   except the rows of [`KNOWN`], each a place where tshark 4.0 contradicts TS 29.244
@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use pfcp::ie::{self, Flags, Ie, Name};
-use pfcp::samples;
 use pfcp::Message;
+use pfcp_samples as samples;
 
 /// What tshark does at a known place.
 #[derive(Debug, Clone, Copy, PartialEq)]

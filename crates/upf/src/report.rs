@@ -476,7 +476,7 @@ mod tests {
     use pfcp::msg::CreateUrr;
 
     fn urr(triggers: &[u16]) -> Urr {
-        let est = pfcp::samples::corpus()
+        let est = pfcp_samples::corpus()
             .into_iter()
             .find(|s| s.bytes[1] == 50)
             .unwrap();

@@ -167,7 +167,7 @@ fn far(id: u32, dest: u8, ohc: Option<OuterHeaderCreation>) -> msg::CreateFar {
 
 fn urr(id: u32) -> msg::CreateUrr {
     let b = msg::parse::<msg::SessionEstablishmentRequest>(
-        &pfcp::samples::corpus()
+        &pfcp_samples::corpus()
             .iter()
             .find(|s| s.bytes[1] == 50)
             .unwrap()

@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long)]
     pub no_psc: bool,
     /// The SDF filter (Flow Description) in both PDRs of every session.
-    #[arg(long, default_value = crate::capacity::DEFAULT_SDF)]
+    #[arg(long, default_value = crate::smf::DEFAULT_SDF)]
     pub sdf: String,
     /// PDRs without an SDF filter.
     #[arg(long)]

@@ -31,7 +31,7 @@ pub fn loaded(cap: upf_bpf::datapath::Capacity, cfg: Config) -> upf_bpf::datapat
 /// The first Create URR of the corpus' establishment sample, without links to other
 /// rules.
 pub fn urr_template() -> pfcp::msg::CreateUrr {
-    let est = pfcp::samples::corpus()
+    let est = pfcp_samples::corpus()
         .into_iter()
         .find(|s| s.bytes[1] == 50)
         .expect("an establishment sample");

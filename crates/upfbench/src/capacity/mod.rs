@@ -82,7 +82,7 @@ pub struct Args {
     pub no_psc: bool,
     /// The SDF filter (Flow Description) in both PDRs of every session: every packet is
     /// matched against it, as with the operator rules the targets name.
-    #[arg(long, default_value = DEFAULT_SDF)]
+    #[arg(long, default_value = crate::smf::DEFAULT_SDF)]
     pub sdf: String,
     /// PDRs without an SDF filter (F-TEID or UE address alone).
     #[arg(long)]
@@ -112,10 +112,6 @@ pub struct Args {
     #[arg(long)]
     pub no_check: bool,
 }
-
-/// The Flow Description of the sessions' SDF filter: matches everything the generators
-/// and the ping/iperf3 check send, yet is evaluated for every packet.
-pub const DEFAULT_SDF: &str = "permit out ip from any to assigned";
 
 /// Extra halvings of the no-drop search when none of its trials was loss-free.
 const NO_DROP_EXTRA: u32 = 8;

@@ -64,6 +64,10 @@ pub mod interface_type {
     pub const N6: u8 = 17;
 }
 
+/// The Flow Description of the sessions' SDF filter: matches everything the generators
+/// and the ping/iperf3 check send, yet is evaluated for every packet.
+pub const DEFAULT_SDF: &str = "permit out ip from any to assigned";
+
 /// Who picks the uplink F-TEID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,4 +1,4 @@
-//! Test vectors: a corpus of PFCP messages that together hold every message type of
+//! Test vectors for the PFCP codec (crates/pfcp), kept out of its API: a corpus of PFCP messages that together hold every message type of
 //! TS 29.244 clause 7 and every IE type this codec interprets, with representative values.
 //!
 //! Use it as known-good input: for round-trip and property tests, as fuzz seeds, for
@@ -6,16 +6,16 @@
 //! pcap and compares with tshark), and in tools that need a sample of each message.
 //!
 //! ```
-//! for s in pfcp::samples::corpus() {
+//! for s in pfcp_samples::corpus() {
 //!     let m = pfcp::Message::parse(&s.bytes).unwrap();
 //!     assert_eq!(m.emit(), s.bytes, "{}", s.name);
 //! }
 //! ```
 //!
-//! Messages are built through the typed API ([`crate::msg`]) wherever a typed struct
+//! Messages are built through the typed API ([`pfcp::msg`]) wherever a typed struct
 //! exists; IEs that no typed struct names (MAR, SRR, TSC, ATSSS, L2TP ... groups) are
 //! placed as generic [`Ie`]s in the `other` list of the message or group where the
-//! specification puts them. IEs carried opaque ([`crate::ie::Bytes`]) appear only where a
+//! specification puts them. IEs carried opaque ([`pfcp::ie::Bytes`]) appear only where a
 //! grouped IE needs them. Addresses are documentation ranges (192.0.2.0/24, 198.51.100.0/24,
 //! 2001:db8::/32); times are NTP seconds around 2024-01-01.
 //!
@@ -26,8 +26,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::header::HeaderRepr;
-use crate::ie::{
+use pfcp::header::HeaderRepr;
+use pfcp::ie::{
     apply_action, cp_function_features, measurement_method, node_report_type, report_type,
     reporting_triggers, up_function_features, usage_report_trigger, Bitrate, Bytes, CauseValue,
     DlFlowLevelMarking, DownlinkDataServiceInformation, DroppedDlTrafficThreshold, FSeid, FTeid,
@@ -38,8 +38,8 @@ use crate::ie::{
     TimeQuotaMechanism, UeIpAddress, UeIpAddressPoolIdentity, UserId,
     UserPlaneIpResourceInformation, VlanTag, Volume, VolumeMeasurement,
 };
-use crate::message::message_type as mt;
-use crate::msg::*;
+use pfcp::message::message_type as mt;
+use pfcp::msg::*;
 
 /// One test vector: a whole PFCP message (a UDP payload) and a name saying what it shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub struct Sample {
 }
 
 /// Every sample, in a stable order: node messages, then session messages. Each parses with
-/// [`crate::Message::parse`] and [`crate::msg::Msg::parse`] and re-encodes to its octets.
+/// [`pfcp::Message::parse`] and [`pfcp::msg::Msg::parse`] and re-encodes to its octets.
 pub fn corpus() -> Vec<Sample> {
     vec![
         heartbeat_request(),
@@ -533,7 +533,7 @@ fn pfd_management_request() -> Sample {
 fn pfd_management_response() -> Sample {
     let b = PfdManagementResponse {
         cause: CauseValue::MANDATORY_IE_INCORRECT,
-        offending_ie: Some(crate::ie::types::PFD_CONTENTS),
+        offending_ie: Some(pfcp::ie::types::PFD_CONTENTS),
         node_id: Some(upf_node_id()),
         other: vec![],
     };
@@ -795,7 +795,7 @@ fn session_set_deletion_response() -> Sample {
     let b = SessionSetDeletionResponse {
         node_id: upf_node_id(),
         cause: CauseValue::REQUEST_REJECTED,
-        offending_ie: Some(crate::ie::types::FQ_CSID),
+        offending_ie: Some(pfcp::ie::types::FQ_CSID),
         other: vec![],
     };
     sample(
@@ -1336,7 +1336,7 @@ fn session_establishment_response() -> Sample {
     let b = SessionEstablishmentResponse {
         node_id: upf_node_id(),
         cause: CauseValue::REQUEST_PARTIALLY_ACCEPTED,
-        offending_ie: Some(crate::ie::types::CREATE_QER),
+        offending_ie: Some(pfcp::ie::types::CREATE_QER),
         up_fseid: Some(up_fseid()),
         created_pdrs: vec![
             CreatedPdr {
@@ -2030,9 +2030,9 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     use super::*;
-    use crate::ie::known_ie_types;
-    use crate::message::{message_type, Message};
-    use crate::msg::Msg;
+    use pfcp::ie::known_ie_types;
+    use pfcp::message::{message_type, Message};
+    use pfcp::msg::Msg;
 
     fn walk(ies: &[Ie], seen: &mut BTreeMap<u16, usize>) {
         for ie in ies {
@@ -2043,12 +2043,12 @@ mod tests {
 
     /// The children of a grouped IE (none for a leaf): its value decoded as IEs.
     fn children(ie: &Ie) -> Vec<Ie> {
-        if !crate::ie::is_grouped(ie.ie_type()) {
+        if !pfcp::ie::is_grouped(ie.ie_type()) {
             return vec![];
         }
         let mut b = Vec::new();
         ie.encode(&mut b);
-        crate::ie::decode_ies(&b[4..], 4).unwrap()
+        pfcp::ie::decode_ies(&b[4..], 4).unwrap()
     }
 
     #[test]
@@ -2092,7 +2092,7 @@ mod tests {
         let missing: Vec<String> = known_ie_types()
             .iter()
             .filter(|(t, kind)| *kind != "Bytes" && !seen.contains_key(t))
-            .map(|(t, _)| format!("{t} {}", crate::ie::ie_name(*t).unwrap_or("?")))
+            .map(|(t, _)| format!("{t} {}", pfcp::ie::ie_name(*t).unwrap_or("?")))
             .collect();
         assert!(missing.is_empty(), "not in the corpus: {missing:#?}");
     }
