@@ -3,8 +3,9 @@
  *   xdp_n3: GTP-U in (N3 from gNBs, N9 from other UPFs): TEID -> PDRs -> FAR.
  *   xdp_n6: plain IP in from the data network: UE address -> PDRs -> FAR.
  * The logic is in the headers under include/, one per concern; the tables in
- * include/upf_maps.h. crates/upf/src/fastpath/model.rs is the reference these programs
- * are tested against (BPF_PROG_RUN, identical verdicts and output octets). */
+ * include/upf_maps.h, the numbers in include/abi.h. The reference model
+ * (crates/upf/src/model/) is what these programs are tested against (BPF_PROG_RUN,
+ * identical verdicts, output octets and counters). */
 
 #include "upf_maps.h"
 #include "parse.h"
@@ -16,12 +17,9 @@
 #include "urr.h"
 #include "egress.h"
 #include "direct.h"
+#include "encap.h"
 
 char LICENSE[] SEC("license") = "GPL";
-
-#define ETH_LEN 14
-#define OUTER_V4 (20 + 8)
-#define OUTER_V6 (40 + 8)
 
 static __always_inline struct upf_config *get_config(void)
 {
@@ -172,78 +170,6 @@ static __always_inline int buffer_packet(struct xdp_md *ctx, const struct rule_s
 	return XDP_DROP;
 }
 
-/* The PDU Session Container to put in an outgoing G-PDU (TS 38.415 clause 5.5.2):
- * towards the access network a DL container with the QER's QFI (RQI, PPI); on an N9
- * relay the one that came in, unless Outer Header Removal asked to delete it. Returns
- * its length (0, 4 or 8) and fills psc[]. */
-static __always_inline int make_psc(const struct far *far, const struct pdr *p, const struct qer *q,
-				    const struct outer *o, int from_gtpu, __u8 *psc)
-{
-	int keep = from_gtpu && o->has_psc && !(p->ohr_ext & 1);
-	__u8 qfi = QFI_ANY;
-
-	if (q && q->qfi != QFI_ANY)
-		qfi = q->qfi;
-	else if (keep)
-		qfi = o->qfi;
-	if (qfi == QFI_ANY)
-		return 0;
-	if (far->dest == 0) {
-		/* DL PDU SESSION INFORMATION */
-		__u8 rqi = q && (q->flags & QER_F_RQI) ? 0x40 : 0;
-
-		psc[1] = 0x00;
-		psc[2] = qfi | rqi;
-		if (q && (q->flags & QER_F_PPI)) {
-			psc[0] = 2;
-			psc[2] |= 0x80;
-			psc[3] = q->ppi << 5;
-			psc[4] = 0;
-			psc[5] = 0;
-			psc[6] = 0;
-			psc[7] = 0;
-			return 8;
-		}
-		psc[0] = 1;
-		psc[3] = 0;
-		return 4;
-	}
-	if (!keep)
-		return 0;
-	/* A relayed container keeps its PDU type and QFI. */
-	psc[0] = 1;
-	psc[1] = o->psc_type << 4;
-	psc[2] = qfi;
-	psc[3] = 0;
-	return 4;
-}
-
-/* Decrement TTL / hop limit of the IP packet at `ip`. 0, or -1 if it expired. */
-static __always_inline int dec_ttl(void *data_end, __u8 *ip, __u8 version)
-{
-	if (version == 4) {
-		struct iphdr *h = (void *)ip;
-
-		if ((void *)(h + 1) > data_end)
-			return -1;
-		if (h->ttl <= 1)
-			return -1;
-		__u16 old = *(__u16 *)&h->ttl;
-
-		h->ttl--;
-		h->check = csum_replace2(h->check, old, *(__u16 *)&h->ttl);
-		return 0;
-	}
-	struct ipv6hdr *h6 = (void *)ip;
-
-	if ((void *)(h6 + 1) > data_end)
-		return -1;
-	if (h6->hop_limit <= 1)
-		return -1;
-	h6->hop_limit--;
-	return 0;
-}
-
 /* Start loading the cells PDR `p`'s first QER and URR will update. With a million
  * sessions they are rarely in the cache, and the locked instructions that update them
  * (the QER's and the shared cell's atomics) each wait for their miss in turn;
@@ -255,8 +181,108 @@ static __always_inline void touch_rules(const struct upf_config *cfg, const stru
 	touch_cells(cfg, p->qer[0], p->urr[0]);
 }
 
-/* Everything after the PDR lookup key: PDR, FAR, QER, URR, rewrite, egress. `inner` is
- * the offset of the user's IP packet; `from_gtpu` says whether it came in a G-PDU. */
+/* The PDR the packet matches, from the rule set's copy when it is the first (`hot`),
+ * else from the pdrs table; 0 if none. */
+static __always_inline const struct pdr *find_pdr(const struct rule_set *rs, const struct outer *o,
+						   const struct flow *f, int *hot)
+{
+	int at = match_pdr(rs, o, f);
+
+	*hot = at == 0 && (rs->hot & RS_HOT_PDR0);
+	if (*hot)
+		return &rs->pdr0;
+	if (at < 0)
+		return 0;
+	/* MAX_PDRS_PER_KEY is a power of two: the mask is the verifier's bound. */
+	__u32 pi = rs->pdr[at & (MAX_PDRS_PER_KEY - 1)];
+
+	return bpf_map_lookup_elem(&pdrs, &pi);
+}
+
+/* The PDR's FAR: the rule set's copy for its first PDR, else from the fars table. */
+static __always_inline const struct far *find_far(const struct rule_set *rs, const struct pdr *p,
+						  int hot)
+{
+	__u32 far_idx = p->far;
+
+	if (hot && (rs->hot & RS_HOT_FAR0))
+		return &rs->far0;
+	return bpf_map_lookup_elem(&fars, &far_idx);
+}
+
+/* Outer Header Removal must match how the packet came (8.2.64): a G-PDU's own header
+ * (GTP-U/UDP/IPv4, /IPv6, or either) removed, a plain packet's none. */
+static __always_inline int removal_fits(const struct pdr *p, const struct outer *o, int from_gtpu)
+{
+	if (from_gtpu)
+		return p->ohr == 0 ? o->family == 4 : p->ohr == 1 ? o->family == 6 : p->ohr == 6;
+	return p->ohr == OHR_NONE;
+}
+
+/* The PDR's QERs in order: each gate open, each MBR with room. 0 or the drop reason;
+ * `*q0` is the first QER with a QFI (it gives the PDU Session Container). */
+static __always_inline int enforce_qers(const struct pdr *p, int uplink, __u32 len, __u64 now,
+					struct qer **q0)
+{
+	int i;
+
+	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
+		__u32 qi = p->qer[i];
+
+		if (!qi)
+			continue;
+		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
+
+		if (!q)
+			continue;
+		int v = qer_check(q, uplink, len, now);
+
+		if (v)
+			return v;
+		if (!*q0 && q->qfi != QFI_ANY)
+			*q0 = q;
+	}
+	return 0;
+}
+
+/* Send the rewritten frame: to the next hop found, or, decapsulated with the next hop
+ * not yet resolved, to the kernel (which resolves it) with the link-layer header it
+ * came with. Counts the URRs and the outcome. */
+static __always_inline int send(struct xdp_md *ctx, struct upf_config *cfg, const struct rule_set *rs,
+				const struct pdr *p, const struct far *far, const struct encap *e,
+				const struct egress *eg, int er, const __u8 *in_dmac,
+				const __u8 *in_smac, __u32 len, __u64 now, int from_gtpu)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return drop(DROP_MALFORMED_IP, len);
+	if (er == EGRESS_NO_NEIGH) {
+		__builtin_memcpy(eth->h_dest, in_dmac, 6);
+		__builtin_memcpy(eth->h_source, in_smac, 6);
+		urr_count(cfg, p, rs->uplink, len, now, rs->seid);
+		return pass_up(STAT_PASSED_TO_KERNEL, len);
+	}
+	__builtin_memcpy(eth->h_dest, eg->dmac, 6);
+	__builtin_memcpy(eth->h_source, eg->smac, 6);
+	if (e->outer_len && e->family == 6 &&
+	    udp6_checksum(ctx, ETH_LEN, e->outer_len + len - 40))
+		return drop(DROP_MALFORMED_IP, len);
+	urr_count(cfg, p, rs->uplink, len, now, rs->seid);
+	count(far->ohc == OHC_NONE ? STAT_FORWARDED_UPLINK
+				   : (from_gtpu ? STAT_FORWARDED_N9 : STAT_FORWARDED_DOWNLINK),
+	      len);
+	if (eg->ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect(eg->ifindex, 0);
+}
+
+/* Everything after the lookup key, in the order the reference model checks it
+ * (crates/upf/src/model/pipeline.rs): source, PDR, FAR, QERs, quota, headers, egress,
+ * rewrite, send. `o->inner` is the offset of the user's IP packet; `from_gtpu` says
+ * whether it came in a G-PDU. */
 static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 				   const struct rule_set *rs, struct outer *o, struct flow *f,
 				   int from_gtpu)
@@ -281,25 +307,12 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		touch_rules(cfg, &rs->pdr0);
 	if (rs->uplink && !source_allowed(rs, f))
 		return drop(DROP_SPOOFED_SOURCE, len);
-
-	int at = match_pdr(rs, o, f);
-	const struct pdr *p = 0;
 	int hot = 0;
+	const struct pdr *p = find_pdr(rs, o, f, &hot);
 
-	if (at == 0 && (rs->hot & RS_HOT_PDR0)) {
-		p = &rs->pdr0;
-		hot = 1;
-	} else if (at >= 0) {
-		/* MAX_PDRS_PER_KEY is a power of two: the mask is the verifier's bound. */
-		__u32 pi = rs->pdr[at & (MAX_PDRS_PER_KEY - 1)];
-
-		p = bpf_map_lookup_elem(&pdrs, &pi);
-	}
 	if (!p)
 		return drop(DROP_NO_PDR, len);
-	__u32 far_idx = p->far;
-	const struct far *far = hot && (rs->hot & RS_HOT_FAR0) ? &rs->far0
-							      : bpf_map_lookup_elem(&fars, &far_idx);
+	const struct far *far = find_far(rs, p, hot);
 
 	if (!far)
 		return drop(DROP_NO_PDR, len);
@@ -307,220 +320,33 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		return drop(DROP_FAR_DROP, len);
 	if (far->action & FAR_BUFF)
 		return buffer_packet(ctx, rs, p, far, o->inner, len, now);
-	if (!(far->action & FAR_FORW))
+	if (!(far->action & FAR_FORW) || !removal_fits(p, o, from_gtpu))
 		return drop(DROP_UNSUPPORTED, len);
-
-	/* Outer Header Removal must match how the packet came (8.2.64). */
-	if (from_gtpu) {
-		if (p->ohr == 0 ? o->family != 4 : p->ohr == 1 ? o->family != 6 : p->ohr != 6)
-			return drop(DROP_UNSUPPORTED, len);
-	} else if (p->ohr != OHR_NONE) {
-		return drop(DROP_UNSUPPORTED, len);
-	}
-
 	struct qer *q0 = 0;
-	int i;
+	int v = enforce_qers(p, rs->uplink, len, now, &q0);
 
-	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
-		__u32 qi = p->qer[i];
-
-		if (!qi)
-			continue;
-		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
-
-		if (!q)
-			continue;
-		int v = qer_check(q, rs->uplink, len, now);
-
-		if (v)
-			return drop(v, len);
-		if (!q0 && q->qfi != QFI_ANY)
-			q0 = q;
-	}
+	if (v)
+		return drop(v, len);
 	if (!urr_quota_ok(cfg, p, len, rs->seid))
 		return drop(DROP_QUOTA_EXHAUSTED, len);
 
-	/* The new headers. */
-	__u8 psc[8] = {};
-	int psc_len = 0;
-	int outer_len = 0;
-	__u8 out_family = f->version;
-	__u8 dst[16] = {};
-	__u8 src[16] = {};
+	struct encap e = {};
 
-	if (far->ohc == OHC_GTPU_V4) {
-		psc_len = make_psc(far, p, q0, o, from_gtpu, psc);
-		outer_len = OUTER_V4 + 8 + (psc_len ? 4 + psc_len : 0);
-		out_family = 4;
-		__builtin_memcpy(dst, far->peer, 4);
-		__builtin_memcpy(src, far->src, 4);
-	} else if (far->ohc == OHC_GTPU_V6) {
-		psc_len = make_psc(far, p, q0, o, from_gtpu, psc);
-		outer_len = OUTER_V6 + 8 + (psc_len ? 4 + psc_len : 0);
-		out_family = 6;
-		__builtin_memcpy(dst, far->peer, 16);
-		__builtin_memcpy(src, far->src, 16);
-	} else if (far->ohc != OHC_NONE) {
-		return drop(DROP_UNSUPPORTED, len);
-	} else {
-		if (!from_gtpu)
-			return drop(DROP_UNSUPPORTED, len);
-		__builtin_memcpy(dst, f->dst, 16);
-		__builtin_memcpy(src, f->src, 16);
-	}
-	__u32 l3_len = outer_len + len;
+	v = plan_encap(far, p, q0, o, f, from_gtpu, &e);
+	if (v)
+		return drop(v, len);
+	__u32 l3_len = e.outer_len + len;
 	struct egress eg = {};
-	int er = egress_lookup(ctx, cfg, out_family, src, dst, l3_len, now, &eg);
+	int er = egress_lookup(ctx, cfg, e.family, e.src, e.dst, l3_len, now, &eg);
 
 	if (er == EGRESS_NO_ROUTE || (er == EGRESS_NO_NEIGH && far->ohc != OHC_NONE))
 		return drop(DROP_NO_ROUTE, len);
 	if (er == EGRESS_OK && l3_len > eg.mtu)
 		return drop(DROP_MTU_EXCEEDED, len);
-
-	/* Rewrite: [eth][outer][inner...] -> [eth][new outer][inner], trailing octets cut. */
-	int shift = (int)o->inner - ETH_LEN - outer_len;
-
-	if (bpf_xdp_adjust_head(ctx, shift))
-		return drop(DROP_UNSUPPORTED, len);
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	__u32 want = ETH_LEN + outer_len + len;
-	__u32 have = data_end - data;
-
-	if (have > want && bpf_xdp_adjust_tail(ctx, -(int)(have - want)))
-		return drop(DROP_UNSUPPORTED, len);
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	if (data + ETH_LEN + outer_len + 1 > data_end)
-		return drop(DROP_MALFORMED_IP, len);
-
-	/* The user's packet crosses this UPF as a router hop (not on an N9 relay). The
-	 * offsets are spelled out so the verifier sees constants. */
-	if (!(from_gtpu && far->ohc != OHC_NONE)) {
-		if (outer_len == 0) {
-			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN, f->version))
-				return drop(DROP_TTL_EXCEEDED, len);
-		} else if (outer_len == OUTER_V4 + 8) {
-			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V4 + 8, f->version))
-				return drop(DROP_TTL_EXCEEDED, len);
-		} else if (outer_len == OUTER_V4 + 16) {
-			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V4 + 16, f->version))
-				return drop(DROP_TTL_EXCEEDED, len);
-		} else if (outer_len == OUTER_V4 + 20) {
-			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V4 + 20, f->version))
-				return drop(DROP_TTL_EXCEEDED, len);
-		} else if (outer_len == OUTER_V6 + 8) {
-			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V6 + 8, f->version))
-				return drop(DROP_TTL_EXCEEDED, len);
-		} else if (outer_len == OUTER_V6 + 16) {
-			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V6 + 16, f->version))
-				return drop(DROP_TTL_EXCEEDED, len);
-		} else if (outer_len == OUTER_V6 + 20) {
-			if (dec_ttl(data_end, (__u8 *)data + ETH_LEN + OUTER_V6 + 20, f->version))
-				return drop(DROP_TTL_EXCEEDED, len);
-		}
-	}
-
-	struct ethhdr *eth = data;
-
-	if ((void *)(eth + 1) > data_end)
-		return drop(DROP_MALFORMED_IP, len);
-	eth->h_proto = out_family == 4 ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6);
-
-	__u8 *g = 0;
-	__u16 glen = 0;
-
-	if (outer_len && out_family == 4) {
-		struct iphdr *ip = (void *)(eth + 1);
-		struct udphdr *udp = (void *)(ip + 1);
-
-		g = (void *)(udp + 1);
-		if ((void *)(g + 8) > data_end)
-			return drop(DROP_MALFORMED_IP, len);
-		ip->version = 4;
-		ip->ihl = 5;
-		ip->tos = (far->flags & FAR_F_TOS) ? far->tos : 0;
-		ip->tot_len = bpf_htons(l3_len);
-		ip->id = 0;
-		ip->frag_off = bpf_htons(0x4000);
-		ip->ttl = 64;
-		ip->protocol = IPPROTO_UDP;
-		ip->check = 0;
-		__builtin_memcpy(&ip->saddr, far->src, 4);
-		__builtin_memcpy(&ip->daddr, far->peer, 4);
-		ip->check = ipv4_csum(ip);
-		udp->source = bpf_htons(GTPU_PORT);
-		udp->dest = bpf_htons(far->port);
-		udp->len = bpf_htons(l3_len - 20);
-		udp->check = 0;
-		glen = outer_len - OUTER_V4 - 8 + len;
-	} else if (outer_len) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		struct udphdr *udp = (void *)(ip6 + 1);
-		__u8 tc = (far->flags & FAR_F_TOS) ? far->tos : 0;
-
-		g = (void *)(udp + 1);
-		if ((void *)(g + 8) > data_end)
-			return drop(DROP_MALFORMED_IP, len);
-		/* Version 6, the Traffic Class from the Transport Level Marking, flow label 0. */
-		*(__be32 *)ip6 = bpf_htonl(0x60000000 | (__u32)tc << 20);
-		ip6->payload_len = bpf_htons(l3_len - 40);
-		ip6->nexthdr = IPPROTO_UDP;
-		ip6->hop_limit = 64;
-		__builtin_memcpy(&ip6->saddr, far->src, 16);
-		__builtin_memcpy(&ip6->daddr, far->peer, 16);
-		udp->source = bpf_htons(GTPU_PORT);
-		udp->dest = bpf_htons(far->port);
-		udp->len = bpf_htons(l3_len - 40);
-		udp->check = 0; /* computed once the packet is complete */
-		glen = outer_len - OUTER_V6 - 8 + len;
-	}
-	if (g) {
-		g[0] = psc_len ? 0x34 : 0x30;
-		g[1] = GTP_GPDU;
-		g[2] = glen >> 8;
-		g[3] = glen & 0xff;
-		g[4] = far->teid >> 24;
-		g[5] = far->teid >> 16;
-		g[6] = far->teid >> 8;
-		g[7] = far->teid;
-		if (psc_len) {
-			if ((void *)(g + 12 + 8) > data_end)
-				return drop(DROP_MALFORMED_IP, len);
-			g[8] = 0;
-			g[9] = 0;
-			g[10] = 0;
-			g[11] = EXT_PDU_SESSION_CONTAINER;
-			g[12] = psc[0];
-			g[13] = psc[1];
-			g[14] = psc[2];
-			g[15] = psc[3];
-			if (psc_len == 8) {
-				g[16] = psc[4];
-				g[17] = psc[5];
-				g[18] = psc[6];
-				g[19] = psc[7];
-			}
-		}
-	}
-
-	if (er == EGRESS_NO_NEIGH) {
-		/* Decapsulated, next hop not yet resolved: the kernel routes it and resolves
-		 * the neighbour; the frame keeps the link-layer header it came with. */
-		__builtin_memcpy(eth->h_dest, in_dmac, 6);
-		__builtin_memcpy(eth->h_source, in_smac, 6);
-		urr_count(cfg, p, rs->uplink, len, now, rs->seid);
-		return pass_up(STAT_PASSED_TO_KERNEL, len);
-	}
-	__builtin_memcpy(eth->h_dest, eg.dmac, 6);
-	__builtin_memcpy(eth->h_source, eg.smac, 6);
-	if (outer_len && out_family == 6 && udp6_checksum(ctx, ETH_LEN, l3_len - 40))
-		return drop(DROP_MALFORMED_IP, len);
-	urr_count(cfg, p, rs->uplink, len, now, rs->seid);
-	count(far->ohc == OHC_NONE ? STAT_FORWARDED_UPLINK : (from_gtpu ? STAT_FORWARDED_N9 : STAT_FORWARDED_DOWNLINK), len);
-	if (eg.ifindex == ctx->ingress_ifindex)
-		return XDP_TX;
-	return bpf_redirect(eg.ifindex, 0);
+	v = rewrite(ctx, far, &e, o->inner, len, f->version, from_gtpu && far->ohc != OHC_NONE);
+	if (v)
+		return drop(v, len);
+	return send(ctx, cfg, rs, p, far, &e, &eg, er, in_dmac, in_smac, len, now, from_gtpu);
 }
 
 SEC("xdp")

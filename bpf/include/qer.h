@@ -11,7 +11,7 @@
  *
  * `now` is the coarse clock: tat then advances within a tick (1-4 ms) and now catches
  * up once per tick, well within tau (100 ms of the rate), so the rate over any longer
- * window is the same. crates/upf/src/fastpath/pipeline.rs `gcra` is the reference. The
+ * window is the same. crates/upf/src/model/pipeline.rs `gcra` is the reference. The
  * slow path's limit (upf.bpf.c unknown_teid) is a GCRA too. */
 #ifndef UPF_QER_H
 #define UPF_QER_H

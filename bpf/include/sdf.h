@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* SDF filter matching (TS 29.244 clause 8.2.5, TS 29.212 clause 5.4.2): the flow
  * description is written for the downlink, so for uplink packets the UE side is the
- * source. Same semantics as SdfMatch::matches in crates/upf/src/sdf.rs. */
+ * source. Same semantics as SdfRule::matches in crates/upf/src/sdf.rs, applied to the
+ * entries crates/bpf/src/compile.rs makes of a rule. */
 #ifndef UPF_SDF_H
 #define UPF_SDF_H
 
