@@ -47,6 +47,44 @@ pub enum Verdict {
     Buffer(Buffered),
 }
 
+/// How the data path reads a frame that arrives on N3/N9: the G-PDU contract it shares
+/// with the codec (`gtpu::parse_gpdu`) and bpf/include/gtpu.h (packet.rs lists the
+/// deliberate differences from the codec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpduRead {
+    /// Not GTP-U for one of our addresses: the kernel's.
+    NotOurs,
+    /// GTP-U for us that upfd answers (not a G-PDU, or an extension header it must).
+    SlowPath,
+    Malformed,
+    /// A G-PDU: its TEID, the QFI and PDU type of its first DL or UL PDU Session
+    /// Container, and the offset of its T-PDU in the frame.
+    Gpdu {
+        teid: u32,
+        qfi: Option<u8>,
+        psc_type: u8,
+        inner: usize,
+    },
+}
+
+/// Read a frame arriving on N3/N9 as the data path does, for our addresses in `cfg`.
+pub fn read_gpdu(frame: &[u8], cfg: &Config) -> GpduRead {
+    let Some((family, l3)) = packet::parse_eth(frame) else {
+        return GpduRead::NotOurs;
+    };
+    match packet::parse_gtpu(frame, l3, family, cfg) {
+        packet::Gtp::Ok(o) => GpduRead::Gpdu {
+            teid: o.teid,
+            qfi: o.qfi,
+            psc_type: o.psc_type,
+            inner: o.inner,
+        },
+        packet::Gtp::NotOurs => GpduRead::NotOurs,
+        packet::Gtp::SlowPath => GpduRead::SlowPath,
+        packet::Gtp::Malformed => GpduRead::Malformed,
+    }
+}
+
 /// A QER's MBR state per direction: the GCRA's theoretical arrival time (ns, 0: idle).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Buckets {
