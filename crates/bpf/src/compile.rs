@@ -667,6 +667,53 @@ mod tests {
     }
 
     #[test]
+    fn framed_routes_reach_the_pdrs_whose_route_holds_them() {
+        let mut s = session();
+        let route = |net: &str, ue: u8| {
+            let mut pdi = on_ue(Ipv4Addr::new(10, 45, 0, ue));
+            pdi.framed_routes = upf::rules::thin_vec![net.parse().unwrap()];
+            pdi
+        };
+        s.pdrs.insert(1, pdr(1, 100, route("172.16.0.0/16", 2)));
+        s.pdrs.insert(2, pdr(2, 50, route("172.16.1.0/24", 2)));
+        let c = compile(&s, &addrs()).unwrap();
+        let of = |net: &str| -> Vec<u16> {
+            let k = Key::Framed(net.parse().unwrap());
+            c.keys.iter().find(|x| x.key == k).unwrap().pdrs.to_vec()
+        };
+        // A packet in the /24 is in the /16 too; one outside the /24 is not in it.
+        assert_eq!(of("172.16.1.0/24"), vec![2, 1]);
+        assert_eq!(of("172.16.0.0/16"), vec![1]);
+    }
+
+    #[test]
+    fn the_source_check_takes_the_first_ue_addresses_by_pdr_id() {
+        let mut s = session();
+        s.pdrs
+            .insert(2, pdr(2, 100, on_ue(Ipv4Addr::new(10, 45, 0, 3))));
+        s.pdrs
+            .insert(1, pdr(1, 100, on_ue(Ipv4Addr::new(10, 45, 0, 2))));
+        let mut v6 = on_ue(Ipv4Addr::new(10, 45, 0, 4));
+        v6.ue_ips[0].ipv6 = Some("2001:db8:45::".parse().unwrap());
+        v6.ue_ips[0].ipv6_prefix_len = Some(56);
+        s.pdrs.insert(3, pdr(3, 100, v6));
+        let c = compile(&s, &addrs()).unwrap();
+        assert_eq!(c.ue_v4, Some(Ipv4Addr::new(10, 45, 0, 2)));
+        assert_eq!(c.ue_v6, Some(("2001:db8:45::".parse().unwrap(), 56)));
+        let rs = c.rule_set(
+            &c.keys[0],
+            &HashMap::new(),
+            &HashMap::new(),
+            &HashMap::new(),
+        );
+        assert_eq!(
+            (rs.has_ue_v4, rs.ue_v4),
+            (1, u32::from_ne_bytes([10, 45, 0, 2]))
+        );
+        assert_eq!(rs.ue_v6_len, 56);
+    }
+
+    #[test]
     fn too_many_pdrs_on_one_key_name_the_first() {
         let mut s = session();
         for id in 1..=9 {
