@@ -194,13 +194,17 @@ impl Gen {
                     ipv6: None,
                 }),
                 network_instance: Some("internet".into()),
-                ue_ips: if self.chance(0.2) {
-                    thin_vec![UeIp {
+                ue_ips: match self.rng.random_range(0..100) {
+                    0..20 => thin_vec![UeIp {
                         ipv4: Some(ue_v4),
                         ..Default::default()
-                    }]
-                } else {
-                    thin_vec![]
+                    }],
+                    // Another address first: the source check takes the first by PDR ID.
+                    20..23 => thin_vec![UeIp {
+                        ipv4: Some(Ipv4Addr::from(u32::from(ue_v4) ^ 0x0080_0000)),
+                        ..Default::default()
+                    }],
+                    _ => thin_vec![],
                 },
                 qfis: if self.chance(0.3) {
                     thin_vec![self.rng.random_range(1..10)]
@@ -251,11 +255,18 @@ impl Gen {
             if i == 0 {
                 ue.ipv6 = ue_v6;
             }
+            // Now and then a second PDR routes the lower half of the framed route: a
+            // packet there is in both routes, one in the upper half in the wider alone.
+            let half = i == 1 && self.chance(0.5);
+            let routes = framed.iter().map(|n| match half {
+                true => ipnet::Ipv4Net::new(n.network(), n.prefix_len() + 1).unwrap(),
+                false => *n,
+            });
             let pdi = Pdi {
                 source_interface: interface::CORE,
                 network_instance: Some("internet".into()),
                 ue_ips: thin_vec![ue],
-                framed_routes: framed.iter().map(|n| ipnet::IpNet::V4(*n)).collect(),
+                framed_routes: routes.map(ipnet::IpNet::V4).collect(),
                 sdf_filters: if self.chance(0.4) {
                     thin_vec![self.sdf()]
                 } else {
@@ -533,7 +544,9 @@ impl Gen {
         } else if roll < 20 && s.ue_v6.is_some() {
             IpAddr::V6(s.ue_v6.unwrap())
         } else if let (true, Some(net)) = (roll < 28, s.framed) {
-            IpAddr::V4(Ipv4Addr::from(u32::from(net.network()) + 9))
+            // The lower or the upper half of the route.
+            let host = if self.chance(0.5) { 9 } else { 200 };
+            IpAddr::V4(Ipv4Addr::from(u32::from(net.network()) + host))
         } else {
             IpAddr::V4(s.ue_v4.unwrap())
         };
