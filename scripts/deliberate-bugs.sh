@@ -55,7 +55,9 @@ for b in "${bugs[@]}"; do
       if grep -q '^error\[' "$scratch/.log" || grep -q 'could not compile' "$scratch/.log"; then
         failed+=("$t (does not build)")
       else
-        failed+=("$t: $(grep -E '^test [^ ]+ \.\.\. FAILED' "$scratch/.log" | sed 's/^test //; s/ \.\.\. FAILED//' | sort -u | paste -sd, -)")
+        # The names cargo lists under "failures:".
+        names="$(grep -E '^    [A-Za-z0-9_:]+$' "$scratch/.log" | sed 's/^ *//' | sort -u | paste -sd, - || true)"
+        failed+=("$t: $names")
       fi
     fi
   done
