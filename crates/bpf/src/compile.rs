@@ -17,7 +17,7 @@ use pfcp::ie::OuterHeaderCreation;
 use smallvec::SmallVec;
 use upf::abi;
 use upf::fastpath::{Config, FastPathError};
-use upf::rules::{interface, Far, Pdr, Qer, Session};
+use upf::rules::{interface, Far, Pdi, Pdr, Qer, Session};
 use upf::sdf::{Address, Endpoint, PortRange, SdfRule};
 
 use crate::upf::types;
@@ -228,14 +228,16 @@ impl Compiled {
 
 /// Compile a session. Errors name the PDR the data path cannot hold.
 pub fn compile(s: &Session, addrs: &Addresses) -> Result<Compiled, FastPathError> {
-    let mut pdrs = Vec::with_capacity(s.pdrs.len());
-    for p in s.pdrs.values() {
-        pdrs.push(pdr_entry(s, p)?);
+    // Each PDR with its effective PDI (completed by its Traffic Endpoints), by PDR ID.
+    let pdis: Vec<(&Pdr, Pdi)> = s.pdrs.values().map(|p| (p, s.effective_pdi(p))).collect();
+    let mut pdrs = Vec::with_capacity(pdis.len());
+    for (p, pdi) in &pdis {
+        pdrs.push(pdr_entry(p, pdi)?);
     }
-    let (ue_v4, ue_v6) = ue_addresses(s);
+    let (ue_v4, ue_v6) = ue_addresses(&pdis);
     Ok(Compiled {
         seid: s.up_seid,
-        keys: keys(s)?,
+        keys: keys(&pdis)?,
         pdrs,
         fars: s.fars.values().map(|f| (f.id, far(f, addrs))).collect(),
         qers: s.qers.values().map(|q| (q.id, qer(q))).collect(),
@@ -250,10 +252,8 @@ pub fn compile(s: &Session, addrs: &Addresses) -> Result<Compiled, FastPathError
 /// routes (there the UE address is the packets' destination whatever its S/D flag
 /// says: pfcpsim leaves it clear). A UE address key also reaches the PDRs whose framed
 /// route holds it; a framed route key those whose framed route holds the whole route.
-fn keys(s: &Session) -> Result<Vec<KeyRules>, FastPathError> {
-    // Each PDR with its effective PDI, best precedence first.
-    let mut by_precedence: Vec<(&Pdr, upf::rules::Pdi)> =
-        s.pdrs.values().map(|p| (p, s.effective_pdi(p))).collect();
+fn keys(pdis: &[(&Pdr, Pdi)]) -> Result<Vec<KeyRules>, FastPathError> {
+    let mut by_precedence: Vec<&(&Pdr, Pdi)> = pdis.iter().collect();
     by_precedence.sort_by_key(|(p, _)| (p.precedence, p.id));
     let mut keys: Vec<(Key, u16)> = Vec::new();
     let mut add = |k: Key, pdr: u16| {
@@ -262,25 +262,22 @@ fn keys(s: &Session) -> Result<Vec<KeyRules>, FastPathError> {
         }
     };
     // Keys in PDR ID order: TEIDs, then UE addresses, then framed routes.
-    for p in s.pdrs.values() {
-        if let Some(f) = s.effective_pdi(p).local_fteid {
+    for (p, pdi) in pdis {
+        if let Some(f) = pdi.local_fteid {
             add(Key::Teid(f.teid), p.id);
         }
     }
-    let downlink = |pdi: &upf::rules::Pdi| {
-        pdi.local_fteid.is_none() && pdi.source_interface != interface::ACCESS
-    };
-    for p in s.pdrs.values() {
-        let pdi = s.effective_pdi(p);
-        if downlink(&pdi) {
+    let downlink =
+        |pdi: &Pdi| pdi.local_fteid.is_none() && pdi.source_interface != interface::ACCESS;
+    for (p, pdi) in pdis {
+        if downlink(pdi) {
             for a in pdi.ue_ips.iter().flat_map(|u| u.addrs()) {
                 add(Key::Ue(a), p.id);
             }
         }
     }
-    for p in s.pdrs.values() {
-        let pdi = s.effective_pdi(p);
-        if downlink(&pdi) {
+    for (p, pdi) in pdis {
+        if downlink(pdi) {
             for r in &pdi.framed_routes {
                 add(Key::Framed(*r), p.id);
             }
@@ -325,10 +322,10 @@ fn keys(s: &Session) -> Result<Vec<KeyRules>, FastPathError> {
 }
 
 /// The first IPv4 address and the first IPv6 prefix among the session's PDRs by ID.
-fn ue_addresses(s: &Session) -> (Option<Ipv4Addr>, Option<(Ipv6Addr, u8)>) {
+fn ue_addresses(pdis: &[(&Pdr, Pdi)]) -> (Option<Ipv4Addr>, Option<(Ipv6Addr, u8)>) {
     let (mut v4, mut v6) = (None, None);
-    for p in s.pdrs.values() {
-        for u in s.effective_pdi(p).ue_ips {
+    for (_, pdi) in pdis {
+        for u in &pdi.ue_ips {
             v4 = v4.or(u.ipv4);
             v6 = v6.or(u
                 .ipv6
@@ -339,7 +336,7 @@ fn ue_addresses(s: &Session) -> (Option<Ipv4Addr>, Option<(Ipv6Addr, u8)>) {
 }
 
 /// A PDR's entry: QFI, Outer Header Removal, the rules it names and its SDF entries.
-fn pdr_entry(s: &Session, p: &Pdr) -> Result<PdrEntry, FastPathError> {
+fn pdr_entry(p: &Pdr, pdi: &Pdi) -> Result<PdrEntry, FastPathError> {
     let refuse = |why: String| FastPathError::Pdr { pdr_id: p.id, why };
     if p.qer_ids.len() > abi::MAX_QERS_PER_PDR as usize {
         return Err(refuse(format!(
@@ -353,7 +350,6 @@ fn pdr_entry(s: &Session, p: &Pdr) -> Result<PdrEntry, FastPathError> {
             abi::MAX_URRS_PER_PDR
         )));
     }
-    let pdi = s.effective_pdi(p);
     let mut sdf = Vec::new();
     for f in &pdi.sdf_filters {
         let rule = SdfRule::from_ie(f).map_err(|e| refuse(format!("SDF filter: {e}")))?;
