@@ -347,6 +347,7 @@ fuzz_target!(|ops: Vec<Op>| {
                         seid: cp_seid as u64,
                         ipv4: Some(ip),
                         ipv6: None,
+                        spare: 0,
                     },
                     create_pdrs: pdrs.iter().take(8).map(pdr).collect(),
                     create_fars: fars.iter().take(8).map(far).collect(),

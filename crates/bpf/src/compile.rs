@@ -578,6 +578,7 @@ mod tests {
         Session::new(
             7,
             FSeid {
+                spare: 0,
                 seid: 7,
                 ipv4: Some(Ipv4Addr::LOCALHOST),
                 ipv6: None,

@@ -24,6 +24,8 @@
 //! and CP-side IEs). A sample whose header has FO set must travel bundled with the next
 //! one; [`datagrams`] does that.
 
+pub mod quirks;
+
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pfcp::header::HeaderRepr;
@@ -147,6 +149,7 @@ fn upf_node_id() -> NodeId {
 
 fn cp_fseid() -> FSeid {
     FSeid {
+        spare: 0,
         seid: CP_SEID,
         ipv4: Some(SMF_V4),
         ipv6: None,
@@ -155,6 +158,7 @@ fn cp_fseid() -> FSeid {
 
 fn up_fseid() -> FSeid {
     FSeid {
+        spare: 0,
         seid: UP_SEID,
         ipv4: Some(UPF_V4),
         ipv6: Some(UPF_V6),
@@ -317,6 +321,7 @@ fn update_forwarding() -> UpdateForwardingParameters {
 
 fn remote_peer_v4() -> RemoteGtpuPeer {
     RemoteGtpuPeer {
+        spare: 0,
         ipv4: Some(GNB_V4),
         ipv6: None,
         destination_interface: Some(Interface::ACCESS),
@@ -326,6 +331,7 @@ fn remote_peer_v4() -> RemoteGtpuPeer {
 
 fn remote_peer_v6() -> RemoteGtpuPeer {
     RemoteGtpuPeer {
+        spare: 0,
         ipv4: None,
         ipv6: Some(GNB_V6),
         destination_interface: None,
@@ -450,6 +456,7 @@ fn heartbeat_request() -> Sample {
     let b = HeartbeatRequest {
         recovery_time_stamp: T0,
         source_ip_address: Some(SourceIpAddress {
+            spare: 0,
             ipv4: Some(SMF_V4),
             ipv6: Some(SMF_V6),
             mask_prefix_length: None,
@@ -467,6 +474,7 @@ fn heartbeat_request_source_mask() -> Sample {
     let b = HeartbeatRequest {
         recovery_time_stamp: T0,
         source_ip_address: Some(SourceIpAddress {
+            spare: 0,
             ipv4: Some(SMF_V4),
             ipv6: None,
             mask_prefix_length: Some(24),
@@ -563,6 +571,7 @@ fn association_setup_request() -> Sample {
         cp_function_features: None,
         user_plane_ip_resource_information: vec![
             UserPlaneIpResourceInformation {
+                spare: 0,
                 teid_range_bits: 2,
                 teid_range: Some(1),
                 ipv4: Some(N3_V4),
@@ -571,6 +580,7 @@ fn association_setup_request() -> Sample {
                 source_interface: Some(Interface::ACCESS),
             },
             UserPlaneIpResourceInformation {
+                spare: 0,
                 teid_range_bits: 0,
                 teid_range: None,
                 ipv4: Some(N3_V4),
@@ -635,9 +645,10 @@ fn association_setup_response() -> Sample {
                 other_flags: 0,
             },
         ],
-        smf_set_id: Some(SmfSetId(Name::labels(
-            "set1.smfset.5gc.mnc001.mcc001.3gppnetwork.org",
-        ))),
+        smf_set_id: Some(SmfSetId {
+            fqdn: Name::labels("set1.smfset.5gc.mnc001.mcc001.3gppnetwork.org"),
+            spare: 0,
+        }),
         pfcpas_rsp_flags: Some(flags(&[1, 2])),
         ue_ip_address_pool_information: vec![],
         gtpu_path_qos_control_information: vec![],
@@ -868,6 +879,7 @@ fn session_establishment_request() -> Sample {
         Ie::IpMulticastAddressingInfo(vec![
             Ie::IpMulticastAddress(Bytes(vec![0x02, 232, 1, 1, 1])),
             Ie::SourceIpAddress(SourceIpAddress {
+                spare: 0,
                 ipv4: Some(Ipv4Addr::new(192, 0, 2, 99)),
                 ipv6: None,
                 mask_prefix_length: None,
@@ -905,6 +917,8 @@ fn session_establishment_request() -> Sample {
             ..SdfFilter::default()
         },
         SdfFilter {
+            spare: 0,
+            spare_octet: 0,
             flow_description: Some(b"permit out 17 from 192.0.2.0/24 5060 to assigned".to_vec()),
             tos_traffic_class: Some(0x2efc),
             spi: Some(7),
@@ -989,11 +1003,13 @@ fn session_establishment_request() -> Sample {
         reporting_triggers: Flags::from_bits(&[rt::PERIO, rt::VOLTH, rt::TIMTH, rt::VOLQU], 3),
         measurement_period: Some(600),
         volume_threshold: Some(Volume {
+            spare: 0,
             total: Some(10_000_000),
             uplink: Some(4_000_000),
             downlink: Some(6_000_000),
         }),
         volume_quota: Some(Volume {
+            spare: 0,
             total: Some(100_000_000),
             uplink: None,
             downlink: None,
@@ -1004,18 +1020,21 @@ fn session_establishment_request() -> Sample {
         time_quota: Some(7200),
         quota_holding_time: Some(120),
         dropped_dl_traffic_threshold: Some(DroppedDlTrafficThreshold {
+            spare: 0,
             packets: Some(1000),
             bytes: Some(1_500_000),
         }),
         quota_validity_time: Some(86_400),
         monitoring_time: Some(T0 + 43_200),
         subsequent_volume_threshold: Some(Volume {
+            spare: 0,
             total: Some(20_000_000),
             uplink: None,
             downlink: Some(12_000_000),
         }),
         subsequent_time_threshold: Some(1800),
         subsequent_volume_quota: Some(Volume {
+            spare: 0,
             total: None,
             uplink: Some(5_000_000),
             downlink: Some(5_000_000),
@@ -1043,6 +1062,7 @@ fn session_establishment_request() -> Sample {
         additional_monitoring_time: vec![AdditionalMonitoringTime {
             monitoring_time: T0 + 64_800,
             subsequent_volume_threshold: Some(Volume {
+                spare: 0,
                 total: Some(30_000_000),
                 uplink: None,
                 downlink: None,
@@ -1072,6 +1092,7 @@ fn session_establishment_request() -> Sample {
         dl_kbps: 20_000,
     });
     qer1.packet_rate = Some(PacketRate {
+        spare: 0,
         uplink: Some(Rate {
             time_unit: 0,
             max_packets: 1000,
@@ -1090,6 +1111,7 @@ fn session_establishment_request() -> Sample {
         }),
     });
     qer1.dl_flow_level_marking = Some(DlFlowLevelMarking {
+        spare: 0,
         tos_traffic_class: Some(0xb8fc),
         service_class_indicator: Some(0x0100),
     });
@@ -1143,6 +1165,7 @@ fn session_establishment_request() -> Sample {
         fq_csids: vec![fq_csid_v4()],
         user_plane_inactivity_timer: Some(3600),
         user_id: Some(UserId {
+            spare: 0,
             imsi: Some(tbcd("001010123456789")),
             imei: Some(tbcd("3534900698733190")),
             msisdn: Some(tbcd("15551234567")),
@@ -1211,6 +1234,7 @@ fn session_establishment_request_ethernet() -> Sample {
         ethernet_filter_id: Some(1),
         ethernet_filter_properties: Some(flags(&[1])),
         mac_addresses: vec![MacAddress {
+            spare: 0,
             source: Some([0x02, 0x00, 0x00, 0x00, 0x00, 0x01]),
             destination: Some([0x02, 0x00, 0x00, 0x00, 0x00, 0x02]),
             upper_source: None,
@@ -1229,6 +1253,7 @@ fn session_establishment_request_ethernet() -> Sample {
     let b = SessionEstablishmentRequest {
         node_id: NodeId::Ipv6(SMF_V6),
         cp_fseid: FSeid {
+            spare: 0,
             seid: CP_SEID + 1,
             ipv4: None,
             ipv6: Some(SMF_V6),
@@ -1243,6 +1268,7 @@ fn session_establishment_request_ethernet() -> Sample {
         fq_csids: vec![],
         user_plane_inactivity_timer: None,
         user_id: Some(UserId {
+            spare: 0,
             imsi: None,
             imei: None,
             msisdn: None,
@@ -1304,6 +1330,7 @@ fn session_establishment_request_choose() -> Sample {
     let b = SessionEstablishmentRequest {
         node_id: smf_node_id(),
         cp_fseid: FSeid {
+            spare: 0,
             seid: CP_SEID + 2,
             ipv4: Some(SMF_V4),
             ipv6: Some(SMF_V6),
@@ -1460,11 +1487,13 @@ fn session_modification_request() -> Sample {
         reporting_triggers: Some(flags(&[rt::VOLTH])),
         measurement_period: Some(300),
         volume_threshold: Some(Volume {
+            spare: 0,
             total: Some(5_000_000),
             uplink: None,
             downlink: None,
         }),
         volume_quota: Some(Volume {
+            spare: 0,
             total: None,
             uplink: None,
             downlink: Some(50_000_000),
@@ -1475,18 +1504,21 @@ fn session_modification_request() -> Sample {
         event_quota: Some(50),
         quota_holding_time: Some(60),
         dropped_dl_traffic_threshold: Some(DroppedDlTrafficThreshold {
+            spare: 0,
             packets: Some(10),
             bytes: None,
         }),
         quota_validity_time: Some(600),
         monitoring_time: Some(T0 + 7200),
         subsequent_volume_threshold: Some(Volume {
+            spare: 0,
             total: Some(1_000_000),
             uplink: None,
             downlink: None,
         }),
         subsequent_time_threshold: Some(900),
         subsequent_volume_quota: Some(Volume {
+            spare: 0,
             total: Some(2_000_000),
             uplink: None,
             downlink: None,
@@ -1525,6 +1557,7 @@ fn session_modification_request() -> Sample {
             dl_kbps: 15_000,
         }),
         packet_rate: Some(PacketRate {
+            spare: 0,
             uplink: Some(Rate {
                 time_unit: 1,
                 max_packets: 500,
@@ -1534,6 +1567,7 @@ fn session_modification_request() -> Sample {
             additional_downlink: None,
         }),
         dl_flow_level_marking: Some(DlFlowLevelMarking {
+            spare: 0,
             tos_traffic_class: Some(0x28fc),
             service_class_indicator: None,
         }),
@@ -1772,6 +1806,7 @@ fn usage_report(urr_id: u32, seqn: u32, triggers: &[u16]) -> UsageReport {
         start_time: Some(T0),
         end_time: Some(T0 + 60),
         volume_measurement: Some(VolumeMeasurement {
+            spare: 0,
             total: Some(1_500_000),
             uplink: Some(500_000),
             downlink: Some(1_000_000),
@@ -1798,6 +1833,7 @@ fn session_modification_response() -> Sample {
     let mut ur = usage_report(1, 3, &[t::IMMER]);
     ur.query_urr_reference = Some(42);
     ur.volume_measurement = Some(VolumeMeasurement {
+        spare: 0,
         total: Some(2_000),
         uplink: None,
         downlink: Some(2_000),
@@ -1902,6 +1938,7 @@ fn session_report_request() -> Sample {
         Ie::JoinIpMulticastInformation(vec![
             Ie::IpMulticastAddress(Bytes(vec![0x02, 232, 1, 1, 1])),
             Ie::SourceIpAddress(SourceIpAddress {
+                spare: 0,
                 ipv4: Some(Ipv4Addr::new(192, 0, 2, 99)),
                 ipv6: None,
                 mask_prefix_length: None,
@@ -1916,6 +1953,7 @@ fn session_report_request() -> Sample {
         downlink_data_report: Some(DownlinkDataReport {
             pdr_ids: vec![2],
             downlink_data_service_information: vec![DownlinkDataServiceInformation {
+                spare: 0,
                 ppi: Some(3),
                 qfi: Some(9),
             }],
@@ -1963,6 +2001,7 @@ fn session_report_request_follow_on() -> Sample {
         downlink_data_report: Some(DownlinkDataReport {
             pdr_ids: vec![2, 4],
             downlink_data_service_information: vec![DownlinkDataServiceInformation {
+                spare: 0,
                 ppi: None,
                 qfi: Some(5),
             }],
@@ -2003,6 +2042,7 @@ fn session_report_response() -> Sample {
         }),
         pfcpsr_rsp_flags: Some(flags(&[1])),
         cp_fseid: Some(FSeid {
+            spare: 0,
             seid: CP_SEID + 9,
             ipv4: Some(Ipv4Addr::new(192, 0, 2, 11)),
             ipv6: None,

@@ -250,8 +250,13 @@ fn top_level_ie_overruns_the_message() {
 }
 
 #[test]
-fn fteid_choose_without_v4_or_v6() {
-    let pdr = create_pdr(pdi(&[source_interface(), ie(types::FTEID, &[0x04])]));
+fn fteid_without_v4_or_v6() {
+    // An explicit F-TEID (CH=0) needs an address. CH=1 alone is accepted: OAI's SMF sends
+    // it (docs/interop.md).
+    let pdr = create_pdr(pdi(&[
+        source_interface(),
+        ie(types::FTEID, &[0x00, 0, 0, 0, 1]),
+    ]));
     let e = establishment(&[node_id(), fseid(), pdr, good_far()]);
     assert!(matches!(e.kind, ErrorKind::Invalid(_)));
     assert_eq!(e.offending_ie(), Some(types::FTEID));

@@ -316,6 +316,7 @@ fn check_built(m: &Built) {
             assert_eq!(
                 b.cp_fseid,
                 FSeid {
+                    spare: 0,
                     seid: eu(f, "seid"),
                     ipv4: Some(eip(f, "ipv4")),
                     ipv6: None
@@ -753,6 +754,7 @@ fn establishment_request() -> SessionEstablishmentRequest {
     );
     urr.measurement_period = Some(60);
     urr.volume_threshold = Some(Volume {
+        spare: 0,
         total: Some(10_000_000),
         uplink: Some(4_000_000),
         downlink: Some(6_000_000),
@@ -776,6 +778,7 @@ fn establishment_request() -> SessionEstablishmentRequest {
     SessionEstablishmentRequest {
         node_id: NodeId::Ipv4(SMF),
         cp_fseid: FSeid {
+            spare: 0,
             seid: CP_SEID,
             ipv4: Some(SMF),
             ipv6: None,
@@ -925,6 +928,7 @@ fn our_messages() -> Vec<Emitted> {
             )),
             cp_function_features: None,
             user_plane_ip_resource_information: vec![UserPlaneIpResourceInformation {
+                spare: 0,
                 teid_range_bits: 2,
                 teid_range: Some(3),
                 ipv4: Some(UPF_N3),
@@ -964,6 +968,7 @@ fn our_messages() -> Vec<Emitted> {
             cause: CauseValue::REQUEST_ACCEPTED,
             offending_ie: None,
             up_fseid: Some(FSeid {
+                spare: 0,
                 seid: UP_SEID,
                 ipv4: Some(UPF),
                 ipv6: None,
@@ -1084,6 +1089,7 @@ fn our_messages() -> Vec<Emitted> {
             node_report_type: Flags::from_bits(&[pfcp::ie::node_report_type::UPFR], 1),
             user_plane_path_failure_report: Some(UserPlanePathFailureReport {
                 remote_gtpu_peers: vec![RemoteGtpuPeer {
+                    spare: 0,
                     ipv4: Some(GNB),
                     ipv6: None,
                     destination_interface: None,

@@ -1106,7 +1106,7 @@ fn leaf(x: &Ie, c: &mut Check) {
                 c.ip("pfcp.f_seid.ipv6", a);
             }
         }
-        Ie::NodeId(v) => match v {
+        Ie::NodeId(v) => match &v.node_id {
             ie::NodeId::Ipv4(a) => {
                 c.uint("pfcp.node_id_type", 0);
                 c.ip("pfcp.node_id_ipv4", *a);
@@ -1488,7 +1488,7 @@ fn leaf(x: &Ie, c: &mut Check) {
                 c.ip("pfcp.cp_pfcp_entity_ip_address.ipv6", a);
             }
         }
-        Ie::SmfSetId(v) => c.text("pfcp.node_id_fqdn", &name_text(&v.0)),
+        Ie::SmfSetId(v) => c.text("pfcp.node_id_fqdn", &name_text(&v.fqdn)),
         Ie::SourceIpAddress(v) => {
             c.flag("pfcp.f_seid_flags.v4", v.ipv4.is_some());
             c.flag("pfcp.f_seid_flags.v6", v.ipv6.is_some());

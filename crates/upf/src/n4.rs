@@ -1057,11 +1057,13 @@ impl N4 {
     fn fseid(&self, seid: u64) -> FSeid {
         match self.cfg.addr {
             IpAddr::V4(a) => FSeid {
+                spare: 0,
                 seid,
                 ipv4: Some(a),
                 ipv6: None,
             },
             IpAddr::V6(a) => FSeid {
+                spare: 0,
                 seid,
                 ipv4: None,
                 ipv6: Some(a),
@@ -1242,6 +1244,7 @@ fn reject(
 
 fn ue_ip_ie(u: &UeIp) -> UeIpAddress {
     UeIpAddress {
+        spare: 0,
         ipv4: u.ipv4,
         ipv6: u.ipv6,
         destination: u.is_destination,
@@ -1288,6 +1291,7 @@ fn usage_report_plain(r: &Report) -> msg::UsageReport {
         start_time: Some(to_ntp(r.start)),
         end_time: Some(to_ntp(r.end)),
         volume_measurement: Some(VolumeMeasurement {
+            spare: 0,
             total: Some(u.total_bytes()),
             uplink: Some(u.ul_bytes),
             downlink: Some(u.dl_bytes),

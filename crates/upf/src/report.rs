@@ -501,6 +501,7 @@ mod tests {
             pfcp::ie::Flags::from_bits(&[pfcp::ie::measurement_method::VOLUM], 1);
         assert_eq!(threshold_left(&u, &usage(0, 0)), None, "no threshold value");
         u.rule.volume_threshold = Some(Volume {
+            spare: 0,
             total: Some(1000),
             uplink: Some(300),
             downlink: None,

@@ -191,6 +191,7 @@ fn establishment(cp_seid: u64, choose_id: Option<u8>) -> msg::SessionEstablishme
     msg::SessionEstablishmentRequest {
         node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
         cp_fseid: FSeid {
+            spare: 0,
             seid: cp_seid,
             ipv4: Some(Ipv4Addr::new(127, 0, 0, 4)),
             ipv6: None,

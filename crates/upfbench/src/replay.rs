@@ -634,7 +634,9 @@ fn rewrite(tx: &Transaction, local: Ipv4Addr, map: &mut Mapper) -> Result<Rewrit
     }
     for ie in m.ies.iter_mut() {
         match ie {
-            Ie::NodeId(n @ (NodeId::Ipv4(_) | NodeId::Ipv6(_))) => *n = NodeId::Ipv4(local),
+            Ie::NodeId(n) if matches!(n.node_id, NodeId::Ipv4(_) | NodeId::Ipv6(_)) => {
+                n.node_id = NodeId::Ipv4(local)
+            }
             Ie::FSeid(f) => {
                 f.ipv4 = Some(local);
                 f.ipv6 = None;
@@ -964,7 +966,7 @@ async fn associate(
     let m = Message {
         header: HeaderRepr::node(mt::ASSOCIATION_SETUP_REQUEST, n4.next_sequence()),
         ies: vec![
-            Ie::NodeId(NodeId::Ipv4(local)),
+            Ie::NodeId(NodeId::Ipv4(local).into()),
             Ie::RecoveryTimeStamp(n4.recovery_time_stamp()),
             Ie::CpFunctionFeatures(pfcp::ie::Flags(vec![0])),
         ],

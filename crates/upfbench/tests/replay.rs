@@ -59,7 +59,7 @@ fn call_flow() -> Vec<(usize, capture::Datagram)> {
     let assoc = msg(
         HeaderRepr::node(mt::ASSOCIATION_SETUP_REQUEST, 1),
         vec![
-            Ie::NodeId(NodeId::Ipv4(smf_ip)),
+            Ie::NodeId(NodeId::Ipv4(smf_ip).into()),
             Ie::RecoveryTimeStamp(1),
             Ie::CpFunctionFeatures(Flags(vec![0])),
         ],
@@ -67,7 +67,7 @@ fn call_flow() -> Vec<(usize, capture::Datagram)> {
     let assoc_rsp = msg(
         HeaderRepr::node(mt::ASSOCIATION_SETUP_RESPONSE, 1),
         vec![
-            Ie::NodeId(NodeId::Ipv4(upf_ip)),
+            Ie::NodeId(NodeId::Ipv4(upf_ip).into()),
             Ie::Cause(CauseValue::REQUEST_ACCEPTED),
             Ie::RecoveryTimeStamp(2),
             Ie::UpFunctionFeatures(Flags::from_bits(&[up_function_features::FTUP], 2)),
@@ -84,8 +84,9 @@ fn call_flow() -> Vec<(usize, capture::Datagram)> {
     let est = msg(
         HeaderRepr::session(mt::SESSION_ESTABLISHMENT_REQUEST, 0, 2),
         vec![
-            Ie::NodeId(NodeId::Ipv4(smf_ip)),
+            Ie::NodeId(NodeId::Ipv4(smf_ip).into()),
             Ie::FSeid(FSeid {
+                spare: 0,
                 seid: 0x11,
                 ipv4: Some(smf_ip),
                 ipv6: None,
@@ -126,9 +127,10 @@ fn call_flow() -> Vec<(usize, capture::Datagram)> {
     let est_rsp = msg(
         HeaderRepr::session(mt::SESSION_ESTABLISHMENT_RESPONSE, 0x11, 2),
         vec![
-            Ie::NodeId(NodeId::Ipv4(upf_ip)),
+            Ie::NodeId(NodeId::Ipv4(upf_ip).into()),
             Ie::Cause(CauseValue::REQUEST_ACCEPTED),
             Ie::FSeid(FSeid {
+                spare: 0,
                 seid: 0xabc,
                 ipv4: Some(upf_ip),
                 ipv6: None,
@@ -512,7 +514,7 @@ impl RejectingUpf {
                     continue;
                 };
                 let rt = h.message_type + 1;
-                let node = Ie::NodeId(NodeId::Ipv4(Ipv4Addr::LOCALHOST));
+                let node = Ie::NodeId(NodeId::Ipv4(Ipv4Addr::LOCALHOST).into());
                 let (header, ies) = if h.message_type == mt::HEARTBEAT_REQUEST {
                     (
                         HeaderRepr::node(rt, h.sequence),

@@ -177,6 +177,7 @@ impl SlowPath {
                 pdr_ids: vec![pdr_id],
                 downlink_data_service_information: qfi
                     .map(|q| DownlinkDataServiceInformation {
+                        spare: 0,
                         ppi: None,
                         qfi: Some(q),
                     })

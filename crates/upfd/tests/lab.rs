@@ -518,6 +518,7 @@ fn volume_quota_stops_forwarding() {
         u.reporting_triggers = Flags::from_bits(&[reporting_triggers::VOLQU], 3);
         u.volume_threshold = None;
         u.volume_quota = Some(Volume {
+            spare: 0,
             total: Some(60_000),
             uplink: None,
             downlink: None,

@@ -58,6 +58,7 @@ pub fn empty_session(seid: u64) -> Session {
     Session::new(
         seid,
         FSeid {
+            spare: 0,
             seid,
             ipv4: Some(Ipv4Addr::LOCALHOST),
             ipv6: None,

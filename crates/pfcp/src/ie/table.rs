@@ -67,7 +67,7 @@ macro_rules! ie_table {
             57 FSeid FSEID "F-SEID" FSeid;
             58 ApplicationIdsPfds APPLICATION_IDS_PFDS "Application ID's PFDs" group;
             59 PfdContext PFD_CONTEXT "PFD context" group;
-            60 NodeId NODE_ID "Node ID" NodeId;
+            60 NodeId NODE_ID "Node ID" NodeIdIe;
             61 PfdContents PFD_CONTENTS "PFD contents" PfdContents;
             62 MeasurementMethod MEASUREMENT_METHOD "Measurement Method" Flags;
             63 UsageReportTrigger USAGE_REPORT_TRIGGER "Usage Report Trigger" Flags;

@@ -37,6 +37,10 @@ fn ser_opt_text<S: Serializer>(b: &Option<Vec<u8>>, s: S) -> std::result::Result
     }
 }
 
+fn is_zero<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
+}
+
 fn bit(flags: u8, n: u8) -> bool {
     flags & (1 << (n - 1)) != 0
 }
@@ -320,6 +324,10 @@ pub struct FTeid {
     pub ipv6: Option<Ipv6Addr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub choose: Option<Choose>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl FTeid {
@@ -329,6 +337,7 @@ impl FTeid {
             ipv4,
             ipv6,
             choose: None,
+            spare: 0,
         }
     }
     pub fn choose(v4: bool, v6: bool, choose_id: Option<u8>) -> Self {
@@ -337,6 +346,7 @@ impl FTeid {
             ipv4: None,
             ipv6: None,
             choose: Some(Choose { v4, v6, choose_id }),
+            spare: 0,
         }
     }
 }
@@ -346,12 +356,19 @@ impl Value for FTeid {
         let mut r = Reader::new(v);
         let flags = r.u8()?;
         let (v4, v6, ch, chid) = (bit(flags, 1), bit(flags, 2), bit(flags, 3), bit(flags, 4));
+        let spare = flags & 0xf0;
+        if ch {
+            // CH without V4 or V6 is what OAI's SMF sends in every Create PDR (clause
+            // 8.2.3 asks for at least one): read as "any address family", the UP function
+            // picks (see upf::procedures).
+            let choose_id = if chid { Some(r.u8()?) } else { None };
+            return Ok(FTeid {
+                spare,
+                ..FTeid::choose(v4, v6, choose_id)
+            });
+        }
         if !v4 && !v6 {
             return Err(r.invalid("F-TEID with neither V4 nor V6 set"));
-        }
-        if ch {
-            let choose_id = if chid { Some(r.u8()?) } else { None };
-            return Ok(FTeid::choose(v4, v6, choose_id));
         }
         if chid {
             return Err(r.invalid("F-TEID with CHID set but CH not set"));
@@ -359,20 +376,27 @@ impl Value for FTeid {
         let teid = r.u32()?;
         let ipv4 = if v4 { Some(r.ipv4()?) } else { None };
         let ipv6 = if v6 { Some(r.ipv6()?) } else { None };
-        Ok(FTeid::new(teid, ipv4, ipv6))
+        Ok(FTeid {
+            spare,
+            ..FTeid::new(teid, ipv4, ipv6)
+        })
     }
     fn encode(&self, out: &mut Vec<u8>) {
         match self.choose {
             Some(c) => {
                 out.put_u8(
-                    set(c.v4, 1) | set(c.v6, 2) | set(true, 3) | set(c.choose_id.is_some(), 4),
+                    set(c.v4, 1)
+                        | set(c.v6, 2)
+                        | set(true, 3)
+                        | set(c.choose_id.is_some(), 4)
+                        | self.spare,
                 );
                 if let Some(id) = c.choose_id {
                     out.put_u8(id);
                 }
             }
             None => {
-                out.put_u8(set(self.ipv4.is_some(), 1) | set(self.ipv6.is_some(), 2));
+                out.put_u8(set(self.ipv4.is_some(), 1) | set(self.ipv6.is_some(), 2) | self.spare);
                 out.put_u32(self.teid.unwrap_or(0));
                 if let Some(a) = self.ipv4 {
                     out.extend_from_slice(&a.octets());
@@ -422,14 +446,24 @@ pub struct SdfFilter {
     pub flow_label: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter_id: Option<u32>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
+    /// Octet 6, spare, as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare_octet: u8,
 }
 
 impl Value for SdfFilter {
     fn decode(v: &[u8]) -> Result<Self> {
         let mut r = Reader::new(v);
         let flags = r.u8()?;
-        r.u8()?; // spare
-        let mut f = SdfFilter::default();
+        let mut f = SdfFilter {
+            spare: flags & 0xe0,
+            spare_octet: r.u8()?,
+            ..SdfFilter::default()
+        };
         if bit(flags, 1) {
             f.flow_description = Some(r.len16_bytes()?.to_vec());
         }
@@ -453,9 +487,10 @@ impl Value for SdfFilter {
                 | set(self.tos_traffic_class.is_some(), 2)
                 | set(self.spi.is_some(), 3)
                 | set(self.flow_label.is_some(), 4)
-                | set(self.filter_id.is_some(), 5),
+                | set(self.filter_id.is_some(), 5)
+                | self.spare,
         );
-        out.put_u8(0);
+        out.put_u8(self.spare_octet);
         if let Some(d) = &self.flow_description {
             out.put_len16(d);
         }
@@ -484,13 +519,20 @@ pub struct Volume {
     pub uplink: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub downlink: Option<u64>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for Volume {
     fn decode(v: &[u8]) -> Result<Self> {
         let mut r = Reader::new(v);
         let flags = r.u8()?;
-        let mut x = Volume::default();
+        let mut x = Volume {
+            spare: flags & 0xf8,
+            ..Volume::default()
+        };
         if bit(flags, 1) {
             x.total = Some(r.u64()?);
         }
@@ -506,7 +548,8 @@ impl Value for Volume {
         out.put_u8(
             set(self.total.is_some(), 1)
                 | set(self.uplink.is_some(), 2)
-                | set(self.downlink.is_some(), 3),
+                | set(self.downlink.is_some(), 3)
+                | self.spare,
         );
         for x in [self.total, self.uplink, self.downlink]
             .into_iter()
@@ -532,6 +575,10 @@ pub struct VolumeMeasurement {
     pub uplink_packets: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub downlink_packets: Option<u64>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for VolumeMeasurement {
@@ -552,6 +599,7 @@ impl Value for VolumeMeasurement {
             total_packets: read(4)?,
             uplink_packets: read(5)?,
             downlink_packets: read(6)?,
+            spare: flags & 0xc0,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
@@ -567,7 +615,7 @@ impl Value for VolumeMeasurement {
         for (i, x) in all.iter().enumerate() {
             flags |= set(x.is_some(), i as u8 + 1);
         }
-        out.put_u8(flags);
+        out.put_u8(flags | self.spare);
         for x in all.into_iter().flatten() {
             out.put_u64(x);
         }
@@ -633,6 +681,10 @@ pub struct DownlinkDataServiceInformation {
     pub ppi: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qfi: Option<u8>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl DownlinkDataServiceInformation {
@@ -651,10 +703,14 @@ impl Value for DownlinkDataServiceInformation {
         // Kept whole (spare bits included) so the IE re-encodes as received.
         let ppi = if bit(flags, 1) { Some(r.u8()?) } else { None };
         let qfi = if bit(flags, 2) { Some(r.u8()?) } else { None };
-        Ok(DownlinkDataServiceInformation { ppi, qfi })
+        Ok(DownlinkDataServiceInformation {
+            ppi,
+            qfi,
+            spare: flags & 0xfc,
+        })
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.put_u8(set(self.ppi.is_some(), 1) | set(self.qfi.is_some(), 2));
+        out.put_u8(set(self.ppi.is_some(), 1) | set(self.qfi.is_some(), 2) | self.spare);
         for x in [self.ppi, self.qfi].into_iter().flatten() {
             out.put_u8(x);
         }
@@ -757,6 +813,10 @@ pub struct FSeid {
     pub ipv4: Option<Ipv4Addr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<Ipv6Addr>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for FSeid {
@@ -769,10 +829,15 @@ impl Value for FSeid {
         let seid = r.u64()?;
         let ipv4 = if bit(flags, 2) { Some(r.ipv4()?) } else { None };
         let ipv6 = if bit(flags, 1) { Some(r.ipv6()?) } else { None };
-        Ok(FSeid { seid, ipv4, ipv6 })
+        Ok(FSeid {
+            seid,
+            ipv4,
+            ipv6,
+            spare: flags & 0xfc,
+        })
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.put_u8(set(self.ipv6.is_some(), 1) | set(self.ipv4.is_some(), 2));
+        out.put_u8(set(self.ipv6.is_some(), 1) | set(self.ipv4.is_some(), 2) | self.spare);
         out.put_u64(self.seid);
         if let Some(a) = self.ipv4 {
             out.extend_from_slice(&a.octets());
@@ -851,6 +916,51 @@ impl Value for NodeId {
     }
 }
 
+/// A Node ID IE as received: the Node ID, and the spare bits 5-8 of its type octet (kept
+/// so the IE re-encodes as received). The generic layer ([`super::Ie::NodeId`]) holds
+/// this; typed messages hold the [`NodeId`] alone, which is what identifies a peer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeIdIe {
+    pub node_id: NodeId,
+    pub spare: u8,
+}
+
+impl From<NodeId> for NodeIdIe {
+    fn from(node_id: NodeId) -> Self {
+        NodeIdIe { node_id, spare: 0 }
+    }
+}
+
+impl Serialize for NodeIdIe {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match &self.node_id {
+            NodeId::Ipv4(a) => m.serialize_entry("ipv4", a)?,
+            NodeId::Ipv6(a) => m.serialize_entry("ipv6", a)?,
+            NodeId::Fqdn(n) => m.serialize_entry("fqdn", n)?,
+        }
+        if self.spare != 0 {
+            m.serialize_entry("spare", &self.spare)?;
+        }
+        m.end()
+    }
+}
+
+impl Value for NodeIdIe {
+    fn decode(v: &[u8]) -> Result<Self> {
+        Ok(NodeIdIe {
+            node_id: NodeId::decode(v)?,
+            spare: v.first().map_or(0, |t| t & 0xf0),
+        })
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let at = out.len();
+        self.node_id.encode(out);
+        out[at] |= self.spare;
+    }
+}
+
 /// PFD Contents, clause 8.2.39: each field is a 2-octet length and its octets.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct PfdContents {
@@ -870,13 +980,16 @@ pub struct PfdContents {
     pub additional_urls: Option<Bytes>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub additional_domain_names_and_protocols: Option<Bytes>,
+    /// Octet 6, spare, as received (kept so the IE re-encodes as received).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for PfdContents {
     fn decode(v: &[u8]) -> Result<Self> {
         let mut r = Reader::new(v);
         let flags = r.u8()?;
-        r.u8()?; // spare
+        let spare = r.u8()?;
         let mut get = |n| -> Result<Option<Vec<u8>>> {
             if bit(flags, n) {
                 Ok(Some(r.len16_bytes()?.to_vec()))
@@ -893,6 +1006,7 @@ impl Value for PfdContents {
             additional_flow_descriptions: get(6)?.map(Bytes),
             additional_urls: get(7)?.map(Bytes),
             additional_domain_names_and_protocols: get(8)?.map(Bytes),
+            spare,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
@@ -913,7 +1027,7 @@ impl Value for PfdContents {
             flags |= set(f.is_some(), i as u8 + 1);
         }
         out.put_u8(flags);
-        out.put_u8(0);
+        out.put_u8(self.spare);
         for f in fields.into_iter().flatten() {
             out.put_len16(f);
         }
@@ -967,6 +1081,10 @@ pub struct DroppedDlTrafficThreshold {
     pub packets: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for DroppedDlTrafficThreshold {
@@ -975,10 +1093,14 @@ impl Value for DroppedDlTrafficThreshold {
         let flags = r.u8()?;
         let packets = if bit(flags, 1) { Some(r.u64()?) } else { None };
         let bytes = if bit(flags, 2) { Some(r.u64()?) } else { None };
-        Ok(DroppedDlTrafficThreshold { packets, bytes })
+        Ok(DroppedDlTrafficThreshold {
+            packets,
+            bytes,
+            spare: flags & 0xfc,
+        })
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.put_u8(set(self.packets.is_some(), 1) | set(self.bytes.is_some(), 2));
+        out.put_u8(set(self.packets.is_some(), 1) | set(self.bytes.is_some(), 2) | self.spare);
         for x in [self.packets, self.bytes].into_iter().flatten() {
             out.put_u64(x);
         }
@@ -1151,6 +1273,10 @@ pub struct UeIpAddress {
     pub ipv6_prefix_delegation_bits: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ipv6_prefix_length: Option<u8>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for UeIpAddress {
@@ -1169,6 +1295,7 @@ impl Value for UeIpAddress {
             choose_v6: bit(f, 6),
             ipv6_prefix_delegation_bits,
             ipv6_prefix_length,
+            spare: f & 0x80,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
@@ -1179,7 +1306,8 @@ impl Value for UeIpAddress {
                 | set(self.ipv6_prefix_delegation_bits.is_some(), 4)
                 | set(self.choose_v4, 5)
                 | set(self.choose_v6, 6)
-                | set(self.ipv6_prefix_length.is_some(), 7),
+                | set(self.ipv6_prefix_length.is_some(), 7)
+                | self.spare,
         );
         if let Some(a) = self.ipv4 {
             out.extend_from_slice(&a.octets());
@@ -1215,6 +1343,10 @@ pub struct PacketRate {
     pub additional_uplink: Option<Rate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub additional_downlink: Option<Rate>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for PacketRate {
@@ -1237,11 +1369,17 @@ impl Value for PacketRate {
             downlink: rate(dl)?,
             additional_uplink: rate(aprc && ul)?,
             additional_downlink: rate(aprc && dl)?,
+            spare: f & 0xf8,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
         let aprc = self.additional_uplink.is_some() || self.additional_downlink.is_some();
-        out.put_u8(set(self.uplink.is_some(), 1) | set(self.downlink.is_some(), 2) | set(aprc, 3));
+        out.put_u8(
+            set(self.uplink.is_some(), 1)
+                | set(self.downlink.is_some(), 2)
+                | set(aprc, 3)
+                | self.spare,
+        );
         for x in [
             self.uplink,
             self.downlink,
@@ -1305,6 +1443,10 @@ pub struct DlFlowLevelMarking {
     pub tos_traffic_class: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_class_indicator: Option<u16>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for DlFlowLevelMarking {
@@ -1316,12 +1458,14 @@ impl Value for DlFlowLevelMarking {
         Ok(DlFlowLevelMarking {
             tos_traffic_class,
             service_class_indicator,
+            spare: f & 0xfc,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
         out.put_u8(
             set(self.tos_traffic_class.is_some(), 1)
-                | set(self.service_class_indicator.is_some(), 2),
+                | set(self.service_class_indicator.is_some(), 2)
+                | self.spare,
         );
         for x in [self.tos_traffic_class, self.service_class_indicator]
             .into_iter()
@@ -1368,6 +1512,10 @@ pub struct RemoteGtpuPeer {
     pub destination_interface: Option<Interface>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_instance: Option<Name>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for RemoteGtpuPeer {
@@ -1392,6 +1540,7 @@ impl Value for RemoteGtpuPeer {
             ipv6,
             destination_interface,
             network_instance,
+            spare: f & 0xf0,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
@@ -1399,7 +1548,8 @@ impl Value for RemoteGtpuPeer {
             set(self.ipv6.is_some(), 1)
                 | set(self.ipv4.is_some(), 2)
                 | set(self.destination_interface.is_some(), 3)
-                | set(self.network_instance.is_some(), 4),
+                | set(self.network_instance.is_some(), 4)
+                | self.spare,
         );
         if let Some(a) = self.ipv4 {
             out.extend_from_slice(&a.octets());
@@ -1494,6 +1644,10 @@ pub struct UserPlaneIpResourceInformation {
     pub network_instance: Option<Name>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_interface: Option<Interface>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for UserPlaneIpResourceInformation {
@@ -1527,6 +1681,7 @@ impl Value for UserPlaneIpResourceInformation {
             ipv6,
             network_instance,
             source_interface,
+            spare: f & 0x80,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
@@ -1535,7 +1690,8 @@ impl Value for UserPlaneIpResourceInformation {
                 | set(self.ipv6.is_some(), 2)
                 | ((self.teid_range_bits & 0x07) << 2)
                 | set(self.network_instance.is_some(), 6)
-                | set(self.source_interface.is_some(), 7),
+                | set(self.source_interface.is_some(), 7)
+                | self.spare,
         );
         if self.teid_range_bits != 0 {
             out.put_u8(self.teid_range.unwrap_or(0));
@@ -1587,6 +1743,10 @@ pub struct MacAddress {
     pub upper_source: Option<[u8; 6]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upper_destination: Option<[u8; 6]>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 fn mac(r: &mut Reader) -> Result<[u8; 6]> {
@@ -1612,6 +1772,7 @@ impl Value for MacAddress {
             destination: get(2)?,
             upper_source: get(3)?,
             upper_destination: get(4)?,
+            spare: f & 0xf0,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
@@ -1625,7 +1786,7 @@ impl Value for MacAddress {
         for (i, m) in all.iter().enumerate() {
             f |= set(m.is_some(), i as u8 + 1);
         }
-        out.put_u8(f);
+        out.put_u8(f | self.spare);
         for m in all.into_iter().flatten() {
             out.extend_from_slice(&m);
         }
@@ -1685,6 +1846,8 @@ pub struct UserId {
     pub supi: Option<Vec<u8>>,
     pub gpsi: Option<Vec<u8>>,
     pub pei: Option<Vec<u8>>,
+    /// Spare bit 8 of the flags octet as received (kept so the IE re-encodes as received).
+    pub spare: u8,
 }
 
 /// Decode TBCD digits (TS 29.274 clause 8.3): low nibble first, 0xf fills.
@@ -1731,6 +1894,9 @@ impl Serialize for UserId {
                 m.serialize_entry(names[i], &v)?;
             }
         }
+        if self.spare != 0 {
+            m.serialize_entry("spare", &self.spare)?;
+        }
         m.end()
     }
 }
@@ -1754,6 +1920,7 @@ impl Value for UserId {
             supi: get(5)?,
             gpsi: get(6)?,
             pei: get(7)?,
+            spare: f & 0x80,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
@@ -1761,7 +1928,7 @@ impl Value for UserId {
         for (i, x) in self.fields().iter().enumerate() {
             f |= set(x.is_some(), i as u8 + 1);
         }
-        out.put_u8(f);
+        out.put_u8(f | self.spare);
         for b in self.fields().into_iter().flatten() {
             out.put_len8(b);
         }
@@ -1878,17 +2045,25 @@ impl Value for IpAddresses {
 
 /// SMF Set ID, clause 8.2.131: a spare octet and an FQDN.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SmfSetId(pub Name);
+pub struct SmfSetId {
+    pub fqdn: Name,
+    /// Octet 5, spare, as received (kept so the IE re-encodes as received).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
+}
 
 impl Value for SmfSetId {
     fn decode(v: &[u8]) -> Result<Self> {
         let mut r = Reader::new(v);
-        r.u8()?;
-        Ok(SmfSetId(Name(r.rest().to_vec())))
+        let spare = r.u8()?;
+        Ok(SmfSetId {
+            fqdn: Name(r.rest().to_vec()),
+            spare,
+        })
     }
     fn encode(&self, out: &mut Vec<u8>) {
-        out.put_u8(0);
-        out.extend_from_slice(&self.0 .0);
+        out.put_u8(self.spare);
+        out.extend_from_slice(&self.fqdn.0);
     }
 }
 
@@ -1901,6 +2076,10 @@ pub struct SourceIpAddress {
     pub ipv6: Option<Ipv6Addr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mask_prefix_length: Option<u8>,
+    /// Spare bits of the flags octet as received: ignored (clause 8.1.1, "set to 0 by
+    /// the sender and ignored by the receiver") but kept, so the IE re-encodes as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
 }
 
 impl Value for SourceIpAddress {
@@ -1914,13 +2093,15 @@ impl Value for SourceIpAddress {
             ipv4,
             ipv6,
             mask_prefix_length,
+            spare: f & 0xf8,
         })
     }
     fn encode(&self, out: &mut Vec<u8>) {
         out.put_u8(
             set(self.ipv6.is_some(), 1)
                 | set(self.ipv4.is_some(), 2)
-                | set(self.mask_prefix_length.is_some(), 3),
+                | set(self.mask_prefix_length.is_some(), 3)
+                | self.spare,
         );
         if let Some(a) = self.ipv4 {
             out.extend_from_slice(&a.octets());
@@ -1969,8 +2150,36 @@ mod tests {
     }
 
     #[test]
+    fn fteid_choose_without_an_address_family() {
+        // CH=1 alone: OAI's SMF sends this in every Create PDR (length 1, flags 0x04).
+        let f: FTeid = round(&[0x04]);
+        assert_eq!(
+            f.choose,
+            Some(Choose {
+                v4: false,
+                v6: false,
+                choose_id: None
+            })
+        );
+        let f: FTeid = round(&[0x0c, 0x03]);
+        assert_eq!(f.choose.unwrap().choose_id, Some(3));
+    }
+
+    #[test]
+    fn spare_bits_come_back() {
+        let f: FTeid = round(&[0x85]);
+        assert_eq!(f.spare, 0x80);
+        let f: FTeid = round(&[0x41, 0, 0, 0, 1, 10, 0, 0, 1]);
+        assert_eq!(f.teid, Some(1));
+        let u: UeIpAddress = round(&[0x82, 10, 45, 0, 2]);
+        assert_eq!((u.ipv4, u.spare), (Some(Ipv4Addr::new(10, 45, 0, 2)), 0x80));
+        let n: NodeIdIe = round(&[0x30, 10, 0, 0, 1]);
+        assert_eq!(n.node_id, NodeId::Ipv4(Ipv4Addr::new(10, 0, 0, 1)));
+    }
+
+    #[test]
     fn fteid_rejects_forbidden() {
-        let e = FTeid::decode(&[0x04]).unwrap_err();
+        let e = FTeid::decode(&[0x00, 0, 0, 0, 1]).unwrap_err();
         assert_eq!(
             e.kind,
             ErrorKind::Invalid("F-TEID with neither V4 nor V6 set")

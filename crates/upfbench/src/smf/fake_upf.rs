@@ -236,7 +236,7 @@ fn handle(
     from: SocketAddr,
 ) -> (Option<Vec<u8>>, Extra) {
     let c = &inner.counters;
-    let node = || Ie::NodeId(inner.node_id.clone());
+    let node = || Ie::NodeId(inner.node_id.clone().into());
     let cause = |v: CauseValue| Ie::Cause(v);
     let rt = response_type(h.message_type);
     let node_reply = |ies: Vec<Ie>| {
@@ -289,6 +289,7 @@ fn handle(
                 Ie::RecoveryTimeStamp(inner.recovery_time_stamp),
                 Ie::UpFunctionFeatures(features),
                 Ie::UserPlaneIpResourceInformation(UserPlaneIpResourceInformation {
+                    spare: 0,
                     teid_range_bits: 0,
                     teid_range: None,
                     ipv4: Some(inner.cfg.n3),
@@ -354,6 +355,7 @@ fn handle(
                 node(),
                 cause(CauseValue::REQUEST_ACCEPTED),
                 Ie::FSeid(FSeid {
+                    spare: 0,
                     seid: up_seid,
                     ipv4: v4,
                     ipv6: v6,

@@ -535,6 +535,7 @@ impl Smf {
                 reporting_triggers: Flags::from_bits(&[reporting_triggers::VOLTH], 3),
                 measurement_period: None,
                 volume_threshold: Some(Volume {
+                    spare: 0,
                     total: Some(c.volume_threshold),
                     uplink: None,
                     downlink: None,
@@ -605,11 +606,13 @@ impl Smf {
     fn cp_fseid(&self, seid: u64) -> FSeid {
         match self.local_ip {
             IpAddr::V4(a) => FSeid {
+                spare: 0,
                 seid,
                 ipv4: Some(a),
                 ipv6: None,
             },
             IpAddr::V6(a) => FSeid {
+                spare: 0,
                 seid,
                 ipv4: None,
                 ipv6: Some(a),

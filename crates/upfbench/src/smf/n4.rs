@@ -380,7 +380,7 @@ async fn receive_loop(shared: Arc<Shared>) {
 fn answer_upf_request(shared: &Shared, h: &HeaderRepr) -> Option<Vec<u8>> {
     let c = &shared.counters;
     let accepted = Ie::Cause(CauseValue::REQUEST_ACCEPTED);
-    let node_id = Ie::NodeId(shared.node_id.clone());
+    let node_id = Ie::NodeId(shared.node_id.clone().into());
     let (rtype, seid, ies) = match h.message_type {
         mt::HEARTBEAT_REQUEST => {
             c.heartbeats.fetch_add(1, Ordering::Relaxed);
