@@ -118,6 +118,7 @@ fn node() -> N4 {
             cache_ttl: Duration::from_secs(5),
             cache_max: 64,
             graceful_release_period: Duration::from_secs(3),
+            strict: false,
         },
         Sessions::new(res, Box::new(Model::new(1 << 16, Default::default())), 64),
     )

@@ -22,6 +22,9 @@ use crate::report::Report;
 use crate::rules::UeIp;
 use crate::sessions::Sessions;
 
+/// The PFCP port (TS 29.244 clause 7.2): where requests go.
+pub const PFCP_PORT: u16 = 8805;
+
 /// Unanswered Session Report Requests allowed per association (see [`N4::can_report`]).
 pub const MAX_OUTSTANDING_REPORTS: usize = 64;
 
@@ -55,6 +58,13 @@ pub struct N4Config {
     pub cache_max: usize,
     /// Period offered to CP functions for a graceful release (clause 6.2.8.2).
     pub graceful_release_period: Duration,
+    /// Strict TS 29.244 / TS 23.527 reading where real CP functions deviate
+    /// (docs/interop.md, "Deliberate differences"). Here: a Recovery Time Stamp in a
+    /// heartbeat that differs from the association's is a restart of the CP function,
+    /// and its sessions are deleted. Not strict (the default): such a change is counted
+    /// and reported once per association, and a restart is what a new Association Setup
+    /// Request says.
+    pub strict: bool,
 }
 
 /// A datagram to send.
@@ -78,6 +88,15 @@ pub enum Event {
     PeerRestarted {
         node: NodeId,
         sessions: usize,
+    },
+    /// A heartbeat of the CP function carried another Recovery Time Stamp than its
+    /// association (OAI's SMF sends the current time in each): its sessions were kept
+    /// (not [`N4Config::strict`]). Once per association; [`Stats::recovery_time_stamp_changes`]
+    /// counts them all.
+    RecoveryTimeStampChanged {
+        node: NodeId,
+        association: u32,
+        heartbeat: u32,
     },
     /// Send End Markers on the old path of FAR `far_id` (clause 5.9).
     EndMarkers {
@@ -124,12 +143,20 @@ pub struct Stats {
     pub requests: HashMap<u8, u64>,
     pub rejected: HashMap<u8, u64>,
     pub timeouts: u64,
+    /// Heartbeats whose Recovery Time Stamp differed from the association's and were not
+    /// taken as a restart (see [`N4Config::strict`]).
+    pub recovery_time_stamp_changes: u64,
 }
 
 #[derive(Debug, Clone)]
 struct Association {
+    /// Where requests to the CP function go: the source of its Association Setup, or
+    /// port 8805 of its address once it sent a request from there (clause 7.2: requests
+    /// go to 8805; OAI's SMF sends some from an ephemeral port).
     addr: SocketAddr,
     recovery_time_stamp: u32,
+    /// A changed Recovery Time Stamp was reported for this association already.
+    rts_change_reported: bool,
     cp_features: Option<Flags>,
     next_heartbeat: Instant,
     heartbeat_pending: bool,
@@ -564,17 +591,52 @@ impl N4 {
         }
     }
 
-    /// The CP function's Recovery Time Stamp changed: it restarted (TS 23.527 clause 4.3.2).
+    /// A heartbeat carried Recovery Time Stamp `ts`. Strict: a new one means the CP
+    /// function restarted (TS 23.527 clause 4.3.2) and its sessions go. Otherwise the
+    /// sessions stay: OAI's SMF puts the current time in every Heartbeat Request (and an
+    /// older build a constant unlike its Association Setup's), and the UPFs it is run
+    /// with (OAI's, UPG-VPP; Open5GS's too) ignore it. A restarted CP function sets up
+    /// its association again, and that deletes its sessions ([`N4::association_setup`]).
     fn check_restart(&mut self, node: &NodeId, ts: u32) {
-        if let Some(a) = self.assocs.get_mut(node) {
-            if a.recovery_time_stamp != ts {
-                a.recovery_time_stamp = ts;
-                let sessions = self.sessions.delete_node(node);
-                self.events.push(Event::PeerRestarted {
-                    node: node.clone(),
-                    sessions,
-                });
-            }
+        let strict = self.cfg.strict;
+        let Some(a) = self.assocs.get_mut(node) else {
+            return;
+        };
+        if a.recovery_time_stamp == ts {
+            return;
+        }
+        if strict {
+            a.recovery_time_stamp = ts;
+            let sessions = self.sessions.delete_node(node);
+            self.events.push(Event::PeerRestarted {
+                node: node.clone(),
+                sessions,
+            });
+            return;
+        }
+        self.stats.recovery_time_stamp_changes += 1;
+        if !a.rts_change_reported {
+            a.rts_change_reported = true;
+            self.events.push(Event::RecoveryTimeStampChanged {
+                node: node.clone(),
+                association: a.recovery_time_stamp,
+                heartbeat: ts,
+            });
+        }
+    }
+
+    /// A request came from `from`: if it is port 8805 of an associated CP function that
+    /// we reach at another port, send our requests to 8805 from now on.
+    fn note_request_port(&mut self, from: SocketAddr) {
+        if from.port() != PFCP_PORT {
+            return;
+        }
+        if let Some(a) = self
+            .by_addr
+            .get(&from.ip())
+            .and_then(|n| self.assocs.get_mut(n))
+        {
+            a.addr = from;
         }
     }
 
@@ -641,6 +703,7 @@ impl N4 {
             return;
         }
         *self.stats.requests.entry(t).or_default() += 1;
+        self.note_request_port(from);
         let response = self.on_request(from, t, seq, data, now);
         if let Some(r) = response {
             if r.len() >= 8 && cause_of(&r).is_some_and(|c| !c.is_acceptance()) {
@@ -747,6 +810,7 @@ impl N4 {
             Association {
                 addr,
                 recovery_time_stamp: ts,
+                rts_change_reported: false,
                 cp_features,
                 next_heartbeat: now + self.cfg.heartbeat_interval,
                 heartbeat_pending: false,

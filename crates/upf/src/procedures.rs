@@ -130,6 +130,10 @@ pub struct Resources {
     pub ue_ips: UeIpPools,
     pub gtpu: GtpuAddresses,
     pub limits: Limits,
+    /// Refuse what TS 29.244 forbids even where real CP functions send it (docs/interop.md,
+    /// "Deliberate differences"): CHOOSE without an address family, a UE IP Address
+    /// with the unspecified address and no CHV4/CHV6.
+    pub strict: bool,
     taken_teids: Vec<u32>,
     taken_ue_ips: Vec<IpAddr>,
     /// The UE IPv4 address of the session the current request is for, if known: the
@@ -149,6 +153,7 @@ impl Resources {
             ue_ips,
             gtpu,
             limits,
+            strict: false,
             taken_teids: Vec::new(),
             taken_ue_ips: Vec::new(),
             ue_hint: None,
@@ -247,8 +252,24 @@ impl Resources {
                     }
                 }
                 let (v4, v6) = self.gtpu.for_interface(source_interface);
-                let ipv4 = if c.v4 { v4 } else { None };
-                let ipv6 = if c.v6 { v6 } else { None };
+                let (ipv4, ipv6) = if !c.v4 && !c.v6 {
+                    // CH without V4 or V6 (clause 8.2.3 wants one): OAI's SMF sends it in
+                    // every Create PDR and OAI's UPF answers with an IPv4 F-TEID. Ours:
+                    // IPv4 if we have an address of it on that side, else IPv6.
+                    if self.strict {
+                        return Err(Rejection::ie(
+                            CauseValue::MANDATORY_IE_INCORRECT,
+                            types::FTEID,
+                            "CHOOSE F-TEID with neither V4 nor V6 set (n4.strict)",
+                        ));
+                    }
+                    match v4 {
+                        Some(a) => (Some(a), None),
+                        None => (None, v6),
+                    }
+                } else {
+                    (if c.v4 { v4 } else { None }, if c.v6 { v6 } else { None })
+                };
                 if ipv4.is_none() && ipv6.is_none() {
                     return Err(Rejection::ie(
                         CauseValue::INVALID_FTEID_ALLOCATION_OPTION,
@@ -284,6 +305,23 @@ impl Resources {
         }
     }
 
+    /// Which families of a UE IP Address IE the UP function allocates: CHV4 / CHV6, and
+    /// (unless strict) V4 / V6 with the unspecified address, which pre-Rel-16 SMFs send
+    /// to ask for an allocation (clause 8.2.62 has no CHV4/CHV6 before Rel-16); the UPF
+    /// in their captures answered with a Created PDR carrying the address.
+    fn ue_ip_choices(&self, u: &UeIpAddress) -> Result<(bool, bool), Rejection> {
+        let unspec_v4 = u.ipv4.is_some_and(|a| a.is_unspecified());
+        let unspec_v6 = u.ipv6.is_some_and(|a| a.is_unspecified());
+        if self.strict && (unspec_v4 || unspec_v6) {
+            return Err(Rejection::ie(
+                CauseValue::MANDATORY_IE_INCORRECT,
+                types::UE_IP_ADDRESS,
+                "UE IP Address with the unspecified address (n4.strict)",
+            ));
+        }
+        Ok((u.choose_v4 || unspec_v4, u.choose_v6 || unspec_v6))
+    }
+
     /// Resolve a UE IP Address IE: allocate for CHV4/CHV6 (one address per family per
     /// session, clause 5.21), keep explicit addresses.
     fn resolve_ue_ip(
@@ -293,15 +331,16 @@ impl Resources {
         session: &mut Session,
     ) -> Result<UeIp, Rejection> {
         let ni = ni.or(session.apn_dnn.as_deref()).unwrap_or("");
-        let mut ipv4 = u.ipv4;
-        let mut ipv6 = u.ipv6;
+        let (choose_v4, choose_v6) = self.ue_ip_choices(u)?;
+        let mut ipv4 = u.ipv4.filter(|a| !a.is_unspecified());
+        let mut ipv6 = u.ipv6.filter(|a| !a.is_unspecified());
         let exhausted = || {
             Rejection::cause(
                 CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED,
                 "no UE address left in the pool",
             )
         };
-        if u.choose_v4 && ipv4.is_none() {
+        if choose_v4 && ipv4.is_none() {
             ipv4 = match session.allocated_ue_ips.iter().find(|a| a.is_ipv4()) {
                 Some(IpAddr::V4(a)) => Some(*a),
                 _ => {
@@ -313,7 +352,7 @@ impl Resources {
                 }
             };
         }
-        if u.choose_v6 && ipv6.is_none() {
+        if choose_v6 && ipv6.is_none() {
             ipv6 = match session.allocated_ue_ips.iter().find(|a| a.is_ipv6()) {
                 Some(IpAddr::V6(a)) => Some(*a),
                 _ => {
@@ -367,12 +406,13 @@ fn build_pdi(
     // Exact capacity: a pushed-to Vec keeps room for 4, paid a million times over.
     let mut ue_ips = ThinVec::with_capacity(p.ue_ip_address.len());
     for u in &p.ue_ip_address {
-        chose |= u.choose_v4 || u.choose_v6;
+        let (v4, v6) = res.ue_ip_choices(u)?;
+        chose |= v4 || v6;
         ue_ips.push(res.resolve_ue_ip(u, network_instance.as_deref(), session)?);
     }
     let local_fteid = match &p.local_fteid {
         Some(f) => {
-            chose = f.choose.is_some();
+            chose |= f.choose.is_some();
             Some(res.resolve_fteid(f, source_interface, session, &fail)?)
         }
         None => None,
@@ -604,7 +644,8 @@ fn build_te(
     };
     let mut ue_ips = Vec::new();
     for u in &c.ue_ip_address {
-        chose |= u.choose_v4 || u.choose_v6;
+        let (v4, v6) = res.ue_ip_choices(u)?;
+        chose |= v4 || v6;
         ue_ips.push(res.resolve_ue_ip(u, network_instance.as_deref(), session)?);
     }
     let mut framed_routes = Vec::new();
@@ -823,7 +864,7 @@ fn ue_v4_hint(s: &Session, tes: &[CreateTrafficEndpoint], pdrs: &[CreatePdr]) ->
         pdrs.iter()
             .flat_map(|c| &c.pdi.ue_ip_address)
             .chain(tes.iter().flat_map(|t| &t.ue_ip_address))
-            .find_map(|u| u.ipv4)
+            .find_map(|u| u.ipv4.filter(|a| !a.is_unspecified()))
     })
 }
 

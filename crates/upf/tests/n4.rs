@@ -65,6 +65,7 @@ fn node_where(teids: TeidAllocator, edit: impl FnOnce(&mut N4Config)) -> N4 {
         cache_ttl: Duration::from_secs(10),
         cache_max: 1000,
         graceful_release_period: Duration::from_secs(10),
+        strict: false,
     };
     edit(&mut cfg);
     N4::new(cfg, sessions)
@@ -728,9 +729,11 @@ fn heartbeats_and_peer_loss() {
     ));
 }
 
+/// Strict (TS 23.527): a new Recovery Time Stamp in a heartbeat is a restart. Not strict,
+/// see tests/interop.rs.
 #[test]
-fn peer_restart_clears_its_sessions_only() {
-    let mut n = node();
+fn strict_peer_restart_clears_its_sessions_only() {
+    let mut n = node_where(TeidAllocator::new(1, 0xffff_ffff), |c| c.strict = true);
     let t0 = Instant::now();
     setup(&mut n, SMF, 1, t0);
     setup(&mut n, SMF2, 1, t0);

@@ -62,6 +62,12 @@ pub struct N4 {
     /// Offered to SMFs on a graceful shutdown (TS 29.244 clause 6.2.8.2).
     #[serde(default = "default_release", with = "humantime_serde")]
     pub graceful_release_period: Duration,
+    /// Read PFCP as TS 29.244 and TS 23.527 say where real SMFs deviate: a changed
+    /// Recovery Time Stamp in a heartbeat deletes the SMF's sessions; CHOOSE F-TEIDs
+    /// without V4/V6, UE IP Addresses with the unspecified address and Network Instances
+    /// no configuration names are refused. Off by default (docs/interop.md).
+    #[serde(default)]
+    pub strict: bool,
 }
 
 /// GTP-U endpoints.

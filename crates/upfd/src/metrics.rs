@@ -92,6 +92,11 @@ pub fn render(
         "# TYPE upf_n4_timeouts_total counter\nupf_n4_timeouts_total {}",
         st.timeouts
     );
+    let _ = writeln!(
+        s,
+        "# HELP upf_n4_recovery_time_stamp_changes_total Heartbeats whose Recovery Time Stamp differed from the association's, sessions kept (n4.strict: false).\n# TYPE upf_n4_recovery_time_stamp_changes_total counter\nupf_n4_recovery_time_stamp_changes_total {}",
+        st.recovery_time_stamp_changes
+    );
     if let Some(d) = datapath {
         let _ = writeln!(s, "# HELP upf_dropped_packets_total Packets the data path dropped, by reason.\n# TYPE upf_dropped_packets_total counter");
         for r in DropReason::ALL {

@@ -56,6 +56,8 @@ fn build_n4(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) ->
             max_sdf_filters: cfg.limits.max_sdf_filters_per_pdr,
         },
     );
+    let mut res = res;
+    res.strict = cfg.n4.strict;
     let mut sessions = Sessions::new(res, fastpath, cfg.limits.max_sessions);
     sessions.reserve(cfg.limits.max_sessions);
     let n4cfg = N4Config {
@@ -71,6 +73,7 @@ fn build_n4(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) ->
         cache_ttl: cfg.n4.response_cache_ttl,
         cache_max: cfg.n4.response_cache_max,
         graceful_release_period: cfg.n4.graceful_release_period,
+        strict: cfg.n4.strict,
     };
     N4::new(n4cfg, sessions)
 }
@@ -349,6 +352,15 @@ impl Daemon {
             }
             Event::PeerRestarted { node, sessions } => {
                 info!("n4: {node} restarted; its {sessions} session(s) deleted")
+            }
+            Event::RecoveryTimeStampChanged {
+                node,
+                association,
+                heartbeat,
+            } => {
+                info!(
+                    "n4: {node}'s heartbeat has Recovery Time Stamp {heartbeat}, its association {association}: sessions kept (as OAI's SMF needs; n4.strict takes it as a restart; upf_n4_recovery_time_stamp_changes_total counts them)"
+                )
             }
             Event::Rejected {
                 peer,

@@ -472,6 +472,7 @@ mod tests {
             cache_ttl: Duration::from_secs(10),
             cache_max: 1000,
             graceful_release_period: Duration::from_secs(10),
+            strict: false,
         };
         N4::new(cfg, Sessions::new(res, Box::new(model), 100))
     }

@@ -95,6 +95,7 @@ fn heap_per_session() {
             cache_ttl: Duration::from_secs(0),
             cache_max: 0,
             graceful_release_period: Duration::from_secs(10),
+            strict: false,
         },
         sessions,
     );

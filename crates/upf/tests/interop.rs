@@ -1,0 +1,452 @@
+//! N4 with control planes as they really behave (docs/interop.md): each test feeds upfd's
+//! N4 node the octets a particular SMF sends (pfcp_samples::quirks, written by hand, not
+//! by our codec), with the reference model as the data path so that a kept session is
+//! seen to keep forwarding. Each behaviour once as the tolerant default and once with
+//! `strict`, which refuses or acts as TS 29.244 / TS 23.527 read.
+
+use std::cell::RefCell;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use pfcp::ie::{CauseValue, Flags, NodeId};
+use pfcp::msg::Msg;
+use pfcp_samples::quirks::{self, legacy, oai};
+use upf::alloc::{TeidAllocator, UeIpPools};
+use upf::fastpath::{Config, Egress};
+use upf::model::{Model, Verdict};
+use upf::n4::{Event, N4Config, N4};
+use upf::procedures::{GtpuAddresses, Limits, Resources};
+use upf::sessions::Sessions;
+
+const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
+const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+const SMF_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
+const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
+const T0: u32 = 3_950_000_000;
+
+fn at(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(SMF_IP), port)
+}
+
+fn model_config() -> Config {
+    let mut c = Config {
+        local: vec![IpAddr::V4(N3)],
+        n3_v4: Some(N3),
+        ..Default::default()
+    };
+    let out = |ifindex| Egress {
+        ifindex,
+        mtu: 1500,
+        smac: [2, 0, 0, 0, 0, 1],
+        dmac: [2, 0, 0, 0, 0, 2],
+    };
+    c.neigh.insert(IpAddr::V4(GNB), out(3));
+    c.neigh.insert(IpAddr::V4(Ipv4Addr::UNSPECIFIED), out(6));
+    c
+}
+
+/// An N4 node on a shared reference model; `edit` changes its configuration, `n3_v6`
+/// gives it an IPv6 N3 address (and no IPv4 one).
+fn node(edit: impl FnOnce(&mut N4Config), n3_v6: bool) -> (N4, Rc<RefCell<Model>>) {
+    let model = Rc::new(RefCell::new(Model::new(1024, model_config())));
+    let mut pools = UeIpPools::default();
+    pools.add("internet", "10.45.0.0/24".parse().unwrap());
+    pools.add("internet", "2001:db8:45::/48".parse().unwrap());
+    let gtpu = if n3_v6 {
+        GtpuAddresses {
+            access_v6: Some("2001:db8:10::7".parse().unwrap()),
+            ..Default::default()
+        }
+    } else {
+        GtpuAddresses {
+            access_v4: Some(N3),
+            ..Default::default()
+        }
+    };
+    let res = Resources::new(
+        TeidAllocator::new(1, 0xffff_ffff),
+        pools,
+        gtpu,
+        Limits::default(),
+    );
+    let mut cfg = N4Config {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
+        addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7)),
+        recovery_time_stamp: 3_900_000_000,
+        features: Flags::from_bits(&[pfcp::ie::up_function_features::FTUP], 2),
+        allowed_peers: vec![],
+        smf_peers: vec![],
+        heartbeat_interval: Duration::from_secs(10),
+        t1: Duration::from_secs(3),
+        n1: 3,
+        cache_ttl: Duration::from_secs(15),
+        cache_max: 1000,
+        graceful_release_period: Duration::from_secs(10),
+        strict: false,
+    };
+    edit(&mut cfg);
+    let mut res = res;
+    res.strict = cfg.strict;
+    let sessions = Sessions::new(res, Box::new(model.clone()), 1000);
+    (N4::new(cfg, sessions), model)
+}
+
+/// Send `data` from `from`; the one response, parsed.
+fn ask(n: &mut N4, from: SocketAddr, data: &[u8], now: Instant) -> Msg {
+    let out = n.on_datagram(from, data, now);
+    assert_eq!(out.len(), 1, "one response");
+    assert_eq!(out[0].to, from, "the response goes back to the sender");
+    Msg::parse(&out[0].data)
+        .expect("a response upfd can parse")
+        .1
+}
+
+/// OAI's association (from 8805), session (uplink from `session_port`, then the
+/// downlink): the UP SEID.
+fn oai_session(n: &mut N4, session_port: u16, now: Instant) -> u64 {
+    oai_session_with(n, session_port, now, |_| {})
+}
+
+/// The same; `edit` changes the Session Establishment Request's octets first.
+fn oai_session_with(
+    n: &mut N4,
+    session_port: u16,
+    now: Instant,
+    edit: impl FnOnce(&mut Vec<u8>),
+) -> u64 {
+    let mut est = oai::session_establishment(2, SMF_IP, 0x51, UE);
+    edit(&mut est);
+    match ask(
+        n,
+        at(8805),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        now,
+    ) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    let seid = match ask(n, at(session_port), &est, now) {
+        Msg::SessionEstablishmentResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+            r.up_fseid.unwrap().seid
+        }
+        m => panic!("{m:?}"),
+    };
+    match ask(
+        n,
+        at(session_port),
+        &oai::session_modification_downlink(3, seid, UE, GNB, 0x77),
+        now,
+    ) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
+        }
+        m => panic!("{m:?}"),
+    }
+    seid
+}
+
+fn eth(ip: Vec<u8>) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x08, 0x00];
+    f.extend(ip);
+    f
+}
+
+/// A G-PDU from the gNB to `teid`: UDP from the UE to the data network.
+fn uplink(teid: u32) -> Vec<u8> {
+    let inner = capture::ip_udp_packet(
+        IpAddr::V4(UE),
+        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)),
+        4000,
+        5000,
+        &[7; 32],
+    );
+    let mut g = vec![0x30, 0xff];
+    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend(inner);
+    eth(capture::ip_udp_packet(
+        IpAddr::V4(GNB),
+        IpAddr::V4(N3),
+        2152,
+        2152,
+        &g,
+    ))
+}
+
+fn downlink() -> Vec<u8> {
+    eth(capture::ip_udp_packet(
+        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)),
+        IpAddr::V4(UE),
+        5000,
+        4000,
+        &[9; 32],
+    ))
+}
+
+/// Both directions of the session forward in the model.
+fn forwards(model: &Rc<RefCell<Model>>, teid: u32, now_ns: u64) -> bool {
+    let mut m = model.borrow_mut();
+    let up = m.process_n3(&uplink(teid), now_ns);
+    let down = m.process_n6(&downlink(), now_ns);
+    matches!(up, Verdict::Redirect { ifindex: 6, .. })
+        && matches!(down, Verdict::Redirect { ifindex: 3, .. })
+}
+
+fn teid_of(n: &N4, seid: u64) -> u32 {
+    let s = n.sessions().get(seid).unwrap();
+    s.pdrs.get(&1).unwrap().pdi.local_fteid.unwrap().teid
+}
+
+/// OAI's SMF for ten minutes of simulated time: a Heartbeat Request every 10 s with the
+/// current time as Recovery Time Stamp (from 8805 and from an ephemeral port in turn),
+/// our heartbeats answered with its constant one; the session keeps forwarding
+/// throughout, and one event (and a counter per heartbeat) says what happened.
+#[test]
+fn growing_recovery_time_stamps_keep_the_sessions_for_ten_minutes() {
+    let (mut n, model) = node(|_| {}, false);
+    let t0 = Instant::now();
+    let seid = oai_session(&mut n, 8805, t0);
+    let teid = teid_of(&n, seid);
+    n.take_events();
+    let mut heartbeats = 0;
+    for s in 1..=600u32 {
+        let now = t0 + Duration::from_secs(u64::from(s));
+        if s % 10 == 0 {
+            let port = if s % 20 == 0 { 8805 } else { 40_000 + s as u16 };
+            match ask(
+                &mut n,
+                at(port),
+                &oai::heartbeat_request(1000 + s, T0 + s),
+                now,
+            ) {
+                Msg::HeartbeatResponse(_) => heartbeats += 1,
+                m => panic!("{m:?}"),
+            }
+        }
+        for o in n.on_timer(now) {
+            let (h, m) = Msg::parse(&o.data).unwrap();
+            assert!(matches!(m, Msg::HeartbeatRequest(_)), "{m:?}");
+            assert_eq!(o.to, at(8805));
+            let r = oai::heartbeat_response(h.sequence, T0);
+            assert!(n.on_datagram(o.to, &r, now).is_empty());
+        }
+        if s % 30 == 0 {
+            assert!(
+                forwards(&model, teid, u64::from(s) * 1_000_000_000),
+                "forwarding at {s} s"
+            );
+        }
+    }
+    assert_eq!(n.sessions().len(), 1, "the session is kept");
+    assert!(n.is_associated(&NodeId::Ipv4(SMF_IP)));
+    let events = n.take_events();
+    let changed: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, Event::RecoveryTimeStampChanged { .. }))
+        .collect();
+    assert_eq!(changed.len(), 1, "reported once: {events:?}");
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, Event::PeerRestarted { .. } | Event::Deleted { .. })));
+    assert_eq!(n.stats().recovery_time_stamp_changes, heartbeats);
+
+    // A restart is what a new Association Setup says: that deletes the sessions.
+    let later = t0 + Duration::from_secs(601);
+    match ask(
+        &mut n,
+        at(8805),
+        &oai::association_setup_request(5000, SMF_IP, T0 + 601),
+        later,
+    ) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    assert!(n.sessions().is_empty());
+    assert!(!forwards(&model, teid, 601_000_000_000));
+}
+
+/// Strict: the first heartbeat with another Recovery Time Stamp is a restart. (The
+/// session CHOOSEs an IPv4 F-TEID: strict refuses OAI's CH alone.)
+#[test]
+fn strict_takes_a_changed_heartbeat_time_stamp_as_a_restart() {
+    let (mut n, model) = node(|c| c.strict = true, false);
+    let t0 = Instant::now();
+    let seid = oai_session_with(&mut n, 8805, t0, |m| {
+        let ch_alone = [0x00, 0x15, 0x00, 0x01, 0x04];
+        let at = m.windows(5).position(|w| w == ch_alone).unwrap();
+        m[at + 4] = 0x05;
+    });
+    let teid = teid_of(&n, seid);
+    assert!(forwards(&model, teid, 1));
+    let now = t0 + Duration::from_secs(10);
+    ask(&mut n, at(8805), &oai::heartbeat_request(9, T0 + 10), now);
+    assert!(n.sessions().is_empty());
+    assert!(n
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::PeerRestarted { sessions: 1, .. })));
+    assert!(!forwards(&model, teid, 2));
+}
+
+/// OAI's SMF sends session requests from an ephemeral port: one peer with its 8805
+/// (one Node ID). Our requests go where its Association Setup came from until it sends a
+/// request from 8805, then to 8805.
+#[test]
+fn one_peer_on_two_ports_and_requests_to_8805() {
+    let (mut n, _) = node(|_| {}, false);
+    let t0 = Instant::now();
+    match ask(
+        &mut n,
+        at(40_001),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        t0,
+    ) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    match ask(
+        &mut n,
+        at(40_002),
+        &oai::session_establishment(2, SMF_IP, 1, UE),
+        t0,
+    ) {
+        Msg::SessionEstablishmentResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    let t1 = t0 + Duration::from_secs(10);
+    let out = n.on_timer(t1);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to, at(40_001), "where its association came from");
+    let seq = Msg::parse(&out[0].data).unwrap().0.sequence;
+    n.on_datagram(at(40_001), &oai::heartbeat_response(seq, T0), t1);
+    ask(&mut n, at(8805), &oai::heartbeat_request(3, T0), t1);
+    let out = n.on_timer(t1 + Duration::from_secs(10));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to, at(8805), "to 8805 once it sent from there");
+}
+
+fn establish(n: &mut N4, data: &[u8], now: Instant) -> pfcp::msg::SessionEstablishmentResponse {
+    match ask(n, at(8805), data, now) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        m => panic!("{m:?}"),
+    }
+}
+
+/// F-TEID CH alone (OAI): an IPv4 F-TEID where we have an IPv4 N3 address, else IPv6;
+/// strict: Cause 69 (Mandatory IE incorrect) naming the F-TEID.
+#[test]
+fn choose_without_an_address_family() {
+    for v6 in [false, true] {
+        let (mut n, _) = node(|_| {}, v6);
+        let t0 = Instant::now();
+        ask(
+            &mut n,
+            at(8805),
+            &oai::association_setup_request(1, SMF_IP, T0),
+            t0,
+        );
+        let r = establish(&mut n, &oai::session_establishment(2, SMF_IP, 1, UE), t0);
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+        let f = r.created_pdrs[0].local_fteid.unwrap();
+        assert!(f.teid.is_some_and(|t| t != 0));
+        if v6 {
+            assert_eq!(
+                (f.ipv4, f.ipv6),
+                (None, Some("2001:db8:10::7".parse().unwrap()))
+            );
+        } else {
+            assert_eq!((f.ipv4, f.ipv6), (Some(N3), None));
+        }
+    }
+    let (mut n, _) = node(|c| c.strict = true, false);
+    let t0 = Instant::now();
+    ask(
+        &mut n,
+        at(8805),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        t0,
+    );
+    let r = establish(&mut n, &oai::session_establishment(2, SMF_IP, 1, UE), t0);
+    assert_eq!(r.cause, CauseValue::MANDATORY_IE_INCORRECT);
+    assert_eq!(r.offending_ie, Some(pfcp::ie::types::FTEID));
+    assert!(n.sessions().is_empty());
+}
+
+/// UE IP Address with V4 (V6) and the unspecified address, no CHV4 (CHV6): allocated
+/// from the pool and reported in the Created PDR, a different one for each session;
+/// strict: Cause 69 naming the UE IP Address.
+#[test]
+fn unspecified_ue_address_is_an_allocation() {
+    let (mut n, _) = node(|_| {}, false);
+    let t0 = Instant::now();
+    ask(
+        &mut n,
+        at(8805),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        t0,
+    );
+    let mut seen: Vec<IpAddr> = Vec::new();
+    for (i, v6) in [false, false, true, true].into_iter().enumerate() {
+        let m =
+            legacy::session_establishment(10 + i as u32, SMF_IP, 100 + i as u64, "internet", v6);
+        let r = establish(&mut n, &m, t0);
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+        let dl = r
+            .created_pdrs
+            .iter()
+            .find(|c| c.pdr_id == 2)
+            .expect("Created PDR 2");
+        let ue = dl.ue_ip_address[0];
+        assert!(ue.destination);
+        let a: IpAddr = match v6 {
+            false => IpAddr::V4(ue.ipv4.unwrap()),
+            true => IpAddr::V6(ue.ipv6.unwrap()),
+        };
+        assert!(!a.is_unspecified());
+        assert!(match a {
+            IpAddr::V4(a) => "10.45.0.0/24"
+                .parse::<ipnet::Ipv4Net>()
+                .unwrap()
+                .contains(&a),
+            IpAddr::V6(a) => "2001:db8:45::/48"
+                .parse::<ipnet::Ipv6Net>()
+                .unwrap()
+                .contains(&a),
+        });
+        assert!(!seen.contains(&a), "{a} handed out twice");
+        seen.push(a);
+    }
+    assert_eq!(n.sessions().len(), 4);
+    let (mut n, _) = node(|c| c.strict = true, false);
+    ask(
+        &mut n,
+        at(8805),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        t0,
+    );
+    let r = establish(
+        &mut n,
+        &legacy::session_establishment(2, SMF_IP, 1, "internet", true),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::MANDATORY_IE_INCORRECT);
+    assert_eq!(r.offending_ie, Some(pfcp::ie::types::UE_IP_ADDRESS));
+}
+
+/// Session Deletion of OAI's session releases it (the quirk builders' deletion).
+#[test]
+fn oai_session_deletion() {
+    let (mut n, model) = node(|_| {}, false);
+    let t0 = Instant::now();
+    let seid = oai_session(&mut n, 40_123, t0);
+    let teid = teid_of(&n, seid);
+    assert!(forwards(&model, teid, 1));
+    match ask(&mut n, at(40_123), &quirks::session_deletion(9, seid), t0) {
+        Msg::SessionDeletionResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    assert!(!forwards(&model, teid, 2));
+    let _ = Ipv6Addr::LOCALHOST;
+}
