@@ -219,26 +219,39 @@ static __always_inline int removal_fits(const struct pdr *p, const struct outer 
 	return p->ohr == OHR_NONE;
 }
 
-/* The PDR's QERs in order: each gate open, each MBR with room. 0 or the drop reason;
- * `*q0` is the first QER with a QFI (it gives the PDU Session Container). */
+/* The PDR's QERs (up to MAX_QERS_PER_PDR: a flow MBR, the session AMBR, a gate ...):
+ * every gate open, then every MBR with room. 0 or the drop reason. A packet that is
+ * dropped uses no QER's rate: gates are checked before any MBR is charged, and an MBR
+ * that refuses takes back what the QERs before it charged. `*q0` is the first QER with
+ * a QFI (it gives the PDU Session Container). */
 static __always_inline int enforce_qers(const struct pdr *p, int uplink, __u32 len, __u64 now,
 					struct qer **q0)
 {
-	int i;
+	int i, j;
 
 	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
 		__u32 qi = p->qer[i];
+		struct qer *q = qi ? bpf_map_lookup_elem(&qers, &qi) : 0;
 
-		if (!qi)
-			continue;
-		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
+		if (q && !gate_open(q, uplink))
+			return DROP_GATE_CLOSED;
+	}
+	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
+		__u32 qi = p->qer[i];
+		struct qer *q = qi ? bpf_map_lookup_elem(&qers, &qi) : 0;
 
 		if (!q)
 			continue;
-		int v = qer_check(q, uplink, len, now);
+		if (!mbr_conforms(q, uplink, len, now)) {
+			for (j = 0; j < i; j++) {
+				__u32 qj = p->qer[j];
+				struct qer *r = qj ? bpf_map_lookup_elem(&qers, &qj) : 0;
 
-		if (v)
-			return v;
+				if (r)
+					refund(r, uplink, len);
+			}
+			return DROP_MBR_EXCEEDED;
+		}
 		if (!*q0 && q->qfi != QFI_ANY)
 			*q0 = q;
 	}

@@ -17,7 +17,7 @@
 enum upf_limit {
 	MAX_PDRS_PER_KEY = 8,   /* PDRs reached by one lookup key (a power of two) */
 	MAX_SDF_PER_PDR = 8,    /* SDF match entries of one PDR */
-	MAX_QERS_PER_PDR = 2,   /* QERs one PDR applies */
+	MAX_QERS_PER_PDR = 4,   /* QERs one PDR applies (a vendor SMF sends 3 for IMS) */
 	MAX_URRS_PER_PDR = 4,   /* URRs one PDR counts in */
 	MAX_LOCAL_ADDRS = 4,    /* GTP-U addresses of each IP version */
 	EVENT_MAX_PACKET = 2048, /* octets of a packet handed up for buffering, at most */

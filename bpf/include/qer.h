@@ -39,31 +39,43 @@ static __always_inline int gcra(__u64 *tat, __u64 cost, __u64 tau, __u64 now)
 	return 1;
 }
 
-/* A packet of `bytes` octets against a direction's MBR: 0 or DROP_MBR_EXCEEDED. */
-static __always_inline int mbr(__u64 *tat, __u64 cost_per_octet, __u64 tau, __u32 bytes,
-			       __u64 now)
+/* A direction's gate: 1 if open. */
+static __always_inline int gate_open(const struct qer *q, int uplink)
 {
-	/* upfd keeps cost_per_octet < 2^47 and packets are < 2^16 octets: no overflow. */
-	__u64 cost = ((__u64)bytes * cost_per_octet) >> QER_COST_SHIFT;
-
-	return gcra(tat, cost, tau, now) ? 0 : DROP_MBR_EXCEEDED;
+	return uplink ? q->gate_ul : q->gate_dl;
 }
 
-/* 0: pass; else the drop reason. */
-static __always_inline int qer_check(struct qer *q, int uplink, __u32 bytes, __u64 now)
+/* What a packet of `bytes` octets costs the QER's MBR in its direction; 0 without one. */
+static __always_inline __u64 mbr_cost(const struct qer *q, int uplink, __u32 bytes)
 {
-	if (uplink) {
-		if (!q->gate_ul)
-			return DROP_GATE_CLOSED;
-		if (q->flags & QER_F_MBR_UL)
-			return mbr(&q->tat_ul, q->cost_ul, q->tau_ul, bytes, now);
-	} else {
-		if (!q->gate_dl)
-			return DROP_GATE_CLOSED;
-		if (q->flags & QER_F_MBR_DL)
-			return mbr(&q->tat_dl, q->cost_dl, q->tau_dl, bytes, now);
-	}
-	return 0;
+	__u32 flag = uplink ? QER_F_MBR_UL : QER_F_MBR_DL;
+
+	if (!(q->flags & flag))
+		return 0;
+	/* upfd keeps cost_ul/dl < 2^47 and packets are < 2^16 octets: no overflow. */
+	return ((__u64)bytes * (uplink ? q->cost_ul : q->cost_dl)) >> QER_COST_SHIFT;
+}
+
+/* The packet against the QER's MBR in its direction: 1 if it conforms (its cost then
+ * added to tat; refund() takes it back if a later QER drops the packet); always 1
+ * without an MBR. */
+static __always_inline int mbr_conforms(struct qer *q, int uplink, __u32 bytes, __u64 now)
+{
+	__u32 flag = uplink ? QER_F_MBR_UL : QER_F_MBR_DL;
+
+	if (!(q->flags & flag))
+		return 1;
+	return gcra(uplink ? &q->tat_ul : &q->tat_dl, mbr_cost(q, uplink, bytes),
+		    uplink ? q->tau_ul : q->tau_dl, now);
+}
+
+/* Give back what mbr_conforms() charged for a packet that was dropped after all. */
+static __always_inline void refund(struct qer *q, int uplink, __u32 bytes)
+{
+	__u64 cost = mbr_cost(q, uplink, bytes);
+
+	if (cost)
+		__sync_fetch_and_sub(uplink ? &q->tat_ul : &q->tat_dl, cost);
 }
 
 #endif

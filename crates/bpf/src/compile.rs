@@ -754,7 +754,7 @@ mod tests {
             },
             5,
         );
-        assert_eq!((v.far, v.qer, v.urr), (11, [44, 33], [77, 0, 0, 0]));
+        assert_eq!((v.far, v.qer, v.urr), (11, [44, 33, 0, 0], [77, 0, 0, 0]));
         assert_eq!((v.sdf, v.n_sdf), (0, 0), "no SDF filter: no SDF block");
         let qer_limit = abi::MAX_QERS_PER_PDR as usize;
         s.pdrs.get_mut(&1).unwrap().qer_ids = (0..=qer_limit as u32).collect();

@@ -130,7 +130,7 @@ impl Gen {
             .chance(0.1)
             .then(|| ipnet::Ipv4Net::new(Ipv4Addr::from(0xac10_0000 + (index << 8)), 24).unwrap());
         // QERs and URRs.
-        let n_qer = self.rng.random_range(0..3u32);
+        let n_qer = self.rng.random_range(0..=upf::abi::MAX_QERS_PER_PDR);
         let mut qfis = Vec::new();
         for q in 1..=n_qer {
             let mut qer = Qer {
@@ -152,7 +152,7 @@ impl Gen {
             qer.correlation_id = None;
             s.qers.insert(q, qer);
         }
-        let n_urr = self.rng.random_range(0..3u32);
+        let n_urr = self.rng.random_range(0..=upf::abi::MAX_URRS_PER_PDR);
         for u in 1..=n_urr {
             let mut rule = self.urr.clone();
             rule.urr_id = u;
@@ -234,8 +234,8 @@ impl Gen {
                     ext_header_deletion: self.chance(0.2).then_some(1),
                 }),
                 far_id: Some(far_id),
-                urr_ids: pick_ids(self, n_urr, 4).into(),
-                qer_ids: pick_ids(self, n_qer, 2).into(),
+                urr_ids: pick_ids(self, n_urr, upf::abi::MAX_URRS_PER_PDR as usize).into(),
+                qer_ids: pick_ids(self, n_qer, upf::abi::MAX_QERS_PER_PDR as usize).into(),
                 activation_time: None,
                 deactivation_time: None,
             };
@@ -280,8 +280,8 @@ impl Gen {
                 pdi,
                 outer_header_removal: None,
                 far_id: Some(far_id),
-                urr_ids: pick_ids(self, n_urr, 4).into(),
-                qer_ids: pick_ids(self, n_qer, 2).into(),
+                urr_ids: pick_ids(self, n_urr, upf::abi::MAX_URRS_PER_PDR as usize).into(),
+                qer_ids: pick_ids(self, n_qer, upf::abi::MAX_QERS_PER_PDR as usize).into(),
                 activation_time: None,
                 deactivation_time: None,
             };

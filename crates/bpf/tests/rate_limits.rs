@@ -1,6 +1,7 @@
 //! The data path's rate limits, GCRAs updated with atomic instructions (bpf/include/qer.h):
 //! a QER's MBR (an idle session's burst passes, then the rate and nothing more, each
-//! direction on its own, and the allowance comes back with time) and the slow path's
+//! direction on its own, and the allowance comes back with time), every QER of a PDR
+//! (gates and MBRs of all four), and the slow path's
 //! limit on unknown-TEID packets handed to upfd. Frames go through xdp_n6 / xdp_n3 with
 //! BPF_PROG_RUN. Needs CAP_BPF (root).
 
@@ -78,6 +79,153 @@ fn mbr_passes_the_burst_then_the_rate_per_direction() {
     let more = forwarded(&dp, false, &down, 100);
     let want = 1100 / len;
     assert!(more + 2 >= want && more <= want + 2, "{more} vs ~{want}");
+}
+
+/// Four QERs on each PDR, as a vendor SMF sends for IMS bearers (a flow MBR, the session
+/// AMBR, a gate, and one for the QFI): every gate holds and every MBR counts, the last
+/// QER's as much as the first's.
+#[test]
+fn every_qer_of_a_pdr_is_enforced() {
+    if !root() {
+        return;
+    }
+    let cfg = neigh_config();
+    let mut dp = common::loaded(Capacity::for_sessions(100), cfg);
+    let mut s = session(1, "permit out ip from any to assigned", &urr_template());
+    let high = Bitrate {
+        ul_kbps: 100_000_000,
+        dl_kbps: 100_000_000,
+    };
+    let q1 = s.qers.get(&1).unwrap().clone();
+    for id in 2..=4 {
+        let mut q = q1.clone();
+        q.id = id;
+        q.qfi = None;
+        q.mbr = Some(high);
+        s.qers.insert(id, q);
+    }
+    // QER 3: the gate, closed uplink. QER 4 (the last): 8 kbit/s downlink.
+    s.qers.get_mut(&3).unwrap().gate_ul_open = false;
+    s.qers.get_mut(&4).unwrap().mbr = Some(Bitrate {
+        ul_kbps: 100_000_000,
+        dl_kbps: 8,
+    });
+    for p in s.pdrs.values_mut() {
+        p.qer_ids = vec![1, 2, 3, 4].into();
+    }
+    let teid = common::teid(1);
+    set_teid(&mut s, teid);
+    dp.install(None, &Arc::new(s)).unwrap();
+
+    let gate = upf::abi::DROP_GATE_CLOSED as usize;
+    let closed_before = dp.stats()[gate].0;
+    let up = uplink_frame(teid, ue(1));
+    assert_eq!(forwarded_or(&dp, true, &up, 10, gate), 0);
+    assert_eq!(
+        dp.stats()[gate].0 - closed_before,
+        10,
+        "the third QER's gate"
+    );
+    let down = downlink_frame(ue(1));
+    let burst = 3000 / (down.len() - 14) + 1;
+    assert_eq!(
+        forwarded(&dp, false, &down, burst + 20),
+        burst,
+        "the fourth QER's MBR"
+    );
+}
+
+/// A packet a later QER's MBR drops uses no earlier QER's rate: QER 1 (400 kbit/s, a
+/// 5,000-octet burst) and QER 2 (8 kbit/s, 3,000) on one PDR; once QER 2 has refused
+/// 100 packets and is taken off, QER 1 still has the 2,000 octets of burst it did not
+/// give.
+/// The data path and the reference model alike.
+#[test]
+fn a_packet_one_qer_drops_costs_the_others_nothing() {
+    if !root() {
+        return;
+    }
+    let cfg = neigh_config();
+    let mut dp = common::loaded(Capacity::for_sessions(100), cfg.clone());
+    let mut model = upf::model::Model::new(1024, cfg);
+    let mut s = session(1, "permit out ip from any to assigned", &urr_template());
+    let q1 = s.qers.get(&1).unwrap().clone();
+    s.qers.get_mut(&1).unwrap().mbr = Some(Bitrate {
+        ul_kbps: 100_000_000,
+        dl_kbps: 400,
+    });
+    let mut q2 = q1.clone();
+    q2.id = 2;
+    q2.qfi = None;
+    q2.mbr = Some(Bitrate {
+        ul_kbps: 100_000_000,
+        dl_kbps: 8,
+    });
+    s.qers.insert(2, q2);
+    for p in s.pdrs.values_mut() {
+        p.qer_ids = vec![1, 2].into();
+    }
+    let teid = common::teid(1);
+    set_teid(&mut s, teid);
+    let s = Arc::new(s);
+    dp.install(None, &s).unwrap();
+    model.install(None, &s).unwrap();
+    let down = downlink_frame(ue(1));
+    let len = down.len() - 14;
+    let now = 5_000_000_000_000;
+    let through_model = |m: &mut upf::model::Model, n: usize| {
+        (0..n)
+            .filter(|_| {
+                matches!(
+                    m.process_n6(&down, now),
+                    upf::model::Verdict::Redirect { .. }
+                )
+            })
+            .count()
+    };
+    let burst2 = 3000 / len + 1;
+    assert_eq!(forwarded(&dp, false, &down, burst2 + 100), burst2);
+    assert_eq!(through_model(&mut model, burst2 + 100), burst2);
+    // QER 2 off the PDRs (an updated QER keeps its arrival times): what QER 1 has left
+    // is its burst less what it passed.
+    let mut raised = (*s).clone();
+    for p in raised.pdrs.values_mut() {
+        p.qer_ids = vec![1].into();
+    }
+    let raised = Arc::new(raised);
+    dp.install(Some(&s), &raised).unwrap();
+    model.install(Some(&s), &raised).unwrap();
+    let left = (5000 - burst2 * len) / len + 1;
+    let model_more = through_model(&mut model, 200);
+    let dp_more = forwarded(&dp, false, &down, 200);
+    // The coarse clock may tick meanwhile: a few packets' worth more at 50,000 octets/s.
+    assert!(
+        dp_more >= left && dp_more <= left + 3,
+        "{dp_more} vs {left}: QER 1 was charged for packets QER 2 dropped"
+    );
+    assert_eq!(model_more, left);
+}
+
+/// As [`forwarded`], the rest dropped for `reason`.
+fn forwarded_or(dp: &Datapath, uplink: bool, frame: &[u8], n: usize, reason: usize) -> usize {
+    let progs = &dp.skel().progs;
+    let prog = if uplink { &progs.xdp_n3 } else { &progs.xdp_n6 };
+    let before = dp.stats()[reason].0;
+    let mut out = vec![0u8; 4096];
+    let mut fwd = 0;
+    for _ in 0..n {
+        let input = libbpf_rs::ProgramInput {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            repeat: 1,
+            ..Default::default()
+        };
+        if prog.test_run(input).expect("BPF_PROG_RUN").return_value == XDP_REDIRECT {
+            fwd += 1;
+        }
+    }
+    assert_eq!(fwd + (dp.stats()[reason].0 - before) as usize, n);
+    fwd
 }
 
 #[test]
