@@ -16,20 +16,22 @@ use ipnet::IpNet;
 use pfcp::ie::OuterHeaderCreation;
 use smallvec::SmallVec;
 use upf::abi;
-use upf::fastpath::{Config, FastPathError};
+use upf::fastpath::{Config, FastPathError, NiAddresses};
 use upf::rules::{interface, Far, Pdi, Pdr, Qer, Session};
 use upf::sdf::{Address, Endpoint, PortRange, SdfRule};
 
 use crate::upf::types;
 
 /// Our GTP-U addresses, the outer source of the tunnels we build: towards the access
-/// network the N3 address, towards the core (other UPFs) the N9 address, else N3.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// network the N3 address, towards the core (other UPFs) the N9 address, else N3; in a
+/// Network Instance with addresses of its own on that side, those.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Addresses {
     pub n3_v4: Option<Ipv4Addr>,
     pub n9_v4: Option<Ipv4Addr>,
     pub n3_v6: Option<Ipv6Addr>,
     pub n9_v6: Option<Ipv6Addr>,
+    pub network_instances: Vec<NiAddresses>,
 }
 
 impl From<&Config> for Addresses {
@@ -39,6 +41,7 @@ impl From<&Config> for Addresses {
             n9_v4: c.n9_v4,
             n3_v6: c.n3_v6,
             n9_v6: c.n9_v6,
+            network_instances: c.network_instances.clone(),
         }
     }
 }
@@ -54,15 +57,24 @@ pub struct Tunnel {
     pub port: u16,
 }
 
-/// The tunnel for an Outer Header Creation towards `destination_interface`:
-/// GTP-U/UDP/IPv4 when it asks for it and we have an IPv4 address on that side, else
-/// GTP-U/UDP/IPv6 on the same terms (a dual-stack peer, as Open5GS describes gNBs, gets
-/// IPv4). None: we cannot build it.
-pub fn tunnel(a: &Addresses, destination_interface: u8, o: &OuterHeaderCreation) -> Option<Tunnel> {
-    let (src4, src6) = if destination_interface == interface::ACCESS {
-        (a.n3_v4, a.n3_v6)
-    } else {
-        (a.n9_v4.or(a.n3_v4), a.n9_v6.or(a.n3_v6))
+/// The tunnel for an Outer Header Creation towards `destination_interface` in Network
+/// Instance `ni`: GTP-U/UDP/IPv4 when it asks for it and we have an IPv4 address on that
+/// side, else GTP-U/UDP/IPv6 on the same terms (a dual-stack peer, as Open5GS describes
+/// gNBs, gets IPv4). None: we cannot build it.
+pub fn tunnel(
+    a: &Addresses,
+    destination_interface: u8,
+    ni: Option<&str>,
+    o: &OuterHeaderCreation,
+) -> Option<Tunnel> {
+    let access = destination_interface == interface::ACCESS;
+    let own = ni
+        .and_then(|n| a.network_instances.iter().find(|x| x.name == n))
+        .and_then(|x| x.side(access));
+    let (src4, src6) = match own {
+        Some(x) => x,
+        None if access => (a.n3_v4, a.n3_v6),
+        None => (a.n9_v4.or(a.n3_v4), a.n9_v6.or(a.n3_v6)),
     };
     let (peer, src) = match (o.ipv4, src4, o.ipv6, src6) {
         (Some(p), Some(s), _, _) if o.has(OuterHeaderCreation::GTPU_UDP_IPV4) => {
@@ -408,7 +420,12 @@ pub fn far(f: &Far, addrs: &Addresses) -> types::far {
     }
     if let Some(o) = &fw.outer_header_creation {
         v.ohc = abi::OHC_UNSUPPORTED as u8;
-        if let Some(t) = tunnel(addrs, fw.destination_interface, o) {
+        if let Some(t) = tunnel(
+            addrs,
+            fw.destination_interface,
+            fw.network_instance.as_deref(),
+            o,
+        ) {
             match (t.peer, t.src) {
                 (IpAddr::V4(p), IpAddr::V4(s)) => {
                     v.ohc = abi::OHC_GTPU_V4 as u8;
@@ -571,6 +588,11 @@ mod tests {
             n9_v4: Some(Ipv4Addr::new(10, 20, 0, 7)),
             n3_v6: Some("2001:db8:3::7".parse().unwrap()),
             n9_v6: None,
+            network_instances: vec![NiAddresses {
+                name: "access2".into(),
+                n3_v4: Some(Ipv4Addr::new(10, 11, 0, 7)),
+                ..Default::default()
+            }],
         }
     }
 
@@ -589,6 +611,7 @@ mod tests {
 
     fn pdr(id: u16, precedence: u32, pdi: Pdi) -> Pdr {
         Pdr {
+            predefined: None,
             id,
             precedence,
             pdi,
@@ -818,6 +841,18 @@ mod tests {
                 addrs().n3_v6.unwrap().octets()
             )
         );
+        // In a Network Instance with an address of its own on that side, that one; on
+        // the other side (none of its own) or in another instance, the interface's.
+        let mut in_access2 = forwarding(interface::ACCESS, Some(o4));
+        in_access2.forwarding.as_mut().unwrap().network_instance = Some("access2".into());
+        assert_eq!(&far(&in_access2, &addrs()).src[..4], &[10, 11, 0, 7]);
+        let fw = in_access2.forwarding.as_mut().unwrap();
+        fw.destination_interface = interface::CORE;
+        assert_eq!(&far(&in_access2, &addrs()).src[..4], &[10, 20, 0, 7]);
+        let fw = in_access2.forwarding.as_mut().unwrap();
+        fw.destination_interface = interface::ACCESS;
+        fw.network_instance = Some("internet".into());
+        assert_eq!(&far(&in_access2, &addrs()).src[..4], &[10, 10, 0, 7]);
         // A tunnel we cannot build is never sent without its header.
         let no_v4 = Addresses {
             n3_v4: None,

@@ -23,13 +23,14 @@ use rand::{Rng, SeedableRng};
 use upf::abi::{DropReason, Stat};
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::FastPath;
-use upf::fastpath::{Config, Egress, Event};
+use upf::fastpath::{Config, Egress, Event, NiAddresses};
 use upf::model::{Model, Verdict};
 use upf::rules::*;
 use upf_bpf::datapath::{Capacity, Datapath};
 
 const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
 const N9: Ipv4Addr = Ipv4Addr::new(10, 20, 0, 7);
+const N3_ACCESS2: Ipv4Addr = Ipv4Addr::new(10, 11, 0, 7);
 const N3_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 7);
 const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
 const GNB_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 1);
@@ -62,11 +63,23 @@ fn config() -> Config {
     neigh.insert(IpAddr::V4(PEER_UPF), e(1, 1500, 4)); // the ingress: XDP_TX
     neigh.insert(IpAddr::V6(GNB_V6), e(30, 1400, 5));
     Config {
-        local: vec![IpAddr::V4(N3), IpAddr::V4(N9), IpAddr::V6(N3_V6)],
+        local: vec![
+            IpAddr::V4(N3),
+            IpAddr::V4(N9),
+            IpAddr::V6(N3_V6),
+            IpAddr::V4(N3_ACCESS2),
+        ],
         n3_v4: Some(N3),
         n9_v4: Some(N9),
         n3_v6: Some(N3_V6),
         n9_v6: None,
+        // A second access network with its own IPv4 N3 address (none of IPv6, none
+        // towards other UPFs): FARs in it take their outer source from there.
+        network_instances: vec![NiAddresses {
+            name: "access2".into(),
+            n3_v4: Some(N3_ACCESS2),
+            ..Default::default()
+        }],
         neigh,
         slowpath_per_sec: 0,
         slowpath_burst: 0,
@@ -226,6 +239,7 @@ impl Gen {
                 _ => Some(0),
             };
             let pdr = Pdr {
+                predefined: None,
                 id: pdr_id,
                 precedence: self.rng.random_range(1..300),
                 pdi,
@@ -275,6 +289,7 @@ impl Gen {
                 ..Default::default()
             };
             let pdr = Pdr {
+                predefined: None,
                 id: pdr_id,
                 precedence: self.rng.random_range(1..300),
                 pdi,
@@ -344,6 +359,11 @@ impl Gen {
             if self.chance(0.1) {
                 fw.transport_level_marking = Some(0xb8fc);
             }
+            fw.network_instance = match self.rng.random_range(0..10) {
+                0..3 => Some("access2".into()),
+                3 => Some("elsewhere".into()),
+                _ => Some("internet".into()),
+            };
             forwarding = Some(fw);
         }
         Far {
@@ -518,6 +538,8 @@ impl Gen {
         let outer_v6 = self.chance(0.05);
         let dst_outer = if self.chance(0.03) {
             Ipv4Addr::new(10, 10, 0, 8)
+        } else if self.chance(0.1) {
+            N3_ACCESS2
         } else {
             N3
         };

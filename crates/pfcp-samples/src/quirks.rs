@@ -482,12 +482,12 @@ pub mod ims {
                 dl,
                 far_ul,
                 far_dl,
-                // VOLUM with a volume threshold; DURAT with a time threshold; VOLUM only.
-                urr(1, 0x02, [0x04, 0x00, 0x00], vec![volume_threshold]),
+                // VOLUM with VOLTH; DURAT with TIMTH; VOLUM with no trigger.
+                urr(1, 0x02, [0x02, 0x00, 0x00], vec![volume_threshold]),
                 urr(
                     2,
                     0x01,
-                    [0x10, 0x00, 0x00],
+                    [0x04, 0x00, 0x00],
                     vec![u32_ie(t::TIME_THRESHOLD, 3600)],
                 ),
                 urr(3, 0x02, [0x00, 0x00, 0x00], vec![]),

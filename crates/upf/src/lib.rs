@@ -9,6 +9,7 @@ pub mod alloc;
 pub mod fastpath;
 pub mod model;
 pub mod n4;
+pub mod predefined;
 pub mod procedures;
 pub mod report;
 pub mod rules;

@@ -125,6 +125,13 @@ pub enum Event {
         seid: u64,
         cause: CauseValue,
     },
+    /// A CP function named a Network Instance the configuration does not (accepted: not
+    /// [`crate::procedures::Resources::strict`]). Once per name;
+    /// [`Stats::unknown_network_instances`] counts the requests.
+    UnknownNetworkInstance {
+        peer: SocketAddr,
+        name: String,
+    },
     /// A request was refused: who sent it, what it was, and why.
     Rejected {
         peer: SocketAddr,
@@ -146,6 +153,8 @@ pub struct Stats {
     /// Heartbeats whose Recovery Time Stamp differed from the association's and were not
     /// taken as a restart (see [`N4Config::strict`]).
     pub recovery_time_stamp_changes: u64,
+    /// Session requests that named a Network Instance the configuration does not.
+    pub unknown_network_instances: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -217,7 +226,12 @@ pub struct N4 {
     next_seq: u32,
     stats: Stats,
     events: Vec<Event>,
+    /// Unknown Network Instances reported already (at most [`REPORTED_NAMES`]).
+    reported_names: std::collections::HashSet<String>,
 }
+
+/// Unknown Network Instance names reported one by one; past that, only counted.
+const REPORTED_NAMES: usize = 256;
 
 fn node_header(t: u8, seq: u32) -> HeaderRepr {
     HeaderRepr::node(t, seq)
@@ -238,6 +252,7 @@ impl N4 {
             next_seq: 1,
             stats: Stats::default(),
             events: Vec::new(),
+            reported_names: Default::default(),
         }
     }
 
@@ -962,8 +977,16 @@ impl N4 {
                     },
                 ))
             }
-            mt::SESSION_ESTABLISHMENT_REQUEST => Some(self.establishment(from, seq, data)),
-            mt::SESSION_MODIFICATION_REQUEST => Some(self.modification(from, seq, data)),
+            mt::SESSION_ESTABLISHMENT_REQUEST => {
+                let r = self.establishment(from, seq, data);
+                self.note_unknown_names(from);
+                Some(r)
+            }
+            mt::SESSION_MODIFICATION_REQUEST => {
+                let r = self.modification(from, seq, data);
+                self.note_unknown_names(from);
+                Some(r)
+            }
             mt::SESSION_DELETION_REQUEST => Some(self.deletion(from, seq, data)),
             // Requests a CP function does not send (Node Report, Session Report, unknown
             // types): discarded (clauses 7.6.4 and 7.6.5).
@@ -1028,6 +1051,25 @@ impl N4 {
             }
         }
         msg::emit(node, &rsp)
+    }
+
+    /// Count and (once per name) report the unknown Network Instances of a request.
+    fn note_unknown_names(&mut self, from: SocketAddr) {
+        let names = self.sessions.take_unknown_network_instances();
+        if names.is_empty() {
+            return;
+        }
+        self.stats.unknown_network_instances += 1;
+        for n in names {
+            if self.reported_names.len() < REPORTED_NAMES
+                && self.reported_names.insert(n.to_string())
+            {
+                self.events.push(Event::UnknownNetworkInstance {
+                    peer: from,
+                    name: n.to_string(),
+                });
+            }
+        }
     }
 
     fn delete_session_set(&mut self, node: &NodeId, csids: &[pfcp::ie::FqCsid]) {

@@ -13,6 +13,8 @@ use pfcp::msg::{
 };
 
 use crate::alloc::{TeidAllocator, UeIpPools};
+use crate::fastpath::NiAddresses;
+use crate::predefined::Predefined;
 use crate::rules::*;
 
 /// Why a request is refused: the Cause, and the Offending IE or Failed Rule ID that goes
@@ -77,7 +79,7 @@ impl std::fmt::Display for Rejection {
     }
 }
 
-/// The UP function's GTP-U endpoint addresses, per interface.
+/// The UP function's GTP-U endpoint addresses, per interface and per Network Instance.
 #[derive(Debug, Clone, Default)]
 pub struct GtpuAddresses {
     /// N3 / S1-U / S5-U towards the access (Source Interface Access).
@@ -86,16 +88,34 @@ pub struct GtpuAddresses {
     /// N9 / S5-U / S8-U towards another UP function (Source Interface Core).
     pub core_v4: Option<Ipv4Addr>,
     pub core_v6: Option<Ipv6Addr>,
+    /// Network Instances with addresses of their own (they replace the interface's on
+    /// their side).
+    pub network_instances: Vec<NiAddresses>,
 }
 
 impl GtpuAddresses {
-    fn for_interface(&self, source_interface: u8) -> (Option<Ipv4Addr>, Option<Ipv6Addr>) {
-        match source_interface {
-            interface::CORE | interface::SGI_LAN => (
+    /// Ours for a PDI with `source_interface` (or a FAR towards the interface of that
+    /// side) in Network Instance `ni`: the instance's addresses on that side if it has
+    /// any, else the interface's (N9: else N3).
+    pub fn ours(
+        &self,
+        source_interface: u8,
+        ni: Option<&str>,
+    ) -> (Option<Ipv4Addr>, Option<Ipv6Addr>) {
+        let access = !matches!(source_interface, interface::CORE | interface::SGI_LAN);
+        if let Some(x) = ni
+            .and_then(|n| self.network_instances.iter().find(|x| x.name == n))
+            .and_then(|x| x.side(access))
+        {
+            return x;
+        }
+        if access {
+            (self.access_v4, self.access_v6)
+        } else {
+            (
                 self.core_v4.or(self.access_v4),
                 self.core_v6.or(self.access_v6),
-            ),
-            _ => (self.access_v4, self.access_v6),
+            )
         }
     }
 }
@@ -132,8 +152,17 @@ pub struct Resources {
     pub limits: Limits,
     /// Refuse what TS 29.244 forbids even where real CP functions send it (docs/interop.md,
     /// "Deliberate differences"): CHOOSE without an address family, a UE IP Address
-    /// with the unspecified address and no CHV4/CHV6.
+    /// with the unspecified address and no CHV4/CHV6, a Network Instance not in
+    /// `network_instances`.
     pub strict: bool,
+    /// The Network Instances the configuration names (with GTP-U addresses or UE pools);
+    /// empty: any name is taken without a word. Otherwise a request naming another is
+    /// refused if `strict`, else accepted and the name noted (see
+    /// [`Resources::take_unknown_network_instances`]).
+    pub network_instances: Vec<String>,
+    unknown_network_instances: Vec<NetworkInstance>,
+    /// The predefined rules CP functions may activate (clause 5.19).
+    pub predefined: Predefined,
     taken_teids: Vec<u32>,
     taken_ue_ips: Vec<IpAddr>,
     /// The UE IPv4 address of the session the current request is for, if known: the
@@ -154,6 +183,9 @@ impl Resources {
             gtpu,
             limits,
             strict: false,
+            network_instances: Vec::new(),
+            unknown_network_instances: Vec::new(),
+            predefined: Predefined::default(),
             taken_teids: Vec::new(),
             taken_ue_ips: Vec::new(),
             ue_hint: None,
@@ -169,6 +201,34 @@ impl Resources {
             self.ue_ips.release(a);
         }
         self.ue_hint = None;
+    }
+
+    /// Network Instances that requests named and the configuration does not (accepted
+    /// because not `strict`), since the last call.
+    pub fn take_unknown_network_instances(&mut self) -> Vec<NetworkInstance> {
+        std::mem::take(&mut self.unknown_network_instances)
+    }
+
+    /// Check a Network Instance a PDI, Traffic Endpoint or FAR names; `fail` words the
+    /// refusal (strict).
+    fn check_network_instance(
+        &mut self,
+        ni: Option<&NetworkInstance>,
+        fail: &dyn Fn(&str) -> Rejection,
+    ) -> Result<(), Rejection> {
+        let Some(ni) = ni else { return Ok(()) };
+        if self.network_instances.is_empty() || self.network_instances.iter().any(|n| **n == **ni) {
+            return Ok(());
+        }
+        if self.strict {
+            return Err(fail(&format!(
+                "Network Instance {ni:?} is not configured (network_instances, ue_pools; n4.strict)"
+            )));
+        }
+        if !self.unknown_network_instances.contains(ni) {
+            self.unknown_network_instances.push(ni.clone());
+        }
+        Ok(())
     }
 
     /// Keep what the current request allocated (the request succeeded).
@@ -241,6 +301,7 @@ impl Resources {
         &mut self,
         f: &FTeid,
         source_interface: u8,
+        ni: Option<&str>,
         session: &mut Session,
         fail: &dyn Fn(&str) -> Rejection,
     ) -> Result<LocalFteid, Rejection> {
@@ -251,7 +312,7 @@ impl Resources {
                         return Ok(*l);
                     }
                 }
-                let (v4, v6) = self.gtpu.for_interface(source_interface);
+                let (v4, v6) = self.gtpu.ours(source_interface, ni);
                 let (ipv4, ipv6) = if !c.v4 && !c.v6 {
                     // CH without V4 or V6 (clause 8.2.3 wants one): OAI's SMF sends it in
                     // every Create PDR and OAI's UPF answers with an IPv4 F-TEID. Ours:
@@ -401,6 +462,7 @@ fn build_pdi(
         ));
     }
     let network_instance = name(&p.network_instance);
+    res.check_network_instance(network_instance.as_ref(), &fail)?;
     let mut chose = false;
     // UE addresses first: a TEID chosen below is matched to the address.
     // Exact capacity: a pushed-to Vec keeps room for 4, paid a million times over.
@@ -413,7 +475,13 @@ fn build_pdi(
     let local_fteid = match &p.local_fteid {
         Some(f) => {
             chose |= f.choose.is_some();
-            Some(res.resolve_fteid(f, source_interface, session, &fail)?)
+            Some(res.resolve_fteid(
+                f,
+                source_interface,
+                network_instance.as_deref(),
+                session,
+                &fail,
+            )?)
         }
         None => None,
     };
@@ -455,12 +523,14 @@ fn build_pdr(
     created: &mut Created,
 ) -> Result<Pdr, Rejection> {
     let fail = |why: &str| Rejection::rule(FailedRuleId::PDR, c.pdr_id as u32, why);
-    if !c.activate_predefined_rules.is_empty() {
-        return Err(Rejection::ie(
-            CauseValue::UNKNOWN_PREDEFINED_RULE,
-            types::ACTIVATE_PREDEFINED_RULES,
-            "no predefined rules are configured",
-        ));
+    let mut active = ThinVec::new();
+    for name in &c.activate_predefined_rules {
+        let i = res
+            .predefined
+            .find(&name.0, types::ACTIVATE_PREDEFINED_RULES)?;
+        if !active.contains(&i) {
+            active.push(i);
+        }
     }
     if c.mar_id.is_some() {
         return Err(fail("multi-access rules (ATSSS) are not supported"));
@@ -471,14 +541,7 @@ fn build_pdr(
             .pdrs
             .push((c.pdr_id, pdi.local_fteid, pdi.ue_ips.to_vec()));
     }
-    if c.far_id.is_none() {
-        return Err(Rejection::ie(
-            CauseValue::CONDITIONAL_IE_MISSING,
-            types::FAR_ID,
-            "a PDR that is not a predefined rule needs a FAR ID",
-        ));
-    }
-    Ok(Pdr {
+    let mut p = Pdr {
         id: c.pdr_id,
         precedence: c.precedence.unwrap_or(u32::MAX),
         pdi,
@@ -488,7 +551,26 @@ fn build_pdr(
         qer_ids: c.qer_ids.as_slice().into(),
         activation_time: c.activation_time,
         deactivation_time: c.deactivation_time,
-    })
+        predefined: None,
+    };
+    res.predefined.activate(&mut p, active);
+    need_far(&p)?;
+    Ok(p)
+}
+
+/// Table 7.5.2.2-1: FAR ID is there unless an activated predefined rule brings the FAR.
+fn need_far(p: &Pdr) -> Result<(), Rejection> {
+    if p.far_id.is_none() {
+        return Err(Rejection::ie(
+            CauseValue::CONDITIONAL_IE_MISSING,
+            types::FAR_ID,
+            format!(
+                "PDR {} has no FAR ID and no activated predefined rule brings a FAR",
+                p.id
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Outer Header Creation descriptions the data path can build.
@@ -633,12 +715,19 @@ fn build_te(
         )
     };
     let network_instance = name(&c.network_instance);
+    res.check_network_instance(network_instance.as_ref(), &fail)?;
     let mut chose = false;
     let local_fteid = match &c.local_fteid {
         Some(f) => {
             chose = f.choose.is_some();
             // A Traffic Endpoint with an F-TEID receives GTP-U from the access side.
-            Some(res.resolve_fteid(f, interface::ACCESS, session, &fail)?)
+            Some(res.resolve_fteid(
+                f,
+                interface::ACCESS,
+                network_instance.as_deref(),
+                session,
+                &fail,
+            )?)
         }
         None => None,
     };
@@ -766,7 +855,7 @@ pub fn validate(s: &Session, limits: &Limits, gtpu: &GtpuAddresses) -> Result<()
         } else {
             interface::CORE
         };
-        let (v4, v6) = gtpu.for_interface(side);
+        let (v4, v6) = gtpu.ours(side, fw.network_instance.as_deref());
         let v4_ok =
             o.has(pfcp::ie::OuterHeaderCreation::GTPU_UDP_IPV4) && o.ipv4.is_some() && v4.is_some();
         let v6_ok =
@@ -890,18 +979,30 @@ fn add_rules(
         })?;
     }
     for c in fars {
+        res.predefined
+            .check_created_id(FailedRuleId::FAR, c.far_id)?;
         let f = build_far(c)?;
+        let fail = |why: &str| Rejection::rule(FailedRuleId::FAR, c.far_id, why);
+        let ni = f
+            .forwarding
+            .as_ref()
+            .and_then(|x| x.network_instance.as_ref());
+        res.check_network_instance(ni, &fail)?;
         insert_unique(&mut s.fars, c.far_id, f, || {
             Rejection::rule(FailedRuleId::FAR, c.far_id, "FAR ID already in use")
         })?;
     }
     for c in qers {
+        res.predefined
+            .check_created_id(FailedRuleId::QER, c.qer_id)?;
         let q = build_qer(c)?;
         insert_unique(&mut s.qers, c.qer_id, q, || {
             Rejection::rule(FailedRuleId::QER, c.qer_id, "QER ID already in use")
         })?;
     }
     for c in urrs {
+        res.predefined
+            .check_created_id(FailedRuleId::URR, c.urr_id)?;
         let u = build_urr(c)?;
         insert_unique(&mut s.urrs, c.urr_id, u, || {
             Rejection::rule(FailedRuleId::URR, c.urr_id, "URR ID already in use")
@@ -961,6 +1062,7 @@ pub fn establish(
             pdrs: &r.create_pdrs,
         },
     )?;
+    res.predefined.settle(&mut s);
     validate(&s, &res.limits, &res.gtpu)?;
     Ok((s, created))
 }
@@ -977,12 +1079,22 @@ fn update_pdr(
         .get(&u.pdr_id)
         .cloned()
         .ok_or_else(|| fail("Update PDR for a PDR that does not exist"))?;
-    if !u.activate_predefined_rules.is_empty() || !u.deactivate_predefined_rules.is_empty() {
-        return Err(Rejection::ie(
-            CauseValue::UNKNOWN_PREDEFINED_RULE,
-            types::ACTIVATE_PREDEFINED_RULES,
-            "no predefined rules are configured",
-        ));
+    // The update applies to what the PDR has of its own; the predefined rules active
+    // after it (those before, less the deactivated, plus the activated) are added back.
+    let mut active = Predefined::restore(&mut p);
+    for name in &u.deactivate_predefined_rules {
+        let i = res
+            .predefined
+            .find(&name.0, types::DEACTIVATE_PREDEFINED_RULES)?;
+        active.retain(|x| *x != i);
+    }
+    for name in &u.activate_predefined_rules {
+        let i = res
+            .predefined
+            .find(&name.0, types::ACTIVATE_PREDEFINED_RULES)?;
+        if !active.contains(&i) {
+            active.push(i);
+        }
     }
     if let Some(pdi) = &u.pdi {
         let (new_pdi, chose) = build_pdi(res, pdi, u.pdr_id, s)?;
@@ -1014,11 +1126,18 @@ fn update_pdr(
     if u.deactivation_time.is_some() {
         p.deactivation_time = u.deactivation_time;
     }
+    res.predefined.activate(&mut p, active);
+    need_far(&p)?;
     s.pdrs.insert(u.pdr_id, p);
     Ok(())
 }
 
-fn update_far(s: &mut Session, u: &UpdateFar, fx: &mut ModifyEffects) -> Result<(), Rejection> {
+fn update_far(
+    res: &mut Resources,
+    s: &mut Session,
+    u: &UpdateFar,
+    fx: &mut ModifyEffects,
+) -> Result<(), Rejection> {
     let fail = |why: &str| Rejection::rule(FailedRuleId::FAR, u.far_id, why);
     let mut f = s
         .fars
@@ -1051,6 +1170,7 @@ fn update_far(s: &mut Session, u: &UpdateFar, fx: &mut ModifyEffects) -> Result<
             fw.destination_interface = d.value();
         }
         if let n @ Some(_) = name(&up.network_instance) {
+            res.check_network_instance(n.as_ref(), &fail)?;
             fw.network_instance = n;
         }
         if let Some(o) = up.outer_header_creation {
@@ -1216,7 +1336,7 @@ pub fn modify(
         update_pdr(res, &mut s, u, &mut fx.created)?;
     }
     for u in &r.update_fars {
-        update_far(&mut s, u, &mut fx)?;
+        update_far(res, &mut s, u, &mut fx)?;
     }
     for u in &r.update_urrs {
         let urr = s.urrs.get_mut(&u.urr_id).ok_or_else(|| {
@@ -1311,6 +1431,7 @@ pub fn modify(
             fx.query_urrs.push(q.urr_id);
         }
     }
+    fx.removed_urrs.extend(res.predefined.settle(&mut s));
     retain_held(&mut s);
     validate(&s, &res.limits, &res.gtpu)?;
     Ok((s, fx))

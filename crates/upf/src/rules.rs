@@ -188,6 +188,9 @@ pub struct Pdr {
     pub qer_ids: SmallVec<[u32; 2]>,
     pub activation_time: Option<u32>,
     pub deactivation_time: Option<u32>,
+    /// Predefined rules active on this PDR (clause 5.19), and what the PDR had of its
+    /// own; None (one word, no allocation) for most PDRs.
+    pub predefined: Option<Box<crate::predefined::Activated>>,
 }
 
 /// The Apply Action of a FAR (clause 8.2.26) as flags the data path reads.

@@ -75,6 +75,12 @@ impl Sessions {
         self.reporting.unreported(&*self.fastpath, seid, urr_id)
     }
 
+    /// Network Instances requests named that the configuration does not (see
+    /// [`Resources::take_unknown_network_instances`]).
+    pub fn take_unknown_network_instances(&mut self) -> Vec<crate::rules::NetworkInstance> {
+        self.res.take_unknown_network_instances()
+    }
+
     /// The TEIDs and UE addresses the sessions hold.
     pub fn resources(&self) -> &Resources {
         &self.res

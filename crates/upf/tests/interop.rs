@@ -43,12 +43,22 @@ fn model_config() -> Config {
     };
     c.neigh.insert(IpAddr::V4(GNB), out(3));
     c.neigh.insert(IpAddr::V4(Ipv4Addr::UNSPECIFIED), out(6));
+    v6_model_config(&mut c);
     c
 }
 
 /// An N4 node on a shared reference model; `edit` changes its configuration, `n3_v6`
 /// gives it an IPv6 N3 address (and no IPv4 one).
 fn node(edit: impl FnOnce(&mut N4Config), n3_v6: bool) -> (N4, Rc<RefCell<Model>>) {
+    node_with(edit, |_| {}, n3_v6)
+}
+
+/// The same; `res` changes its resources (addresses, known Network Instances).
+fn node_with(
+    edit: impl FnOnce(&mut N4Config),
+    res_edit: impl FnOnce(&mut Resources),
+    n3_v6: bool,
+) -> (N4, Rc<RefCell<Model>>) {
     let model = Rc::new(RefCell::new(Model::new(1024, model_config())));
     let mut pools = UeIpPools::default();
     pools.add("internet", "10.45.0.0/24".parse().unwrap());
@@ -88,6 +98,7 @@ fn node(edit: impl FnOnce(&mut N4Config), n3_v6: bool) -> (N4, Rc<RefCell<Model>
     edit(&mut cfg);
     let mut res = res;
     res.strict = cfg.strict;
+    res_edit(&mut res);
     let sessions = Sessions::new(res, Box::new(model.clone()), 1000);
     (N4::new(cfg, sessions), model)
 }
@@ -449,4 +460,378 @@ fn oai_session_deletion() {
     }
     assert!(!forwards(&model, teid, 2));
     let _ = Ipv6Addr::LOCALHOST;
+}
+
+/// A Session Establishment Request whose uplink PDR CHOOSEs an IPv4 F-TEID in Network
+/// Instance `ni` (plain text), forwarding to the core.
+fn establishment_in(seq: u32, cp_seid: u64, ni: &str) -> Vec<u8> {
+    use pfcp::ie::types as t;
+    use quirks::{group, ie};
+    let mut node = vec![0];
+    node.extend_from_slice(&SMF_IP.octets());
+    let mut fseid = vec![0x02];
+    fseid.extend_from_slice(&cp_seid.to_be_bytes());
+    fseid.extend_from_slice(&SMF_IP.octets());
+    let pdr = group(
+        t::CREATE_PDR,
+        &[
+            ie(t::PDR_ID, &[0, 1]),
+            ie(t::PRECEDENCE, &[0, 0, 0, 10]),
+            group(
+                t::PDI,
+                &[
+                    ie(t::SOURCE_INTERFACE, &[0]),
+                    ie(t::FTEID, &[0x05]),
+                    ie(t::NETWORK_INSTANCE, ni.as_bytes()),
+                ],
+            ),
+            ie(t::FAR_ID, &[0, 0, 0, 1]),
+        ],
+    );
+    let far = group(
+        t::CREATE_FAR,
+        &[
+            ie(t::FAR_ID, &[0, 0, 0, 1]),
+            ie(t::APPLY_ACTION, &[0x02]),
+            group(
+                t::FORWARDING_PARAMETERS,
+                &[ie(t::DESTINATION_INTERFACE, &[1])],
+            ),
+        ],
+    );
+    quirks::session_message(
+        pfcp::message::message_type::SESSION_ESTABLISHMENT_REQUEST,
+        0,
+        seq,
+        &[ie(t::NODE_ID, &node), ie(t::FSEID, &fseid), pdr, far],
+    )
+}
+
+const ACCESS2: Ipv4Addr = Ipv4Addr::new(10, 11, 0, 7);
+
+fn with_access2(r: &mut Resources) {
+    r.gtpu.network_instances = vec![upf::fastpath::NiAddresses {
+        name: "access2".into(),
+        n3_v4: Some(ACCESS2),
+        ..Default::default()
+    }];
+    r.network_instances = vec!["access2".into(), "internet".into()];
+}
+
+/// A CHOOSE F-TEID in a PDI of Network Instance "access2" comes from that instance's
+/// address; in another instance (or none), from N3's. A name the configuration does not
+/// know is accepted and reported once (counted each time); strict refuses it with the
+/// PDR's ID.
+#[test]
+fn gtpu_addresses_by_network_instance() {
+    let (mut n, _) = node_with(|_| {}, with_access2, false);
+    let t0 = Instant::now();
+    ask(
+        &mut n,
+        at(8805),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        t0,
+    );
+    for (i, (ni, want)) in [("access2", ACCESS2), ("internet", N3), ("access", N3)]
+        .into_iter()
+        .enumerate()
+    {
+        let r = establish(
+            &mut n,
+            &establishment_in(10 + i as u32, 100 + i as u64, ni),
+            t0,
+        );
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{ni}: {r:?}");
+        assert_eq!(
+            r.created_pdrs[0].local_fteid.unwrap().ipv4,
+            Some(want),
+            "{ni}"
+        );
+    }
+    let unknown: Vec<_> = n
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::UnknownNetworkInstance { name, .. } => Some(name),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unknown, ["access"]);
+    establish(&mut n, &establishment_in(20, 200, "access"), t0);
+    assert!(!n
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::UnknownNetworkInstance { .. })));
+    assert_eq!(n.stats().unknown_network_instances, 2);
+
+    let (mut n, _) = node_with(|c| c.strict = true, with_access2, false);
+    ask(
+        &mut n,
+        at(8805),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        t0,
+    );
+    let r = establish(&mut n, &establishment_in(2, 1, "access"), t0);
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        Some(pfcp::ie::FailedRuleId {
+            rule_type: pfcp::ie::FailedRuleId::PDR,
+            id: 1
+        })
+    );
+    let r = establish(&mut n, &establishment_in(3, 2, "access2"), t0);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+}
+
+const N3_V6: &str = "2001:db8:10::7";
+const GNB_V6: &str = "2001:db8:10::1";
+const UE_V6: &str = "2001:db8:45::2";
+const SMF_V6: &str = "2001:db8:4::4";
+
+/// The predefined rules of the IMS test: "ims-gate" adds QER 1 (uplink open, downlink
+/// closed) and URR 1 (volume); "ims-block" a FAR that drops.
+fn ims_predefined(r: &mut Resources) {
+    use upf::predefined::{Predefined, PredefinedRule};
+    use upf::rules::{ApplyAction, Far, Qer, Urr};
+    let urr = Urr::new(&pfcp_samples_create_urr());
+    r.predefined = Predefined::new(
+        vec![
+            PredefinedRule {
+                name: "ims-gate".into(),
+                sdf_filters: vec![],
+                far: None,
+                qers: vec![1],
+                urrs: vec![1],
+            },
+            PredefinedRule {
+                name: "ims-block".into(),
+                sdf_filters: vec![],
+                far: Some(1),
+                qers: vec![],
+                urrs: vec![],
+            },
+        ],
+        vec![Far {
+            id: 1,
+            action: ApplyAction {
+                drop: true,
+                ..Default::default()
+            },
+            forwarding: None,
+            bar_id: None,
+        }],
+        vec![Qer {
+            id: 1,
+            gate_ul_open: true,
+            gate_dl_open: false,
+            ..Qer::default()
+        }],
+        vec![urr],
+    )
+    .unwrap();
+}
+
+/// A URR measuring volume with no trigger.
+fn pfcp_samples_create_urr() -> pfcp::msg::CreateUrr {
+    let m = pfcp_samples::quirks::session_message(
+        pfcp::message::message_type::SESSION_ESTABLISHMENT_REQUEST,
+        0,
+        1,
+        &[quirks::group(
+            pfcp::ie::types::CREATE_URR,
+            &[
+                quirks::ie(pfcp::ie::types::URR_ID, &[0, 0, 0, 1]),
+                quirks::ie(pfcp::ie::types::MEASUREMENT_METHOD, &[0x02]),
+                quirks::ie(pfcp::ie::types::REPORTING_TRIGGERS, &[0, 0, 0]),
+            ],
+        )],
+    );
+    let g = pfcp::Message::parse(&m).unwrap();
+    let pfcp::Ie::CreateUrr(children) = &g.ies[0] else {
+        panic!()
+    };
+    let mut body = Vec::new();
+    pfcp::ie::encode_ies(children, &mut body);
+    let raw = pfcp::ie::RawIe {
+        ie_type: pfcp::ie::types::CREATE_URR,
+        enterprise_id: None,
+        value: &body,
+        offset: 0,
+        value_offset: 4,
+    };
+    <pfcp::msg::CreateUrr as pfcp::msg::Field>::decode_field(&raw, 0).unwrap()
+}
+
+fn eth6(ip: Vec<u8>) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x86, 0xdd];
+    f.extend(ip);
+    f
+}
+
+fn v6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+/// The model with an IPv6 N3 address and neighbours for the gNB and the data network.
+fn v6_model_config(c: &mut Config) {
+    c.local.push(IpAddr::V6(v6(N3_V6)));
+    c.n3_v6 = Some(v6(N3_V6));
+    let out = |ifindex| Egress {
+        ifindex,
+        mtu: 1500,
+        smac: [2, 0, 0, 0, 0, 1],
+        dmac: [2, 0, 0, 0, 0, 2],
+    };
+    c.neigh.insert(IpAddr::V6(v6(GNB_V6)), out(3));
+    c.neigh.insert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), out(6));
+}
+
+/// Uplink (G-PDU over IPv6 to `teid`) and downlink through the model: what each did.
+fn ims_traffic(model: &Rc<RefCell<Model>>, teid: u32, now: u64) -> (Verdict, Verdict) {
+    let inner = capture::ip_udp_packet(
+        IpAddr::V6(v6(UE_V6)),
+        IpAddr::V6(v6("2001:db8:99::1")),
+        5060,
+        5060,
+        &[1; 40],
+    );
+    let mut g = vec![0x30, 0xff];
+    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend(inner);
+    let up = eth6(capture::ip_udp_packet(
+        IpAddr::V6(v6(GNB_V6)),
+        IpAddr::V6(v6(N3_V6)),
+        2152,
+        2152,
+        &g,
+    ));
+    let down = eth6(capture::ip_udp_packet(
+        IpAddr::V6(v6("2001:db8:99::1")),
+        IpAddr::V6(v6(UE_V6)),
+        5060,
+        5060,
+        &[2; 40],
+    ));
+    let mut m = model.borrow_mut();
+    (m.process_n3(&up, now), m.process_n6(&down, now))
+}
+
+/// A vendor SMF over IPv6 with IMS bearers: three QERs and three URRs on each PDR, the
+/// spare bit of the UE IP Address flags set, and Activate Predefined Rules "ims-gate"
+/// (a fourth QER, closed downlink, and a fourth URR). All enforced: the downlink is held
+/// by the predefined gate until Update PDR deactivates it, and the predefined URR's
+/// usage comes in that response under its predefined ID. An unknown name is Cause 80.
+#[test]
+fn ims_bearers_with_three_qers_three_urrs_and_a_predefined_rule() {
+    use pfcp_samples::quirks::ims;
+    let (mut n, model) = node_with(
+        |_| {},
+        |r| {
+            ims_predefined(r);
+            r.gtpu.access_v6 = Some(v6(N3_V6));
+        },
+        false,
+    );
+    let t0 = Instant::now();
+    let smf = SocketAddr::new(IpAddr::V6(v6(SMF_V6)), 8805);
+    let setup = {
+        use pfcp::ie::types as t;
+        let mut node = vec![1];
+        node.extend_from_slice(&v6(SMF_V6).octets());
+        quirks::node_message(
+            pfcp::message::message_type::ASSOCIATION_SETUP_REQUEST,
+            1,
+            &[
+                quirks::ie(t::NODE_ID, &node),
+                quirks::ie(t::RECOVERY_TIME_STAMP, &T0.to_be_bytes()),
+            ],
+        )
+    };
+    ask(&mut n, smf, &setup, t0);
+    let est = ims::session_establishment(
+        2,
+        v6(SMF_V6),
+        0x99,
+        v6(UE_V6),
+        v6(GNB_V6),
+        0x1234,
+        &["ims-gate"],
+    );
+    let r = match ask(&mut n, smf, &est, t0) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    let f = r.created_pdrs[0].local_fteid.unwrap();
+    assert_eq!(f.ipv6, Some(v6(N3_V6)));
+    let teid = f.teid.unwrap();
+    {
+        let s = n.sessions().get(seid).unwrap();
+        let pdr = s.pdrs.get(&1).unwrap();
+        let pre = upf::predefined::PREDEFINED;
+        assert_eq!(pdr.qer_ids.as_slice(), [1, 2, 3, pre | 1]);
+        assert_eq!(pdr.urr_ids.as_slice(), [1, 2, 3, pre | 1]);
+        assert!(s.qers.contains_key(&(pre | 1)) && s.urrs.contains_key(&(pre | 1)));
+    }
+    let (up, down) = ims_traffic(&model, teid, 1_000_000_000);
+    assert!(matches!(up, Verdict::Redirect { ifindex: 6, .. }), "{up:?}");
+    assert_eq!(
+        down,
+        Verdict::Drop(upf::abi::DropReason::GateClosed),
+        "the predefined QER's gate"
+    );
+
+    // Deactivated on the downlink PDR: its QER and URR leave that PDR (the uplink PDR
+    // keeps them, so the session keeps the instances).
+    match ask(&mut n, smf, &ims::deactivate(3, seid, 2, "ims-gate"), t0) {
+        Msg::SessionModificationResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    let (_, down) = ims_traffic(&model, teid, 2_000_000_000);
+    assert!(
+        matches!(down, Verdict::Redirect { ifindex: 3, .. }),
+        "{down:?}"
+    );
+    // And on the uplink PDR: the instances go, the URR's final usage in the response.
+    let r = match ask(&mut n, smf, &ims::deactivate(4, seid, 1, "ims-gate"), t0) {
+        Msg::SessionModificationResponse(r) => r,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+    let pre = upf::predefined::PREDEFINED;
+    let rep = r
+        .usage_reports
+        .iter()
+        .find(|u| u.urr_id == pre | 1)
+        .expect("the predefined URR's final report");
+    let v = rep.volume_measurement.unwrap();
+    assert_eq!(v.uplink_packets, Some(2), "two uplink packets counted");
+    assert_eq!(v.downlink_packets, Some(0), "the gate dropped the downlink");
+    let s = n.sessions().get(seid).unwrap();
+    assert!(!s.qers.contains_key(&(pre | 1)) && !s.urrs.contains_key(&(pre | 1)));
+    assert_eq!(s.pdrs.get(&1).unwrap().qer_ids.as_slice(), [1, 2, 3]);
+
+    // Activated again by Update PDR; an unknown name refuses the request whole.
+    match ask(&mut n, smf, &ims::activate(5, seid, 2, "ims-block"), t0) {
+        Msg::SessionModificationResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    assert_eq!(
+        n.sessions().get(seid).unwrap().pdrs.get(&2).unwrap().far_id,
+        Some(2),
+        "the PDR's own FAR stays: a predefined FAR only where the PDR has none"
+    );
+    match ask(&mut n, smf, &ims::activate(6, seid, 1, "no-such-rule"), t0) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::UNKNOWN_PREDEFINED_RULE);
+            assert_eq!(
+                r.offending_ie,
+                Some(pfcp::ie::types::ACTIVATE_PREDEFINED_RULES)
+            );
+        }
+        m => panic!("{m:?}"),
+    }
 }

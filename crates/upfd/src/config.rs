@@ -19,6 +19,13 @@ pub struct Config {
     /// UE address pools, per network instance (DNN/APN).
     #[serde(default)]
     pub ue_pools: Vec<UePool>,
+    /// Network Instances (TS 29.244 clause 8.2.4) this UPF serves, with GTP-U addresses
+    /// of their own where they have them.
+    #[serde(default)]
+    pub network_instances: Vec<NetworkInstance>,
+    /// Rules SMFs activate by name (TS 29.244 clause 5.19).
+    #[serde(default)]
+    pub predefined_rules: PredefinedRules,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -91,6 +98,265 @@ pub struct Endpoint {
     pub ipv4: Option<Ipv4Addr>,
     #[serde(default)]
     pub ipv6: Option<Ipv6Addr>,
+}
+
+/// A Network Instance: its name as SMFs send it (label-encoded names are compared as
+/// dotted text), and the GTP-U addresses a PDI or FAR in it uses on each side instead of
+/// `gtpu.n3` / `gtpu.n9`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkInstance {
+    pub name: String,
+    #[serde(default)]
+    pub n3: Option<Endpoint>,
+    #[serde(default)]
+    pub n9: Option<Endpoint>,
+}
+
+/// Predefined rules (TS 29.244 clause 5.19): FARs, QERs and URRs by ID (1 to 2^31 - 1;
+/// on the wire with bit 8 of the first octet set), and the named rules an SMF activates
+/// on a PDR, each adding SDF filters, a FAR (when the PDR has none), QERs and URRs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PredefinedRules {
+    pub fars: Vec<PredefinedFar>,
+    pub qers: Vec<PredefinedQer>,
+    pub urrs: Vec<PredefinedUrr>,
+    pub rules: Vec<PredefinedRule>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FarAction {
+    Forward,
+    Drop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InterfaceName {
+    Access,
+    Core,
+    SgiLan,
+    CpFunction,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredefinedFar {
+    pub id: u32,
+    pub action: FarAction,
+    /// With `forward`: where to (no Outer Header Creation: a tunnel is per session).
+    #[serde(default)]
+    pub destination_interface: Option<InterfaceName>,
+    #[serde(default)]
+    pub network_instance: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gate {
+    Open,
+    Closed,
+}
+
+fn open() -> Gate {
+    Gate::Open
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredefinedQer {
+    pub id: u32,
+    #[serde(default = "open")]
+    pub gate_ul: Gate,
+    #[serde(default = "open")]
+    pub gate_dl: Gate,
+    /// Maximum bit rates, kbit/s (both or neither).
+    #[serde(default)]
+    pub mbr_ul_kbps: Option<u64>,
+    #[serde(default)]
+    pub mbr_dl_kbps: Option<u64>,
+    #[serde(default)]
+    pub qfi: Option<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Measurement {
+    Volume,
+    Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredefinedUrr {
+    pub id: u32,
+    pub measurement_method: Vec<Measurement>,
+    /// A Usage Report every period (PERIO).
+    #[serde(default, with = "humantime_serde")]
+    pub measurement_period: Option<Duration>,
+    /// A Usage Report when this many octets (both directions) were counted (VOLTH).
+    #[serde(default)]
+    pub volume_threshold_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredefinedRule {
+    /// The Predefined Rules Name SMFs send (Activate Predefined Rules, clause 8.2.72).
+    pub name: String,
+    #[serde(default)]
+    pub sdf_filters: Vec<String>,
+    #[serde(default)]
+    pub far: Option<u32>,
+    #[serde(default)]
+    pub qers: Vec<u32>,
+    #[serde(default)]
+    pub urrs: Vec<u32>,
+}
+
+impl PredefinedRules {
+    /// As upf takes them; the error names what is wrong.
+    pub fn build(&self) -> Result<upf::predefined::Predefined, String> {
+        use pfcp::ie::{measurement_method as mm, reporting_triggers as rt};
+        use upf::rules::{interface, ApplyAction, Far, Forwarding, Qer, Urr, UrrRule};
+        let fars = self
+            .fars
+            .iter()
+            .map(|f| {
+                let forw = f.action == FarAction::Forward;
+                let forwarding = match (forw, f.destination_interface) {
+                    (true, None) => {
+                        return Err(format!("FAR {}: forward needs destination_interface", f.id))
+                    }
+                    (true, Some(d)) => Some(Forwarding {
+                        destination_interface: match d {
+                            InterfaceName::Access => interface::ACCESS,
+                            InterfaceName::Core => interface::CORE,
+                            InterfaceName::SgiLan => interface::SGI_LAN,
+                            InterfaceName::CpFunction => interface::CP_FUNCTION,
+                        },
+                        network_instance: f
+                            .network_instance
+                            .as_deref()
+                            .map(upf::rules::network_instance),
+                        ..Default::default()
+                    }),
+                    (false, _) => None,
+                };
+                Ok(Far {
+                    id: f.id,
+                    action: ApplyAction {
+                        forw,
+                        drop: !forw,
+                        ..Default::default()
+                    },
+                    forwarding,
+                    bar_id: None,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let qers = self
+            .qers
+            .iter()
+            .map(|q| {
+                let mbr = match (q.mbr_ul_kbps, q.mbr_dl_kbps) {
+                    (Some(ul), Some(dl)) => Some(pfcp::ie::Bitrate {
+                        ul_kbps: ul,
+                        dl_kbps: dl,
+                    }),
+                    (None, None) => None,
+                    _ => {
+                        return Err(format!(
+                            "QER {}: mbr_ul_kbps and mbr_dl_kbps go together",
+                            q.id
+                        ))
+                    }
+                };
+                if q.qfi.is_some_and(|x| x > 63) {
+                    return Err(format!("QER {}: QFI above 63", q.id));
+                }
+                Ok(Qer {
+                    id: q.id,
+                    gate_ul_open: q.gate_ul == Gate::Open,
+                    gate_dl_open: q.gate_dl == Gate::Open,
+                    mbr,
+                    qfi: q.qfi,
+                    ..Qer::default()
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let urrs = self
+            .urrs
+            .iter()
+            .map(|u| {
+                if u.measurement_method.is_empty() {
+                    return Err(format!("URR {}: measurement_method is empty", u.id));
+                }
+                let method: Vec<u16> = u
+                    .measurement_method
+                    .iter()
+                    .map(|m| match m {
+                        Measurement::Volume => mm::VOLUM,
+                        Measurement::Duration => mm::DURAT,
+                    })
+                    .collect();
+                let mut triggers = Vec::new();
+                if u.measurement_period.is_some() {
+                    triggers.push(rt::PERIO);
+                }
+                if u.volume_threshold_bytes.is_some() {
+                    triggers.push(rt::VOLTH);
+                }
+                let period = match u.measurement_period {
+                    Some(p) if p.as_secs() == 0 => {
+                        return Err(format!("URR {}: measurement_period below 1s", u.id))
+                    }
+                    Some(p) => Some(u32::try_from(p.as_secs()).unwrap_or(u32::MAX)),
+                    None => None,
+                };
+                Ok(Urr {
+                    id: u.id,
+                    rule: UrrRule {
+                        measurement_method: pfcp::ie::Flags::from_bits(&method, 1),
+                        reporting_triggers: pfcp::ie::Flags::from_bits(&triggers, 3),
+                        measurement_period: period,
+                        volume_threshold: u.volume_threshold_bytes.map(|b| pfcp::ie::Volume {
+                            total: Some(b),
+                            ..Default::default()
+                        }),
+                        volume_quota: None,
+                        time_threshold: None,
+                        time_quota: None,
+                        quota_holding_time: None,
+                        inactivity_detection_time: None,
+                        linked_urr_ids: Vec::new(),
+                        far_id_for_quota_action: None,
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let rules = self
+            .rules
+            .iter()
+            .map(|r| upf::predefined::PredefinedRule {
+                name: r.name.clone(),
+                sdf_filters: r
+                    .sdf_filters
+                    .iter()
+                    .map(|f| pfcp::ie::SdfFilter {
+                        flow_description: Some(f.as_bytes().to_vec()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                far: r.far,
+                qers: r.qers.clone(),
+                urrs: r.urrs.clone(),
+            })
+            .collect();
+        upf::predefined::Predefined::new(rules, fars, qers, urrs)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -380,6 +646,42 @@ impl Config {
                 ));
             }
         }
+        for (i, n) in self.network_instances.iter().enumerate() {
+            if n.name.trim().is_empty() {
+                return Err(("network_instances[].name", "must not be empty".into()));
+            }
+            if self.network_instances[..i].iter().any(|m| m.name == n.name) {
+                return Err((
+                    "network_instances[].name",
+                    format!("{:?} is named twice", n.name),
+                ));
+            }
+            for e in [&n.n3, &n.n9].into_iter().flatten() {
+                if e.ipv4.is_none() && e.ipv6.is_none() {
+                    return Err((
+                        "network_instances[].n3/n9",
+                        format!("{:?}: needs ipv4 or ipv6", n.name),
+                    ));
+                }
+            }
+        }
+        self.predefined_rules
+            .build()
+            .map_err(|e| ("predefined_rules", e))?;
+        let addrs = self.gtpu_addresses();
+        for v4 in [true, false] {
+            let n = addrs.iter().filter(|(a, _)| a.is_ipv4() == v4).count();
+            if n > upf::abi::MAX_LOCAL_ADDRS as usize {
+                return Err((
+                    "network_instances",
+                    format!(
+                        "{n} distinct GTP-U {} addresses (gtpu and network_instances); the data path takes {}",
+                        if v4 { "IPv4" } else { "IPv6" },
+                        upf::abi::MAX_LOCAL_ADDRS
+                    ),
+                ));
+            }
+        }
         if !["error", "warn", "info", "debug"].contains(&self.log.level.as_str()) {
             return Err((
                 "log.level",
@@ -390,6 +692,87 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// Every GTP-U address of ours, each once, with the key that names it: N3's first
+    /// (IPv4, IPv6), then N9's, then the Network Instances'.
+    pub fn gtpu_addresses(&self) -> Vec<(IpAddr, String)> {
+        let mut v: Vec<(IpAddr, String)> = Vec::new();
+        let mut add = |e: &Endpoint, key: &str| {
+            let both = [
+                e.ipv4.map(|a| (IpAddr::V4(a), format!("{key}.ipv4"))),
+                e.ipv6.map(|a| (IpAddr::V6(a), format!("{key}.ipv6"))),
+            ];
+            for (a, k) in both.into_iter().flatten() {
+                if !v.iter().any(|(b, _)| *b == a) {
+                    v.push((a, k));
+                }
+            }
+        };
+        add(&self.gtpu.n3, "gtpu.n3");
+        if let Some(e) = &self.gtpu.n9 {
+            add(e, "gtpu.n9");
+        }
+        for n in &self.network_instances {
+            if let Some(e) = &n.n3 {
+                add(e, &format!("network_instances[{}].n3", n.name));
+            }
+            if let Some(e) = &n.n9 {
+                add(e, &format!("network_instances[{}].n9", n.name));
+            }
+        }
+        v
+    }
+
+    /// The Network Instances the configuration names: in `network_instances` and in
+    /// `ue_pools` (empty when it names none: then SMFs may name any).
+    pub fn known_network_instances(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .network_instances
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        for p in &self.ue_pools {
+            if !p.network_instance.is_empty() && !v.contains(&p.network_instance) {
+                v.push(p.network_instance.clone());
+            }
+        }
+        v
+    }
+
+    /// The Network Instances with GTP-U addresses of their own, as the data path and
+    /// the N4 procedures take them.
+    pub fn ni_addresses(&self) -> Vec<upf::fastpath::NiAddresses> {
+        self.network_instances
+            .iter()
+            .filter(|n| n.n3.is_some() || n.n9.is_some())
+            .map(|n| upf::fastpath::NiAddresses {
+                name: n.name.clone(),
+                n3_v4: n.n3.as_ref().and_then(|e| e.ipv4),
+                n3_v6: n.n3.as_ref().and_then(|e| e.ipv6),
+                n9_v4: n.n9.as_ref().and_then(|e| e.ipv4),
+                n9_v6: n.n9.as_ref().and_then(|e| e.ipv6),
+            })
+            .collect()
+    }
+
+    /// The UP Function Features to announce (clause 8.2.25): only what this
+    /// configuration does. FTUP: F-TEID allocation. UEIP: UE address allocation, with UE
+    /// pools. ADPDP: predefined rules, with some configured. With the XDP data path: BUCP (buffering in the UP function), EMPU (End
+    /// Marker packets), QUOAC (forwarding stops when a volume quota is used up).
+    pub fn up_function_features(&self) -> pfcp::ie::Flags {
+        use pfcp::ie::up_function_features as f;
+        let mut bits = vec![f::FTUP];
+        if !self.ue_pools.is_empty() {
+            bits.push(f::UEIP);
+        }
+        if !self.predefined_rules.rules.is_empty() {
+            bits.push(f::ADPDP);
+        }
+        if self.datapath.mode == DatapathMode::Xdp {
+            bits.extend([f::BUCP, f::EMPU, f::QUOAC]);
+        }
+        pfcp::ie::Flags::from_bits(&bits, 3)
     }
 
     /// The Node ID as PFCP encodes it.
@@ -429,6 +812,84 @@ ue_pools:
 
     fn err(text: &str) -> String {
         Config::parse(text, "t.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn network_instances_and_the_features_announced() {
+        let text = format!(
+            "{GOOD}network_instances:\n  - {{ name: access2, n3: {{ ipv4: 10.11.0.7 }} }}\n  - {{ name: ims }}\n"
+        );
+        let c = Config::parse(&text, "t.yaml").unwrap();
+        let addrs: Vec<_> = c.gtpu_addresses().into_iter().map(|(a, _)| a).collect();
+        assert_eq!(
+            addrs,
+            [
+                "10.10.0.7".parse::<IpAddr>().unwrap(),
+                "10.11.0.7".parse().unwrap()
+            ]
+        );
+        assert_eq!(c.known_network_instances(), ["access2", "ims", "internet"]);
+        assert_eq!(c.ni_addresses().len(), 1, "ims has no addresses of its own");
+        use pfcp::ie::up_function_features as f;
+        assert!(c.up_function_features().get(f::UEIP), "pools: UEIP");
+        let no_pools = GOOD.split("ue_pools:").next().unwrap();
+        let c = Config::parse(no_pools, "t.yaml").unwrap();
+        assert!(!c.up_function_features().get(f::UEIP), "no pools: no UEIP");
+        assert!(c.up_function_features().get(f::FTUP));
+        assert!(c.known_network_instances().is_empty());
+
+        let e = err(&format!("{text}  - {{ name: ims }}\n"));
+        assert_eq!(
+            e,
+            "t.yaml: network_instances[].name: \"ims\" is named twice"
+        );
+        let mut many = format!("{GOOD}network_instances:\n");
+        for i in 1..=4 {
+            many.push_str(&format!(
+                "  - {{ name: a{i}, n3: {{ ipv4: 10.11.0.{i} }} }}\n"
+            ));
+        }
+        let e = err(&many);
+        assert!(
+            e.starts_with("t.yaml: network_instances: 5 distinct GTP-U IPv4 addresses"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_example_file_is_valid_and_announces_what_it_configures() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config/upfd.yaml");
+        let c = Config::load(Path::new(path)).unwrap();
+        let p = c.predefined_rules.build().unwrap();
+        assert_eq!(p.rules().len(), 2);
+        use pfcp::ie::up_function_features as f;
+        let features = c.up_function_features();
+        assert!(features.get(f::ADPDP) && features.get(f::UEIP) && features.get(f::FTUP));
+    }
+
+    #[test]
+    fn predefined_rules_errors_say_what() {
+        let e = err(&format!(
+            "{GOOD}predefined_rules:\n  rules:\n    - {{ name: x, qers: [3] }}\n"
+        ));
+        assert_eq!(
+            e,
+            "t.yaml: predefined_rules: predefined rule \"x\": no QER 3"
+        );
+        let e = err(&format!(
+            "{GOOD}predefined_rules:\n  fars:\n    - {{ id: 1, action: forward }}\n"
+        ));
+        assert_eq!(
+            e,
+            "t.yaml: predefined_rules: FAR 1: forward needs destination_interface"
+        );
+        let e = err(&format!(
+            "{GOOD}predefined_rules:\n  qers:\n    - {{ id: 2147483648 }}\n"
+        ));
+        assert_eq!(
+            e,
+            "t.yaml: predefined_rules: QER ID 2147483648 is not between 1 and 2^31 - 1"
+        );
     }
 
     #[test]

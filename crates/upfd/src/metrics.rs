@@ -97,6 +97,11 @@ pub fn render(
         "# HELP upf_n4_recovery_time_stamp_changes_total Heartbeats whose Recovery Time Stamp differed from the association's, sessions kept (n4.strict: false).\n# TYPE upf_n4_recovery_time_stamp_changes_total counter\nupf_n4_recovery_time_stamp_changes_total {}",
         st.recovery_time_stamp_changes
     );
+    let _ = writeln!(
+        s,
+        "# HELP upf_n4_unknown_network_instances_total Session requests naming a Network Instance the configuration does not (accepted, n4.strict: false).\n# TYPE upf_n4_unknown_network_instances_total counter\nupf_n4_unknown_network_instances_total {}",
+        st.unknown_network_instances
+    );
     if let Some(d) = datapath {
         let _ = writeln!(s, "# HELP upf_dropped_packets_total Packets the data path dropped, by reason.\n# TYPE upf_dropped_packets_total counter");
         for r in DropReason::ALL {

@@ -47,6 +47,7 @@ fn build_n4(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) ->
             access_v6: cfg.gtpu.n3.ipv6,
             core_v4: n9.and_then(|e| e.ipv4),
             core_v6: n9.and_then(|e| e.ipv6),
+            network_instances: cfg.ni_addresses(),
         },
         Limits {
             max_pdrs: cfg.limits.max_pdrs_per_session,
@@ -58,13 +59,16 @@ fn build_n4(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) ->
     );
     let mut res = res;
     res.strict = cfg.n4.strict;
+    res.network_instances = cfg.known_network_instances();
+    // Checked when the configuration was read.
+    res.predefined = cfg.predefined_rules.build().unwrap_or_default();
     let mut sessions = Sessions::new(res, fastpath, cfg.limits.max_sessions);
     sessions.reserve(cfg.limits.max_sessions);
     let n4cfg = N4Config {
         node_id: cfg.node_id(),
         addr: cfg.n4.address,
         recovery_time_stamp: to_ntp(unix_now()),
-        features: xdp::features(cfg.datapath.mode == DatapathMode::Xdp),
+        features: cfg.up_function_features(),
         allowed_peers: cfg.n4.allowed_peers.clone(),
         smf_peers: cfg.n4.associate_with.clone(),
         heartbeat_interval: cfg.n4.heartbeat_interval,
@@ -288,7 +292,8 @@ impl Daemon {
             return;
         };
         let (g, o) = x.slow.on_gtpu(d.from, d.local, &d.data, &mut self.n4, now);
-        self.gtpu.send(g).await;
+        // Answered from the address it was sent to.
+        self.gtpu.send_from(Some(d.local), g).await;
         self.send_n4(o).await;
     }
 
@@ -362,6 +367,9 @@ impl Daemon {
                     "n4: {node}'s heartbeat has Recovery Time Stamp {heartbeat}, its association {association}: sessions kept (as OAI's SMF needs; n4.strict takes it as a restart; upf_n4_recovery_time_stamp_changes_total counts them)"
                 )
             }
+            Event::UnknownNetworkInstance { peer, name } => info!(
+                "n4: {peer} named Network Instance {name:?}, which no network_instances or ue_pools entry names: accepted (n4.strict refuses; upf_n4_unknown_network_instances_total counts the requests)"
+            ),
             Event::Rejected {
                 peer,
                 message_type,

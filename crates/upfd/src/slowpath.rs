@@ -366,7 +366,7 @@ impl SlowPath {
     /// End Marker packets on the old path (clause 5.9), over the family the data path
     /// used for it.
     pub fn end_markers(&mut self, old: &pfcp::ie::OuterHeaderCreation) -> GtpuOut {
-        let Some(t) = tunnel(&Addresses::from(&self.gtpu), interface::ACCESS, old) else {
+        let Some(t) = tunnel(&Addresses::from(&self.gtpu), interface::ACCESS, None, old) else {
             return Vec::new();
         };
         if old.teid.is_none() {
@@ -386,10 +386,15 @@ impl SlowPath {
             return out;
         };
         for fw in s.fars.values().filter_map(|f| f.forwarding.as_ref()) {
-            let Some(t) = fw
-                .outer_header_creation
-                .and_then(|o| tunnel(&Addresses::from(&self.gtpu), fw.destination_interface, &o))
-            else {
+            let Some(t) = fw.outer_header_creation.and_then(|o| {
+                let ni = fw.network_instance.as_deref();
+                tunnel(
+                    &Addresses::from(&self.gtpu),
+                    fw.destination_interface,
+                    ni,
+                    &o,
+                )
+            }) else {
                 continue;
             };
             let a = t.peer;
@@ -463,7 +468,7 @@ mod tests {
             node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
             addr: UPF.parse::<SocketAddr>().unwrap().ip(),
             recovery_time_stamp: 3_900_000_000,
-            features: crate::xdp::features(true),
+            features: pfcp::ie::Flags::from_bits(&[pfcp::ie::up_function_features::FTUP], 3),
             allowed_peers: vec![],
             smf_peers: vec![],
             heartbeat_interval: Duration::from_secs(60),

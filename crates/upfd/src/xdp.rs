@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
@@ -17,19 +16,6 @@ use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role};
 use crate::config::{Config, DatapathMode, XdpAttach};
 use crate::routewatch::{NextHopKeeper, RoutingEvent};
 use crate::slowpath::SlowPath;
-
-/// The UP Function Features this build supports (clause 8.2.25): only what works.
-pub fn features(xdp: bool) -> pfcp::ie::Flags {
-    use pfcp::ie::up_function_features as f;
-    // FTUP: F-TEID allocation. UEIP: UE address allocation. With the data path: BUCP
-    // (buffering in the UP function), EMPU (End Marker packets), QUOAC (the data path
-    // stops forwarding when a volume quota is used up).
-    let mut bits = vec![f::FTUP, f::UEIP];
-    if xdp {
-        bits.extend([f::BUCP, f::EMPU, f::QUOAC]);
-    }
-    pfcp::ie::Flags::from_bits(&bits, 3)
-}
 
 /// The TEIDs with direct slots in the data path's uplink table, which upfd's TEID
 /// allocator hands out (none without a data path).
@@ -65,24 +51,18 @@ fn mac_of(name: &str) -> [u8; 6] {
     m
 }
 
-/// The data path's configuration from upfd's: our GTP-U addresses (N3, N9) and the
-/// slow path's budget.
+/// The data path's configuration from upfd's: our GTP-U addresses (N3, N9, the Network
+/// Instances') and the slow path's budget.
 fn data_path_config(cfg: &Config) -> DataPathConfig {
     let n9 = cfg.gtpu.n9.as_ref();
-    let (n3_v4, n3_v6) = (cfg.gtpu.n3.ipv4, cfg.gtpu.n3.ipv6);
-    let (n9_v4, n9_v6) = (n9.and_then(|e| e.ipv4), n9.and_then(|e| e.ipv6));
-    let local = [n3_v4.map(IpAddr::V4), n9_v4.map(IpAddr::V4)]
-        .into_iter()
-        .chain([n3_v6.map(IpAddr::V6), n9_v6.map(IpAddr::V6)])
-        .flatten()
-        .collect();
     let per_sec = cfg.datapath.unknown_teid_to_slowpath_per_sec;
     DataPathConfig {
-        local,
-        n3_v4,
-        n9_v4,
-        n3_v6,
-        n9_v6,
+        local: cfg.gtpu_addresses().into_iter().map(|(a, _)| a).collect(),
+        n3_v4: cfg.gtpu.n3.ipv4,
+        n9_v4: n9.and_then(|e| e.ipv4),
+        n3_v6: cfg.gtpu.n3.ipv6,
+        n9_v6: n9.and_then(|e| e.ipv6),
+        network_instances: cfg.ni_addresses(),
         neigh: Default::default(),
         slowpath_per_sec: per_sec,
         slowpath_burst: per_sec.max(1),

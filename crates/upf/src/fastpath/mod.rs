@@ -23,6 +23,33 @@ pub struct Egress {
     pub dmac: [u8; 6],
 }
 
+/// The GTP-U addresses of one Network Instance (TS 29.244 clause 8.2.4: a UPF serving
+/// several access or core networks): on the access side (N3) and towards other UPFs
+/// (N9). A PDI or FAR in the instance uses the instance's addresses of its side if it has
+/// any there, else the interface's (`n3_*` / `n9_*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NiAddresses {
+    /// As a PDI or FAR names it (clause 8.2.4; label-encoded names as dotted text).
+    pub name: String,
+    pub n3_v4: Option<Ipv4Addr>,
+    pub n3_v6: Option<Ipv6Addr>,
+    pub n9_v4: Option<Ipv4Addr>,
+    pub n9_v6: Option<Ipv6Addr>,
+}
+
+impl NiAddresses {
+    /// The instance's addresses on the access side (`access`) or towards other UPFs;
+    /// None if it has none there.
+    pub fn side(&self, access: bool) -> Option<(Option<Ipv4Addr>, Option<Ipv6Addr>)> {
+        let (v4, v6) = if access {
+            (self.n3_v4, self.n3_v6)
+        } else {
+            (self.n9_v4, self.n9_v6)
+        };
+        (v4.is_some() || v6.is_some()).then_some((v4, v6))
+    }
+}
+
 /// The data path's configuration: our GTP-U addresses, configured neighbours and the
 /// budget of unknown-TEID packets handed to upfd.
 #[derive(Debug, Clone, Default)]
@@ -35,6 +62,9 @@ pub struct Config {
     pub n9_v4: Option<Ipv4Addr>,
     pub n3_v6: Option<Ipv6Addr>,
     pub n9_v6: Option<Ipv6Addr>,
+    /// GTP-U addresses of Network Instances that have their own: a FAR forwarding in
+    /// one of them takes its outer source from there (see [`NiAddresses`]).
+    pub network_instances: Vec<NiAddresses>,
     /// Neighbours by destination; the unspecified address of a family is its default.
     /// Empty: the kernel FIB decides.
     pub neigh: HashMap<IpAddr, Egress>,

@@ -22,20 +22,27 @@ pub(super) struct Tunnel {
 /// The tunnel a forwarding FAR asks for, if we can build it: GTP-U over IPv4 when the
 /// Outer Header Creation asks for it and we have an IPv4 address on that side (a
 /// dual-stack peer gets IPv4), else over IPv6 on the same terms. Our side is the N3
-/// address towards the access network, the N9 address (else N3) towards anything else.
+/// address towards the access network, the N9 address (else N3) towards anything else,
+/// unless the FAR's Network Instance has addresses of its own on that side.
 pub(super) fn tunnel(cfg: &Config, fw: &Forwarding) -> Option<Tunnel> {
     use pfcp::ie::OuterHeaderCreation as O;
     let o = fw.outer_header_creation.as_ref()?;
     let towards_access = fw.destination_interface == interface::ACCESS;
-    let ours_v4 = if towards_access {
-        cfg.n3_v4
-    } else {
-        cfg.n9_v4.or(cfg.n3_v4)
+    let instance = cfg
+        .network_instances
+        .iter()
+        .find(|x| Some(x.name.as_str()) == fw.network_instance.as_deref());
+    let (own_v4, own_v6) = match instance {
+        Some(x) if towards_access => (x.n3_v4, x.n3_v6),
+        Some(x) => (x.n9_v4, x.n9_v6),
+        None => (None, None),
     };
-    let ours_v6 = if towards_access {
-        cfg.n3_v6
+    let (ours_v4, ours_v6) = if own_v4.is_some() || own_v6.is_some() {
+        (own_v4, own_v6)
+    } else if towards_access {
+        (cfg.n3_v4, cfg.n3_v6)
     } else {
-        cfg.n9_v6.or(cfg.n3_v6)
+        (cfg.n9_v4.or(cfg.n3_v4), cfg.n9_v6.or(cfg.n3_v6))
     };
     let v4 = o
         .has(O::GTPU_UDP_IPV4)

@@ -1,0 +1,298 @@
+//! Predefined rules (TS 29.244 clause 5.19, feature ADPDP): packet detection, a FAR,
+//! QERs and URRs configured in the UP function under a name, which a CP function
+//! activates on a PDR with Activate Predefined Rules (Create PDR, Update PDR) and
+//! deactivates with Deactivate Predefined Rules (Update PDR) or by removing the PDR.
+//! Operators attach charging, gating and policing to many sessions at once this way.
+//!
+//! An activation adds the named rule's SDF filters to the PDR's PDI, its QERs and URRs
+//! to the PDR's lists, and its FAR as the PDR's FAR when the CP function gave none (the
+//! Create PDR's FAR ID is conditional on exactly that, Table 7.5.2.2-1). The FAR, QERs
+//! and URRs become rules of the session under their predefined IDs (bit 8 of the first
+//! octet set: clauses 8.2.74, 8.2.75, 8.2.54), one instance per session: the data path
+//! enforces and counts them like any other rule (each session has its own MBR and its
+//! own usage), and Usage Reports name the URR by that ID. A PDR keeps what the CP
+//! function gave it apart ([`Activated`]), so a deactivation or an Update PDR leaves the
+//! rest as it was.
+
+use pfcp::ie::{CauseValue, SdfFilter};
+
+use crate::procedures::Rejection;
+use crate::rules::*;
+
+/// Bit 8 of the first octet of a FAR, QER or URR ID: the rule is predefined in the UP
+/// function (clauses 8.2.74, 8.2.75, 8.2.54).
+pub const PREDEFINED: u32 = 0x8000_0000;
+
+/// One predefined rule: what activating its name adds to a PDR.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredefinedRule {
+    /// The Predefined Rules Name (clause 8.2.72), an octet string.
+    pub name: String,
+    pub sdf_filters: Vec<SdfFilter>,
+    /// The predefined FAR (its ID with [`PREDEFINED`] set), used when the PDR has none.
+    pub far: Option<u32>,
+    pub qers: Vec<u32>,
+    pub urrs: Vec<u32>,
+}
+
+/// The predefined rules of the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Predefined {
+    rules: Vec<PredefinedRule>,
+    fars: Vec<Far>,
+    qers: Vec<Qer>,
+    urrs: Vec<Urr>,
+}
+
+/// What activations changed in a PDR: the rules active (indices into the
+/// configuration's list, in activation order) and the PDR's own values before them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Activated {
+    pub rules: ThinVec<u16>,
+    own_sdf_filters: ThinVec<SdfFilter>,
+    own_far: Option<u32>,
+    own_qers: SmallVec<[u32; 2]>,
+    own_urrs: SmallVec<[u32; 2]>,
+}
+
+impl Predefined {
+    /// The rules and the FARs, QERs and URRs they name (IDs without [`PREDEFINED`]; it is
+    /// added here). Refuses duplicate names or IDs, IDs of 2^31 or more, references to
+    /// rules that are not there and SDF filters the data path cannot match.
+    pub fn new(
+        mut rules: Vec<PredefinedRule>,
+        mut fars: Vec<Far>,
+        mut qers: Vec<Qer>,
+        mut urrs: Vec<Urr>,
+    ) -> Result<Self, String> {
+        fn ids<T>(what: &str, v: &mut [T], id: impl Fn(&mut T) -> &mut u32) -> Result<(), String> {
+            let mut seen = Vec::new();
+            for x in v.iter_mut() {
+                let i = id(x);
+                if *i == 0 || *i >= PREDEFINED {
+                    return Err(format!("{what} ID {i} is not between 1 and 2^31 - 1"));
+                }
+                if seen.contains(i) {
+                    return Err(format!("{what} ID {i} is defined twice"));
+                }
+                seen.push(*i);
+                *i |= PREDEFINED;
+            }
+            Ok(())
+        }
+        ids("FAR", &mut fars, |f| &mut f.id)?;
+        ids("QER", &mut qers, |q| &mut q.id)?;
+        ids("URR", &mut urrs, |u| &mut u.id)?;
+        if rules.len() > usize::from(u16::MAX) {
+            return Err("more than 65535 predefined rules".into());
+        }
+        for r in rules.iter_mut() {
+            let name = r.name.clone();
+            if name.is_empty() {
+                return Err("a predefined rule without a name".into());
+            }
+            let missing = |what: &str, id: u32| format!("predefined rule {name:?}: no {what} {id}");
+            if let Some(f) = &mut r.far {
+                if !fars.iter().any(|x| x.id == *f | PREDEFINED) {
+                    return Err(missing("FAR", *f));
+                }
+                *f |= PREDEFINED;
+            }
+            for q in &mut r.qers {
+                if !qers.iter().any(|x| x.id == *q | PREDEFINED) {
+                    return Err(missing("QER", *q));
+                }
+                *q |= PREDEFINED;
+            }
+            for u in &mut r.urrs {
+                if !urrs.iter().any(|x| x.id == *u | PREDEFINED) {
+                    return Err(missing("URR", *u));
+                }
+                *u |= PREDEFINED;
+            }
+            for f in &r.sdf_filters {
+                crate::sdf::SdfRule::from_ie(f)
+                    .map_err(|e| format!("predefined rule {name:?}: SDF filter: {e}"))?;
+            }
+        }
+        let mut names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("predefined rule {:?} is defined twice", w[0]));
+        }
+        for u in &urrs {
+            if !u.rule.linked_urr_ids.is_empty() || u.rule.far_id_for_quota_action.is_some() {
+                return Err(format!(
+                    "predefined URR {}: linked URRs and quota-action FARs are per session",
+                    u.id & !PREDEFINED
+                ));
+            }
+        }
+        Ok(Predefined {
+            rules,
+            fars,
+            qers,
+            urrs,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn rules(&self) -> &[PredefinedRule] {
+        &self.rules
+    }
+
+    /// The rule a Predefined Rules Name names; Cause 80 (Unknown Pre-defined Rule) with
+    /// `ie` (Activate or Deactivate Predefined Rules) as the Offending IE if none.
+    pub fn find(&self, name: &[u8], ie: u16) -> Result<u16, Rejection> {
+        self.rules
+            .iter()
+            .position(|r| r.name.as_bytes() == name)
+            .map(|i| i as u16)
+            .ok_or_else(|| {
+                Rejection::ie(
+                    CauseValue::UNKNOWN_PREDEFINED_RULE,
+                    ie,
+                    format!(
+                        "no predefined rule named {:?}",
+                        String::from_utf8_lossy(name)
+                    ),
+                )
+            })
+    }
+
+    /// Make `active` the PDR's active rules: its own values with each rule's added.
+    /// The PDR must hold its own values (fresh, or after [`Predefined::restore`]).
+    pub fn activate(&self, pdr: &mut Pdr, active: ThinVec<u16>) {
+        debug_assert!(pdr.predefined.is_none());
+        if active.is_empty() {
+            return;
+        }
+        let own = Activated {
+            rules: active,
+            own_sdf_filters: pdr.pdi.sdf_filters.clone(),
+            own_far: pdr.far_id,
+            own_qers: pdr.qer_ids.clone(),
+            own_urrs: pdr.urr_ids.clone(),
+        };
+        for &i in &own.rules {
+            let Some(r) = self.rules.get(usize::from(i)) else {
+                continue;
+            };
+            pdr.pdi.sdf_filters.extend(r.sdf_filters.iter().cloned());
+            if pdr.far_id.is_none() {
+                pdr.far_id = r.far;
+            }
+            for q in &r.qers {
+                if !pdr.qer_ids.contains(q) {
+                    pdr.qer_ids.push(*q);
+                }
+            }
+            for u in &r.urrs {
+                if !pdr.urr_ids.contains(u) {
+                    pdr.urr_ids.push(*u);
+                }
+            }
+        }
+        pdr.predefined = Some(Box::new(own));
+    }
+
+    /// Put the PDR back to its own values; the rules that were active.
+    pub fn restore(pdr: &mut Pdr) -> ThinVec<u16> {
+        let Some(a) = pdr.predefined.take() else {
+            return ThinVec::new();
+        };
+        let a = *a;
+        pdr.pdi.sdf_filters = a.own_sdf_filters;
+        pdr.far_id = a.own_far;
+        pdr.qer_ids = a.own_qers;
+        pdr.urr_ids = a.own_urrs;
+        a.rules
+    }
+
+    /// Refuse a FAR, QER or URR the CP function creates with a predefined ID: those name
+    /// rules of this configuration.
+    pub fn check_created_id(&self, rule_type: u8, id: u32) -> Result<(), Rejection> {
+        if !self.is_empty() && id & PREDEFINED != 0 {
+            return Err(Rejection::rule(
+                rule_type,
+                id,
+                "an ID with bit 8 of its first octet set names a predefined rule (clauses 8.2.74, 8.2.75, 8.2.54)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Give the session an instance of every predefined FAR, QER and URR its PDRs name
+    /// and drop those they no longer name. The URRs dropped, for their final report.
+    pub fn settle(&self, s: &mut Session) -> Vec<u32> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let named =
+            |id: u32, kind: fn(&Pdr) -> Vec<u32>| s.pdrs.values().any(|p| kind(p).contains(&id));
+        let fars_of = |p: &Pdr| p.far_id.into_iter().collect::<Vec<u32>>();
+        let qers_of = |p: &Pdr| p.qer_ids.to_vec();
+        let urrs_of = |p: &Pdr| p.urr_ids.to_vec();
+        let add_far: Vec<Far> = self
+            .fars
+            .iter()
+            .filter(|f| !s.fars.contains_key(&f.id) && named(f.id, fars_of))
+            .cloned()
+            .collect();
+        let add_qer: Vec<Qer> = self
+            .qers
+            .iter()
+            .filter(|q| !s.qers.contains_key(&q.id) && named(q.id, qers_of))
+            .cloned()
+            .collect();
+        let add_urr: Vec<Urr> = self
+            .urrs
+            .iter()
+            .filter(|u| !s.urrs.contains_key(&u.id) && named(u.id, urrs_of))
+            .cloned()
+            .collect();
+        let gone = |id: &u32, kind: fn(&Pdr) -> Vec<u32>, s: &Session| {
+            id & PREDEFINED != 0 && !s.pdrs.values().any(|p| kind(p).contains(id))
+        };
+        let drop_far: Vec<u32> = s
+            .fars
+            .keys()
+            .copied()
+            .filter(|i| gone(i, fars_of, s))
+            .collect();
+        let drop_qer: Vec<u32> = s
+            .qers
+            .keys()
+            .copied()
+            .filter(|i| gone(i, qers_of, s))
+            .collect();
+        let drop_urr: Vec<u32> = s
+            .urrs
+            .keys()
+            .copied()
+            .filter(|i| gone(i, urrs_of, s))
+            .collect();
+        for f in add_far {
+            s.fars.insert(f.id, f);
+        }
+        for q in add_qer {
+            s.qers.insert(q.id, q);
+        }
+        for u in add_urr {
+            s.urrs.insert(u.id, u);
+        }
+        for i in &drop_far {
+            s.fars.remove(i);
+        }
+        for i in &drop_qer {
+            s.qers.remove(i);
+        }
+        for i in &drop_urr {
+            s.urrs.remove(i);
+        }
+        drop_urr
+    }
+}
