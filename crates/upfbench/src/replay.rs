@@ -318,6 +318,9 @@ pub enum Verdict {
     Matched,
     Mismatched(Vec<String>),
     TimedOut,
+    /// Not sent: the capture does not hold what the request needs (its session was set
+    /// up before the capture started, or its establishment was not replayed); why.
+    NotReplayable(String),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -342,6 +345,7 @@ impl Outcome {
             Verdict::Matched => "matched".to_string(),
             Verdict::Mismatched(d) => d.join("; "),
             Verdict::TimedOut => "timed out: no response".to_string(),
+            Verdict::NotReplayable(why) => format!("not replayable: {why}"),
         };
         format!(
             "frame {}: {} ({} -> {}, seq {}): {}",
@@ -360,16 +364,19 @@ impl Outcome {
 pub struct Summary {
     pub requests: usize,
     pub matched: usize,
+    /// The UPF under test answered otherwise than the recorded UPF.
     pub mismatched: usize,
     pub timed_out: usize,
+    /// Requests the capture cannot reproduce (not sent; see [`Verdict::NotReplayable`]).
+    pub not_replayable: usize,
 }
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "replay: {} requests, {} responses matched, {} mismatched, {} timed out",
-            self.requests, self.matched, self.mismatched, self.timed_out
+            "replay: {} requests, {} responses matched, {} mismatched, {} timed out, {} not replayable",
+            self.requests, self.matched, self.mismatched, self.timed_out, self.not_replayable
         )
     }
 }
@@ -767,13 +774,16 @@ pub fn compare(request: &[u8], original: Option<&[u8]>, ours: &[u8]) -> Vec<Stri
                 }
                 for u in &p.pdi.ue_ip_address {
                     let got = c.map(|c| c.ue_ip_address.as_slice()).unwrap_or(&[]);
-                    if u.choose_v4 && !got.iter().any(|g| g.ipv4.is_some()) {
+                    // Pre-Rel-16 SMFs ask with the unspecified address (docs/interop.md).
+                    let choose_v4 = u.choose_v4 || u.ipv4.is_some_and(|a| a.is_unspecified());
+                    let choose_v6 = u.choose_v6 || u.ipv6.is_some_and(|a| a.is_unspecified());
+                    if choose_v4 && !got.iter().any(|g| g.ipv4.is_some()) {
                         d.push(format!(
                             "PDR {} asked CHV4: no UE IPv4 address in a Created PDR",
                             p.pdr_id
                         ));
                     }
-                    if u.choose_v6 && !got.iter().any(|g| g.ipv6.is_some()) {
+                    if choose_v6 && !got.iter().any(|g| g.ipv6.is_some()) {
                         d.push(format!(
                             "PDR {} asked CHV6: no UE IPv6 address in a Created PDR",
                             p.pdr_id
@@ -844,18 +854,37 @@ pub async fn replay(
         locals.push((*smf, n4.local_addr()?));
         sockets.insert(*smf, (ip, n4));
     }
-    // SMFs whose association the UPF set up in the capture: we set one up ourselves.
+    // SMFs whose association was set up before the capture started (or by the UPF):
+    // we set one up ourselves before their first request that needs one.
     let mut need_association: HashSet<SocketAddr> = HashSet::new();
     let mut seen_setup: HashSet<SocketAddr> = HashSet::new();
+    // Sessions the capture establishes: (recorded UPF, its UP SEID) -> frame.
+    let mut established: HashMap<(SocketAddr, u64), usize> = HashMap::new();
     for t in &plan.transactions {
         match t.header.message_type {
             mt::ASSOCIATION_SETUP_REQUEST => {
                 seen_setup.insert(t.smf);
             }
-            mt::SESSION_ESTABLISHMENT_REQUEST if !seen_setup.contains(&t.smf) => {
+            mt::SESSION_ESTABLISHMENT_REQUEST
+            | mt::SESSION_MODIFICATION_REQUEST
+            | mt::SESSION_DELETION_REQUEST
+            | mt::ASSOCIATION_UPDATE_REQUEST
+            | mt::ASSOCIATION_RELEASE_REQUEST
+            | mt::SESSION_SET_DELETION_REQUEST
+                if !seen_setup.contains(&t.smf) =>
+            {
                 need_association.insert(t.smf);
             }
             _ => {}
+        }
+        if t.header.message_type == mt::SESSION_ESTABLISHMENT_REQUEST {
+            let up = t.response.as_ref().and_then(|(_, b)| match Msg::parse(b) {
+                Ok((_, Msg::SessionEstablishmentResponse(r))) => r.up_fseid.map(|f| f.seid),
+                _ => None,
+            });
+            if let Some(up) = up {
+                established.entry((t.upf, up)).or_insert(t.frame);
+            }
         }
     }
 
@@ -876,6 +905,11 @@ pub async fn replay(
             ));
         }
         summary.requests += 1;
+        let unknown_session = tx
+            .header
+            .seid
+            .filter(|s| *s != 0 && tx.header.message_type != mt::SESSION_ESTABLISHMENT_REQUEST)
+            .filter(|s| !map.seids.contains_key(&(tx.upf, *s)));
         let mut o = Outcome {
             frame: tx.frame,
             message_type: tx.header.message_type,
@@ -887,6 +921,22 @@ pub async fn replay(
             verdict: Verdict::Matched,
             notes: Vec::new(),
         };
+        if let Some(s) = unknown_session {
+            let why = match established.get(&(tx.upf, s)) {
+                Some(f) if *f < tx.frame => format!(
+                    "its session (UP SEID 0x{s:x}) was established at frame {f}, which the UPF under test did not accept"
+                ),
+                _ => format!(
+                    "its session (UP SEID 0x{s:x}) was established before the capture started"
+                ),
+            };
+            o.seid = Some((s, s));
+            summary.not_replayable += 1;
+            o.verdict = Verdict::NotReplayable(why);
+            each(&o);
+            outcomes.push(o);
+            continue;
+        }
         let Rewritten {
             bytes,
             seid,

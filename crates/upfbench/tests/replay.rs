@@ -309,14 +309,23 @@ async fn replay_times_out_against_a_silent_upf_within_bounds() {
     let report = replay(&plan, &c, |_| {}).await.unwrap();
     assert!(t0.elapsed() < Duration::from_secs(3));
     let s = report.summary;
-    assert_eq!((s.requests, s.matched, s.timed_out), (4, 0, 4));
-    assert!(report
-        .outcomes
+    assert_eq!((s.requests, s.matched, s.timed_out), (4, 0, 2));
+    // Association and establishment time out; the session's modification and deletion
+    // then have no session to go to: not replayable, not sent.
+    assert!(report.outcomes[..2]
         .iter()
         .all(|o| o.verdict == Verdict::TimedOut));
+    for o in &report.outcomes[2..] {
+        assert!(
+            o.line()
+                .ends_with("not replayable: its session (UP SEID 0xabc) was established at frame 4, which the UPF under test did not accept"),
+            "{}",
+            o.line()
+        );
+    }
     assert_eq!(
         s.to_string(),
-        "replay: 4 requests, 0 responses matched, 0 mismatched, 4 timed out"
+        "replay: 4 requests, 0 responses matched, 0 mismatched, 2 timed out, 2 not replayable"
     );
 }
 
@@ -339,7 +348,11 @@ async fn replay_interop_captures_against_the_fake() {
         let s = report.summary;
         eprintln!("{name}: {s}");
         assert_eq!(s.requests, plan.transactions.len(), "{name}");
-        assert_eq!(s.requests, s.matched + s.mismatched + s.timed_out, "{name}");
+        assert_eq!(
+            s.requests,
+            s.matched + s.mismatched + s.timed_out + s.not_replayable,
+            "{name}"
+        );
         assert_eq!(s.timed_out, 0, "{name}");
         // Every session request found its session: the SEID mapping works.
         assert!(
@@ -455,7 +468,7 @@ fn replay_cli_summary_line_and_exit_status() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         stdout.lines().last(),
-        Some("replay: 13 requests, 13 responses matched, 0 mismatched, 0 timed out"),
+        Some("replay: 13 requests, 13 responses matched, 0 mismatched, 0 timed out, 0 not replayable"),
         "{stdout}"
     );
     assert!(out.status.success());
@@ -549,4 +562,54 @@ impl RejectingUpf {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.join().unwrap()
     }
+}
+
+/// A capture that starts after the association and the session were set up (its first
+/// requests are the session's modification and deletion) is not a list of mismatches:
+/// the replayer sets up an association itself, reports both requests as not replayable
+/// with the reason, sends neither, and exits 0.
+#[test]
+fn a_capture_that_starts_mid_session_is_not_replayable_not_mismatched() {
+    let flow = call_flow();
+    let from_frame_6: Vec<_> = flow.into_iter().filter(|(f, _)| *f >= 6).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mid-session.pcap");
+    let mut w = capture::PcapWriter::new(
+        std::fs::File::create(&file).unwrap(),
+        capture::linktype::RAW,
+    )
+    .unwrap();
+    for (_, d) in &from_frame_6 {
+        let pkt = capture::ip_udp_packet(d.src, d.dst, d.sport, d.dport, &d.payload);
+        w.write(0, &pkt).unwrap();
+    }
+    drop(w);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let upf = rt
+        .block_on(FakeUpf::start(FakeUpfConfig::default()))
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"))
+        .arg("replay")
+        .arg(&file)
+        .args(["--upf", &upf.addr().to_string()])
+        .args(["--local-base", "127.0.72.101", "--local-port", "0"])
+        .args(["--timeout-ms", "500"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(
+        stdout.lines().last(),
+        Some(
+            "replay: 2 requests, 0 responses matched, 0 mismatched, 0 timed out, 2 not replayable"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("not replayable: its session (UP SEID 0xabc) was established before the capture started"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("the capture has no Association Setup Request from this SMF"));
+    let st = upf.stats();
+    assert_eq!((st.modified, st.deleted), (0, 0), "neither was sent");
 }
