@@ -1226,3 +1226,66 @@ fn n3_over_ipv6_carries_ping_iperf3_and_end_marker() {
     g.stop();
     delete(&smf, up);
 }
+
+/// OAI's SMF in the lab: its CHOOSE F-TEIDs carry neither V4 nor V6, and each of its
+/// Heartbeat Requests carries the time it was sent as Recovery Time Stamp. While a UE
+/// pings the data network for 12 s the SMF sends a heartbeat every 0.5 s, each with a
+/// later time stamp: every ping is answered, the session stays, and upfd counts the
+/// changed time stamps (before, the first such heartbeat deleted the session).
+#[test]
+fn oai_smf_heartbeats_with_growing_time_stamps_keep_the_session_forwarding() {
+    use pfcp::msg::{HeartbeatRequest, Msg};
+    use upfbench::smf::TeidMode;
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-oai-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let mut smf = LabSmf::associate(&lab, |c| {
+        c.teid = TeidMode::Choose;
+        c.choose_v4 = false;
+    });
+    smf.establish(1);
+    smf.modify();
+    let sessions = smf.ue_sessions();
+    let g = gnb(&lab, &sessions);
+    let ue0 = ue(&sessions[0]);
+    let pinger = {
+        let mut c = lab.command(Ns::Gnb, "ping");
+        c.args(["-n", "-q", "-c", "60", "-i", "0.2", "-W", "2", "-I"])
+            .arg(ue0.to_string())
+            .arg(addr::DN_N6.to_string());
+        std::thread::spawn(move || run_bounded(c, Duration::from_secs(20)))
+    };
+    let t0 = upfbench::smf::n4::recovery_time_stamp_now();
+    let mut sent = 0;
+    for k in 1..=24u32 {
+        std::thread::sleep(Duration::from_millis(500));
+        let hb = Msg::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: t0 + k,
+            source_ip_address: None,
+            other: vec![],
+        });
+        match smf.transact(&hb, None) {
+            Msg::HeartbeatResponse(_) => sent += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    let out = pinger.join().expect("ping thread");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("60 packets transmitted, 60 received"),
+        "{text}"
+    );
+    assert_eq!(upfd.metric("upf_sessions"), 1);
+    assert_eq!(
+        upfd.metric("upf_n4_recovery_time_stamp_changes_total"),
+        sent
+    );
+    assert!(
+        upfd.log().contains("sessions kept"),
+        "reported once in the log"
+    );
+    drop(g);
+}

@@ -84,3 +84,315 @@ fn replay_every_capture_against_a_fresh_upfd() {
         "expected the six Open5GS captures with SMF requests, replayed {replayed}"
     );
 }
+
+/// A capture as `tcpdump` on an SMF's host would have it: each request, then the
+/// recorded UPF's response. SMF at 10.0.0.4, recorded UPF at 10.0.0.7, both on 8805.
+fn write_capture(path: &std::path::Path, exchanges: &[(Vec<u8>, Vec<u8>)]) {
+    let (smf, upf): (IpAddr, IpAddr) = ("10.0.0.4".parse().unwrap(), "10.0.0.7".parse().unwrap());
+    let mut w =
+        capture::PcapWriter::new(std::fs::File::create(path).unwrap(), capture::linktype::RAW)
+            .unwrap();
+    for (req, rsp) in exchanges {
+        w.write(0, &capture::ip_udp_packet(smf, upf, 8805, 8805, req))
+            .unwrap();
+        w.write(0, &capture::ip_udp_packet(upf, smf, 8805, 8805, rsp))
+            .unwrap();
+    }
+}
+
+mod recorded {
+    //! The responses of the UPFs these SMFs ran with (OAI's SPGW-U / UPF, a vendor UPF),
+    //! built with the typed codec: what `upfbench replay` compares upfd's answers with.
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use pfcp::ie::{CauseValue, FSeid, FTeid, Flags, NodeId, UeIpAddress};
+    use pfcp::msg::{self, CreatedPdr};
+    use pfcp::HeaderRepr;
+
+    pub const UPF: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 7);
+
+    pub fn association(seq: u32) -> Vec<u8> {
+        msg::emit(
+            &HeaderRepr::node(0, seq),
+            &msg::AssociationSetupResponse {
+                node_id: NodeId::Ipv4(UPF),
+                cause: CauseValue::REQUEST_ACCEPTED,
+                recovery_time_stamp: 3_900_000_000,
+                up_function_features: Some(Flags::from_bits(
+                    &[pfcp::ie::up_function_features::FTUP],
+                    2,
+                )),
+                cp_function_features: None,
+                user_plane_ip_resource_information: vec![],
+                alternative_smf_ip_addresses: vec![],
+                smf_set_id: None,
+                pfcpas_rsp_flags: None,
+                ue_ip_address_pool_information: vec![],
+                gtpu_path_qos_control_information: vec![],
+                other: vec![],
+            },
+        )
+    }
+
+    pub fn heartbeat(seq: u32) -> Vec<u8> {
+        msg::emit(
+            &HeaderRepr::node(0, seq),
+            &msg::HeartbeatResponse {
+                recovery_time_stamp: 3_900_000_000,
+                other: vec![],
+            },
+        )
+    }
+
+    /// Accepted, UP SEID `up`, and a Created PDR per (PDR ID, F-TEID, UE address).
+    pub fn establishment(
+        seq: u32,
+        cp_seid: u64,
+        up: u64,
+        created: &[(u16, Option<FTeid>, Option<IpAddr>)],
+    ) -> Vec<u8> {
+        let created_pdrs = created
+            .iter()
+            .map(|(id, f, ue)| CreatedPdr {
+                pdr_id: *id,
+                local_fteid: *f,
+                ue_ip_address: ue
+                    .iter()
+                    .map(|a| UeIpAddress {
+                        ipv4: match a {
+                            IpAddr::V4(a) => Some(*a),
+                            _ => None,
+                        },
+                        ipv6: match a {
+                            IpAddr::V6(a) => Some(*a),
+                            _ => None,
+                        },
+                        destination: true,
+                        ..Default::default()
+                    })
+                    .collect(),
+                other: vec![],
+            })
+            .collect();
+        msg::emit(
+            &HeaderRepr::session(0, cp_seid, seq),
+            &msg::SessionEstablishmentResponse {
+                node_id: NodeId::Ipv4(UPF),
+                cause: CauseValue::REQUEST_ACCEPTED,
+                offending_ie: None,
+                up_fseid: Some(FSeid {
+                    seid: up,
+                    ipv4: Some(UPF),
+                    ipv6: None,
+                    spare: 0,
+                }),
+                created_pdrs,
+                load_control_information: None,
+                overload_control_information: None,
+                fq_csid: None,
+                failed_rule_id: None,
+                created_traffic_endpoints: vec![],
+                partial_failure_information: vec![],
+                other: vec![],
+            },
+        )
+    }
+
+    pub fn modification(seq: u32, cp_seid: u64) -> Vec<u8> {
+        msg::emit(
+            &HeaderRepr::session(0, cp_seid, seq),
+            &msg::SessionModificationResponse {
+                cause: CauseValue::REQUEST_ACCEPTED,
+                offending_ie: None,
+                created_pdrs: vec![],
+                load_control_information: None,
+                overload_control_information: None,
+                usage_reports: vec![],
+                failed_rule_id: None,
+                additional_usage_reports_information: None,
+                created_traffic_endpoints: vec![],
+                partial_failure_information: vec![],
+                other: vec![],
+            },
+        )
+    }
+
+    pub fn deletion(seq: u32, cp_seid: u64) -> Vec<u8> {
+        msg::emit(
+            &HeaderRepr::session(0, cp_seid, seq),
+            &msg::SessionDeletionResponse {
+                cause: CauseValue::REQUEST_ACCEPTED,
+                offending_ie: None,
+                load_control_information: None,
+                overload_control_information: None,
+                usage_reports: vec![],
+                additional_usage_reports_information: None,
+                other: vec![],
+            },
+        )
+    }
+}
+
+/// Captures written as OAI's SMF, a pre-Rel-16 SMF and a vendor IMS SMF send (their
+/// octets from pfcp_samples::quirks) with what the UPFs they ran with answered, replayed
+/// against upfd: every answer matches. Before upfd read them as docs/interop.md says,
+/// OAI's sessions were refused (CH alone) or deleted by its heartbeats, the second
+/// unspecified UE address was refused, the IMS session was refused (three QERs, then
+/// Activate Predefined Rules).
+#[test]
+fn replay_captures_of_real_smfs_quirks_against_upfd() {
+    use pfcp_samples::quirks::{self, ims, legacy, oai};
+    use recorded::UPF;
+    let smf = Ipv4Addr::new(10, 0, 0, 4);
+    let ue = Ipv4Addr::new(10, 45, 0, 9);
+    let fteid = |teid| Some(pfcp::ie::FTeid::new(teid, Some(UPF), None));
+    let t0 = 3_950_000_000u32;
+    let mut oai_flow = vec![
+        (
+            oai::association_setup_request(1, smf, t0),
+            recorded::association(1),
+        ),
+        (
+            oai::session_establishment(2, smf, 0x51, ue),
+            recorded::establishment(2, 0x51, 0x1001, &[(1, fteid(0x77), None)]),
+        ),
+        (
+            oai::session_modification_downlink(3, 0x1001, ue, Ipv4Addr::new(10, 0, 0, 1), 0x99),
+            recorded::modification(3, 0x51),
+        ),
+    ];
+    // Ten heartbeats, each with the time it was sent.
+    for k in 0..10 {
+        oai_flow.push((
+            oai::heartbeat_request(10 + k, t0 + 10 * (k + 1)),
+            recorded::heartbeat(10 + k),
+        ));
+    }
+    oai_flow.push((
+        quirks::session_deletion(30, 0x1001),
+        recorded::deletion(30, 0x51),
+    ));
+    let legacy_flow = vec![
+        (
+            oai::association_setup_request(1, smf, t0),
+            recorded::association(1),
+        ),
+        (
+            legacy::session_establishment(2, smf, 0x61, "internet", false),
+            recorded::establishment(
+                2,
+                0x61,
+                0x2001,
+                &[
+                    (1, fteid(0x81), None),
+                    (2, None, Some(IpAddr::V4(Ipv4Addr::new(10, 45, 0, 2)))),
+                ],
+            ),
+        ),
+        (
+            legacy::session_establishment(3, smf, 0x62, "internet", false),
+            recorded::establishment(
+                3,
+                0x62,
+                0x2002,
+                &[
+                    (1, fteid(0x82), None),
+                    (2, None, Some(IpAddr::V4(Ipv4Addr::new(10, 45, 0, 3)))),
+                ],
+            ),
+        ),
+        (
+            legacy::session_establishment(4, smf, 0x63, "internet", true),
+            recorded::establishment(
+                4,
+                0x63,
+                0x2003,
+                &[
+                    (1, fteid(0x83), None),
+                    (2, None, Some("cafe::2".parse().unwrap())),
+                ],
+            ),
+        ),
+    ];
+    let v6 = |s: &str| -> std::net::Ipv6Addr { s.parse().unwrap() };
+    let ims_flow = vec![
+        (
+            oai::association_setup_request(1, smf, t0),
+            recorded::association(1),
+        ),
+        (
+            ims::session_establishment(
+                2,
+                v6("2001:db8:4::4"),
+                0x71,
+                v6("cafe::9"),
+                v6("2001:db8:10::1"),
+                0x1234,
+                &["ims-policy"],
+            ),
+            recorded::establishment(
+                2,
+                0x71,
+                0x3001,
+                &[(
+                    1,
+                    Some(pfcp::ie::FTeid::new(0x91, None, Some(v6("2001:db8:7::7")))),
+                    None,
+                )],
+            ),
+        ),
+        (
+            ims::deactivate(3, 0x3001, 2, "ims-policy"),
+            recorded::modification(3, 0x71),
+        ),
+        (
+            quirks::session_deletion(4, 0x3001),
+            recorded::deletion(4, 0x71),
+        ),
+    ];
+    let dir = common::TempDir::new("quirks-replay");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = Ipv4Addr::new(127, 0, 0, 71);
+    for (name, flow) in [
+        ("oai", oai_flow),
+        ("legacy", legacy_flow),
+        ("ims", ims_flow),
+    ] {
+        let file = dir.0.join(format!("{name}.pcap"));
+        write_capture(&file, &flow);
+        let plan = Plan::from_file(&file).unwrap();
+        let upfd = common::Upfd::builder()
+            .address(IpAddr::V4(addr))
+            .n3(addr)
+            .n3_v6(v6("2001:db8:7::7"))
+            .heartbeat_interval("60s")
+            .ue_pool("internet", "10.45.0.0/16")
+            .ue_pool("internet", "cafe::/64")
+            .extra_yaml(
+                "predefined_rules:\n  qers:\n    - { id: 1, mbr_ul_kbps: 2000, mbr_dl_kbps: 2000 }\n  urrs:\n    - { id: 1, measurement_method: [volume] }\n  rules:\n    - { name: ims-policy, qers: [1], urrs: [1] }\n",
+            )
+            .start();
+        let mut cfg = ReplayConfig::new(upfd.n4);
+        cfg.upf_n3 = vec![IpAddr::V4(addr)];
+        cfg.timeout = Duration::from_secs(2);
+        let report = rt.block_on(replay(&plan, &cfg, |_| {})).unwrap();
+        let s = &report.summary;
+        eprintln!("{name}: {s}");
+        let problems: Vec<String> = report
+            .outcomes
+            .iter()
+            .filter(|o| !matches!(o.verdict, upfbench::replay::Verdict::Matched))
+            .map(|o| o.line())
+            .collect();
+        assert_eq!(
+            (s.matched, s.requests),
+            (flow.len(), flow.len()),
+            "{name}:\n{}\nupfd log:\n{}",
+            problems.join("\n"),
+            upfd.log_tail(30)
+        );
+    }
+}

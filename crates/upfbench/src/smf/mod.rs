@@ -134,6 +134,9 @@ pub struct SmfConfig {
     /// Our Node ID; None: the address the kernel uses towards the UPF.
     pub node_id: Option<IpAddr>,
     pub teid: TeidMode,
+    /// With CHOOSE: set V4 in the F-TEID (CH alone otherwise, as OAI's SMF and SPGW-C
+    /// send it: docs/interop.md).
+    pub choose_v4: bool,
     /// The UPF's N3 address for explicit F-TEIDs; None: what the UPF announced in User
     /// Plane IP Resource Information, else its PFCP address.
     pub upf_n3: Option<Ipv4Addr>,
@@ -168,6 +171,7 @@ impl SmfConfig {
             },
             node_id: None,
             teid: TeidMode::Auto,
+            choose_v4: true,
             upf_n3: None,
             ue_pool: "10.45.0.0/16".parse().expect("literal"),
             gnb: Ipv4Addr::new(10, 10, 0, 1),
@@ -414,7 +418,7 @@ impl Smf {
         let ni = Name::plain(&c.dnn);
         let qfis = if c.psc { vec![1] } else { vec![] };
         let local_fteid = if self.uses_choose() {
-            FTeid::choose(true, false, None)
+            FTeid::choose(c.choose_v4, false, None)
         } else {
             FTeid::new(s.index as u32 + 1, Some(self.upf_n3), None)
         };

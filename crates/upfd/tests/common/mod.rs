@@ -120,6 +120,7 @@ pub struct UpfdBuilder {
     pub allowed_peers: Vec<String>,
     pub heartbeat_interval: String,
     pub n3: Ipv4Addr,
+    pub n3_v6: Option<std::net::Ipv6Addr>,
     /// (network instance, prefix)
     pub ue_pools: Vec<(String, String)>,
     pub log_level: String,
@@ -136,6 +137,7 @@ impl Default for UpfdBuilder {
             allowed_peers: vec!["127.0.0.0/8".into()],
             heartbeat_interval: "10s".into(),
             n3: Ipv4Addr::new(127, 0, 0, 7),
+            n3_v6: None,
             ue_pools: Vec::new(),
             log_level: "info".into(),
             extra_yaml: String::new(),
@@ -159,6 +161,10 @@ impl UpfdBuilder {
     }
     pub fn n3(mut self, a: Ipv4Addr) -> Self {
         self.n3 = a;
+        self
+    }
+    pub fn n3_v6(mut self, a: std::net::Ipv6Addr) -> Self {
+        self.n3_v6 = Some(a);
         self
     }
     pub fn ue_pool(mut self, network_instance: &str, prefix: &str) -> Self {
@@ -194,6 +200,10 @@ impl UpfdBuilder {
         );
         if self.ue_pools.is_empty() {
             y = y.replace("ue_pools:\n", "ue_pools: []\n");
+        }
+        if let Some(v6) = self.n3_v6 {
+            let n3 = format!("n3: {{ ipv4: {} }}", self.n3);
+            y = y.replace(&n3, &format!("n3: {{ ipv4: {}, ipv6: \"{v6}\" }}", self.n3));
         }
         for (ni, prefix) in &self.ue_pools {
             y.push_str(&format!(
