@@ -34,6 +34,9 @@ bugs=(
 "first FAR not copied into the rule set%crates/bpf/src/compile.rs%s/v.hot \|= abi::RS_HOT_FAR0;//%-p upf-bpf --lib;-p upf-bpf --test differential"
 "second PDR of a key not written to the pdrs table%crates/bpf/src/compile.rs%s/flat_map\(\|k\| k.pdrs.iter\(\).skip\(1\).copied\(\)\)/flat_map(|k| k.pdrs.iter().skip(2).copied())/%-p upf-bpf --lib;-p upf-bpf --test differential"
 "ABI generator miscounts implicit values%crates/upf/build.rs%s/\(item.trim\(\), prev.value \+ 1\)/(item.trim(), prev.value + 2)/%-p upf-bpf --test abi"
+"Network Instance address from the other side%crates/bpf/src/compile.rs%s/.and_then\(\|x\| x.side\(access\)\);/.and_then(|x| x.side(!access));/%-p upf-bpf --lib;-p upf-bpf --test differential"
+"dropped packet charged to the QERs before%bpf/upf.bpf.c%s/refund\(r, uplink, len\);/(void)r;/%-p upf-bpf --test rate_limits"
+"model: dropped packet charged to the QERs before%crates/upf/src/model/pipeline.rs%s/\*tat -= c;/let _ = (tat, c);/%-p upf-bpf --test rate_limits"
 "model: TTL decremented without the IPv4 checksum%crates/upf/src/model/encap.rs%s/ip\[10..12\].copy_from_slice\(&\(!\(sum as u16\)\).to_be_bytes\(\)\);//%-p upf --lib;-p upf-bpf --test differential"
 )
 
