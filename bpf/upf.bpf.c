@@ -219,43 +219,47 @@ static __always_inline int removal_fits(const struct pdr *p, const struct outer 
 	return p->ohr == OHR_NONE;
 }
 
-/* The PDR's QERs (up to MAX_QERS_PER_PDR: a flow MBR, the session AMBR, a gate ...):
- * every gate open, then every MBR with room. 0 or the drop reason. A packet that is
- * dropped uses no QER's rate: gates are checked before any MBR is charged, and an MBR
- * that refuses takes back what the QERs before it charged. `*q0` is the first QER with
- * a QFI (it gives the PDU Session Container). */
+/* The PDR's QERs in order (up to MAX_QERS_PER_PDR: a flow MBR, the session AMBR, a
+ * gate ...): each gate open, each MBR with room. 0 or the drop reason of the first QER
+ * that refuses. A packet that is dropped uses no QER's rate: the QERs before the one
+ * that refuses give back what they charged (refund(); drops are the rare path, so the
+ * QERs are looked up again there rather than kept). `*q0` is the first QER with a QFI
+ * (it gives the PDU Session Container). */
 static __always_inline int enforce_qers(const struct pdr *p, int uplink, __u32 len, __u64 now,
 					struct qer **q0)
 {
-	int i, j;
+	int i, v = 0, refused = MAX_QERS_PER_PDR;
 
 	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
 		__u32 qi = p->qer[i];
-		struct qer *q = qi ? bpf_map_lookup_elem(&qers, &qi) : 0;
 
-		if (q && !gate_open(q, uplink))
-			return DROP_GATE_CLOSED;
-	}
-	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
-		__u32 qi = p->qer[i];
-		struct qer *q = qi ? bpf_map_lookup_elem(&qers, &qi) : 0;
+		if (!qi)
+			continue;
+		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
 
 		if (!q)
 			continue;
-		if (!mbr_conforms(q, uplink, len, now)) {
-			for (j = 0; j < i; j++) {
-				__u32 qj = p->qer[j];
-				struct qer *r = qj ? bpf_map_lookup_elem(&qers, &qj) : 0;
-
-				if (r)
-					refund(r, uplink, len);
-			}
-			return DROP_MBR_EXCEEDED;
+		if (!gate_open(q, uplink))
+			v = DROP_GATE_CLOSED;
+		else if (!mbr_conforms(q, uplink, len, now))
+			v = DROP_MBR_EXCEEDED;
+		if (v) {
+			refused = i;
+			break;
 		}
 		if (!*q0 && q->qfi != QFI_ANY)
 			*q0 = q;
 	}
-	return 0;
+	if (!v)
+		return 0;
+	for (i = 0; i < MAX_QERS_PER_PDR && i < refused; i++) {
+		__u32 qi = p->qer[i];
+		struct qer *r = qi ? bpf_map_lookup_elem(&qers, &qi) : 0;
+
+		if (r)
+			refund(r, uplink, len);
+	}
+	return v;
 }
 
 /* Send the rewritten frame: to the next hop found, or, decapsulated with the next hop

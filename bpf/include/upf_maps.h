@@ -61,7 +61,7 @@ struct rule_set {
 	__u32 ue_v4;    /* network byte order */
 	__u8 ue_v6[16];
 	__u32 hot;      /* RS_HOT_* */
-	__u32 pad;
+	/* No padding: the slot stays 176 octets with four QERs in the PDR copy. */
 	struct pdr pdr0;
 	struct far far0;
 };

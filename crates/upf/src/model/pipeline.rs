@@ -296,40 +296,38 @@ impl Model {
         len: usize,
         now: u64,
     ) -> Result<Option<&'s Qer>, DropReason> {
-        let qers: Vec<&Qer> = pdr
-            .qer_ids
-            .iter()
-            .take(abi::MAX_QERS_PER_PDR as usize)
-            .filter_map(|id| s.qers.get(id))
-            .collect();
-        // Every gate first: a packet a closed gate drops uses no QER's rate.
-        let closed = |q: &&Qer| {
-            if uplink {
-                !q.gate_ul_open
-            } else {
-                !q.gate_dl_open
-            }
-        };
-        if qers.iter().any(closed) {
-            return Err(DropReason::GateClosed);
-        }
-        // Then every MBR; one that refuses gives back what the ones before charged.
+        // In order, each gate then each MBR; a QER that refuses gives back what the ones
+        // before it charged, so a dropped packet uses no QER's rate.
         let mut charged: Vec<(u32, u64)> = Vec::new();
         let mut with_qfi = None;
-        for q in qers {
-            let kbps = q.mbr.map(|m| if uplink { m.ul_kbps } else { m.dl_kbps });
+        let refund = |m: &mut Self, charged: Vec<(u32, u64)>| {
+            for (id, c) in charged {
+                if let Some(b) = m.buckets.get_mut(&(s.up_seid, id)) {
+                    let tat = if uplink { &mut b.tat_ul } else { &mut b.tat_dl };
+                    *tat -= c;
+                }
+            }
+        };
+        for id in pdr.qer_ids.iter().take(abi::MAX_QERS_PER_PDR as usize) {
+            let Some(q) = s.qers.get(id) else {
+                continue;
+            };
+            let (open, kbps) = if uplink {
+                (q.gate_ul_open, q.mbr.map(|m| m.ul_kbps))
+            } else {
+                (q.gate_dl_open, q.mbr.map(|m| m.dl_kbps))
+            };
+            if !open {
+                refund(self, charged);
+                return Err(DropReason::GateClosed);
+            }
             if let Some(kbps) = kbps {
                 let (per_octet, tau) = mbr_units(kbps);
                 let b: &mut Buckets = self.buckets.entry((s.up_seid, q.id)).or_default();
                 let tat = if uplink { &mut b.tat_ul } else { &mut b.tat_dl };
                 let cost = (len as u64 * per_octet) >> abi::QER_COST_SHIFT;
                 if !gcra(tat, cost, tau, now) {
-                    for (id, c) in charged {
-                        if let Some(b) = self.buckets.get_mut(&(s.up_seid, id)) {
-                            let tat = if uplink { &mut b.tat_ul } else { &mut b.tat_dl };
-                            *tat -= c;
-                        }
-                    }
+                    refund(self, charged);
                     return Err(DropReason::MbrExceeded);
                 }
                 charged.push((q.id, cost));
