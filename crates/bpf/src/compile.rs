@@ -611,7 +611,6 @@ mod tests {
 
     fn pdr(id: u16, precedence: u32, pdi: Pdi) -> Pdr {
         Pdr {
-            predefined: None,
             id,
             precedence,
             pdi,

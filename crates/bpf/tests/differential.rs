@@ -239,7 +239,6 @@ impl Gen {
                 _ => Some(0),
             };
             let pdr = Pdr {
-                predefined: None,
                 id: pdr_id,
                 precedence: self.rng.random_range(1..300),
                 pdi,
@@ -289,7 +288,6 @@ impl Gen {
                 ..Default::default()
             };
             let pdr = Pdr {
-                predefined: None,
                 id: pdr_id,
                 precedence: self.rng.random_range(1..300),
                 pdi,

@@ -44,8 +44,9 @@ pub struct Predefined {
     urrs: Vec<Urr>,
 }
 
-/// What activations changed in a PDR: the rules active (indices into the
-/// configuration's list, in activation order) and the PDR's own values before them.
+/// What activations changed in a PDR (kept in [`Session::predefined`] by PDR ID): the
+/// rules active (indices into the configuration's list, in activation order) and the
+/// PDR's own values before them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Activated {
     pub rules: ThinVec<u16>,
@@ -163,10 +164,17 @@ impl Predefined {
             })
     }
 
-    /// Make `active` the PDR's active rules: its own values with each rule's added.
-    /// The PDR must hold its own values (fresh, or after [`Predefined::restore`]).
-    pub fn activate(&self, pdr: &mut Pdr, active: ThinVec<u16>) {
-        debug_assert!(pdr.predefined.is_none());
+    /// Make `active` the PDR's active rules: its own values with each rule's added, and
+    /// what it had of its own kept in `state` (the session's). The PDR must hold its own
+    /// values (fresh, or after [`Predefined::restore`]).
+    pub fn activate(
+        &self,
+        state: &mut ThinVec<(u16, Activated)>,
+        pdr: &mut Pdr,
+        active: ThinVec<u16>,
+    ) {
+        // A PDR of this ID removed and created again leaves nothing behind.
+        state.retain(|(id, _)| *id != pdr.id);
         if active.is_empty() {
             return;
         }
@@ -196,15 +204,16 @@ impl Predefined {
                 }
             }
         }
-        pdr.predefined = Some(Box::new(own));
+        state.push((pdr.id, own));
     }
 
-    /// Put the PDR back to its own values; the rules that were active.
-    pub fn restore(pdr: &mut Pdr) -> ThinVec<u16> {
-        let Some(a) = pdr.predefined.take() else {
+    /// Put the PDR back to its own values (taken from `state`); the rules that were
+    /// active.
+    pub fn restore(state: &mut ThinVec<(u16, Activated)>, pdr: &mut Pdr) -> ThinVec<u16> {
+        let Some(i) = state.iter().position(|(id, _)| *id == pdr.id) else {
             return ThinVec::new();
         };
-        let a = *a;
+        let (_, a) = state.remove(i);
         pdr.pdi.sdf_filters = a.own_sdf_filters;
         pdr.far_id = a.own_far;
         pdr.qer_ids = a.own_qers;
@@ -231,6 +240,8 @@ impl Predefined {
         if self.is_empty() {
             return Vec::new();
         }
+        let pdrs = &s.pdrs;
+        s.predefined.retain(|(id, _)| pdrs.contains_key(id));
         let named =
             |id: u32, kind: fn(&Pdr) -> Vec<u32>| s.pdrs.values().any(|p| kind(p).contains(&id));
         let fars_of = |p: &Pdr| p.far_id.into_iter().collect::<Vec<u32>>();

@@ -551,9 +551,9 @@ fn build_pdr(
         qer_ids: c.qer_ids.as_slice().into(),
         activation_time: c.activation_time,
         deactivation_time: c.deactivation_time,
-        predefined: None,
     };
-    res.predefined.activate(&mut p, active);
+    res.predefined
+        .activate(&mut session.predefined, &mut p, active);
     need_far(&p)?;
     Ok(p)
 }
@@ -1081,7 +1081,7 @@ fn update_pdr(
         .ok_or_else(|| fail("Update PDR for a PDR that does not exist"))?;
     // The update applies to what the PDR has of its own; the predefined rules active
     // after it (those before, less the deactivated, plus the activated) are added back.
-    let mut active = Predefined::restore(&mut p);
+    let mut active = Predefined::restore(&mut s.predefined, &mut p);
     for name in &u.deactivate_predefined_rules {
         let i = res
             .predefined
@@ -1126,7 +1126,7 @@ fn update_pdr(
     if u.deactivation_time.is_some() {
         p.deactivation_time = u.deactivation_time;
     }
-    res.predefined.activate(&mut p, active);
+    res.predefined.activate(&mut s.predefined, &mut p, active);
     need_far(&p)?;
     s.pdrs.insert(u.pdr_id, p);
     Ok(())

@@ -15,8 +15,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::rules::VolumeLimit;
 use pfcp::ie::reporting_triggers as rt;
-use pfcp::ie::Volume;
 
 use crate::fastpath::{FastPath, Usage};
 use crate::rules::{Session, Urr};
@@ -331,7 +331,7 @@ impl Reporting {
 /// leaves it to the UP function).
 pub const DEFAULT_INACTIVITY: Duration = Duration::from_secs(10);
 
-fn volume_reached(limit: &Volume, u: &Usage) -> bool {
+fn volume_reached(limit: &VolumeLimit, u: &Usage) -> bool {
     limit.total.is_some_and(|x| u.total_bytes() >= x)
         || limit.uplink.is_some_and(|x| u.ul_bytes >= x)
         || limit.downlink.is_some_and(|x| u.dl_bytes >= x)
@@ -500,8 +500,7 @@ mod tests {
         u.rule.measurement_method =
             pfcp::ie::Flags::from_bits(&[pfcp::ie::measurement_method::VOLUM], 1);
         assert_eq!(threshold_left(&u, &usage(0, 0)), None, "no threshold value");
-        u.rule.volume_threshold = Some(Volume {
-            spare: 0,
+        u.rule.volume_threshold = Some(VolumeLimit {
             total: Some(1000),
             uplink: Some(300),
             downlink: None,
@@ -538,11 +537,11 @@ mod tests {
     #[test]
     fn volume_threshold_and_quota() {
         let mut u = urr(&[rt::VOLTH, rt::VOLQU]);
-        u.rule.volume_threshold = Some(Volume {
+        u.rule.volume_threshold = Some(VolumeLimit {
             total: Some(1000),
             ..Default::default()
         });
-        u.rule.volume_quota = Some(Volume {
+        u.rule.volume_quota = Some(VolumeLimit {
             uplink: Some(5000),
             ..Default::default()
         });

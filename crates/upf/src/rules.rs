@@ -188,9 +188,6 @@ pub struct Pdr {
     pub qer_ids: SmallVec<[u32; 2]>,
     pub activation_time: Option<u32>,
     pub deactivation_time: Option<u32>,
-    /// Predefined rules active on this PDR (clause 5.19), and what the PDR had of its
-    /// own; None (one word, no allocation) for most PDRs.
-    pub predefined: Option<Box<crate::predefined::Activated>>,
 }
 
 /// The Apply Action of a FAR (clause 8.2.26) as flags the data path reads.
@@ -278,8 +275,8 @@ pub struct UrrRule {
     pub measurement_method: Flags,
     pub reporting_triggers: Flags,
     pub measurement_period: Option<u32>,
-    pub volume_threshold: Option<pfcp::ie::Volume>,
-    pub volume_quota: Option<pfcp::ie::Volume>,
+    pub volume_threshold: Option<VolumeLimit>,
+    pub volume_quota: Option<VolumeLimit>,
     pub time_threshold: Option<u32>,
     pub time_quota: Option<u32>,
     pub quota_holding_time: Option<u32>,
@@ -288,14 +285,33 @@ pub struct UrrRule {
     pub far_id_for_quota_action: Option<u32>,
 }
 
+/// A volume threshold or quota (clauses 8.2.13, 8.2.50) in octets: what of the Volume
+/// IE a URR acts on (not its spare bits: a URR is kept for every session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VolumeLimit {
+    pub total: Option<u64>,
+    pub uplink: Option<u64>,
+    pub downlink: Option<u64>,
+}
+
+impl From<pfcp::ie::Volume> for VolumeLimit {
+    fn from(v: pfcp::ie::Volume) -> Self {
+        VolumeLimit {
+            total: v.total,
+            uplink: v.uplink,
+            downlink: v.downlink,
+        }
+    }
+}
+
 impl From<&CreateUrr> for UrrRule {
     fn from(c: &CreateUrr) -> Self {
         UrrRule {
             measurement_method: c.measurement_method.clone(),
             reporting_triggers: c.reporting_triggers.clone(),
             measurement_period: c.measurement_period,
-            volume_threshold: c.volume_threshold,
-            volume_quota: c.volume_quota,
+            volume_threshold: c.volume_threshold.map(VolumeLimit::from),
+            volume_quota: c.volume_quota.map(VolumeLimit::from),
             time_threshold: c.time_threshold,
             time_quota: c.time_quota,
             quota_holding_time: c.quota_holding_time,
@@ -326,10 +342,14 @@ impl Urr {
         if let Some(t) = &u.reporting_triggers {
             r.reporting_triggers = t.clone();
         }
+        if let Some(v) = u.volume_threshold {
+            r.volume_threshold = Some(v.into());
+        }
+        if let Some(v) = u.volume_quota {
+            r.volume_quota = Some(v.into());
+        }
         take!(
             measurement_period,
-            volume_threshold,
-            volume_quota,
             time_threshold,
             time_quota,
             quota_holding_time,
@@ -389,6 +409,9 @@ pub struct Session {
     /// FQ-CSIDs the CP function sent, for Session Set Deletion (clause 7.4.6).
     pub fq_csids: ThinVec<pfcp::ie::FqCsid>,
     pub user_plane_inactivity_timer: Option<u32>,
+    /// PDRs with predefined rules active (clause 5.19): the rules and what each PDR had
+    /// of its own. One word and no allocation for the sessions without (most).
+    pub predefined: ThinVec<(u16, crate::predefined::Activated)>,
 }
 
 impl Session {
@@ -411,6 +434,7 @@ impl Session {
             apn_dnn: None,
             fq_csids: ThinVec::new(),
             user_plane_inactivity_timer: None,
+            predefined: ThinVec::new(),
         }
     }
 

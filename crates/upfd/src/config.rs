@@ -322,9 +322,11 @@ impl PredefinedRules {
                         measurement_method: pfcp::ie::Flags::from_bits(&method, 1),
                         reporting_triggers: pfcp::ie::Flags::from_bits(&triggers, 3),
                         measurement_period: period,
-                        volume_threshold: u.volume_threshold_bytes.map(|b| pfcp::ie::Volume {
-                            total: Some(b),
-                            ..Default::default()
+                        volume_threshold: u.volume_threshold_bytes.map(|b| {
+                            upf::rules::VolumeLimit {
+                                total: Some(b),
+                                ..Default::default()
+                            }
                         }),
                         volume_quota: None,
                         time_threshold: None,

@@ -167,7 +167,6 @@ pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
         s.pdrs.insert(
             id,
             Pdr {
-                predefined: None,
                 id,
                 precedence: 100,
                 pdi,
