@@ -23,29 +23,7 @@ const DROP_MBR: usize = upf::abi::DROP_MBR_EXCEEDED as usize;
 
 /// How many of `n` copies of `frame` the program forwarded; the rest must be MBR drops.
 fn forwarded(dp: &Datapath, uplink: bool, frame: &[u8], n: usize) -> usize {
-    let progs = &dp.skel().progs;
-    let prog = if uplink { &progs.xdp_n3 } else { &progs.xdp_n6 };
-    let before = dp.stats()[DROP_MBR].0;
-    let mut out = vec![0u8; 4096];
-    let mut fwd = 0;
-    for _ in 0..n {
-        let input = libbpf_rs::ProgramInput {
-            data_in: Some(frame),
-            data_out: Some(&mut out),
-            repeat: 1,
-            ..Default::default()
-        };
-        if prog.test_run(input).expect("BPF_PROG_RUN").return_value == XDP_REDIRECT {
-            fwd += 1;
-        }
-    }
-    let dropped = dp.stats()[DROP_MBR].0 - before;
-    assert_eq!(
-        fwd + dropped as usize,
-        n,
-        "every packet forwarded or an MBR drop"
-    );
-    fwd
+    forwarded_or(dp, uplink, frame, n, DROP_MBR)
 }
 
 #[test]
@@ -206,7 +184,8 @@ fn a_packet_one_qer_drops_costs_the_others_nothing() {
     assert_eq!(model_more, left);
 }
 
-/// As [`forwarded`], the rest dropped for `reason`.
+/// How many of `n` copies of `frame` the program forwarded; the rest must be drops for
+/// `reason`.
 fn forwarded_or(dp: &Datapath, uplink: bool, frame: &[u8], n: usize, reason: usize) -> usize {
     let progs = &dp.skel().progs;
     let prog = if uplink { &progs.xdp_n3 } else { &progs.xdp_n6 };
@@ -224,7 +203,12 @@ fn forwarded_or(dp: &Datapath, uplink: bool, frame: &[u8], n: usize, reason: usi
             fwd += 1;
         }
     }
-    assert_eq!(fwd + (dp.stats()[reason].0 - before) as usize, n);
+    let dropped = dp.stats()[reason].0 - before;
+    assert_eq!(
+        fwd + dropped as usize,
+        n,
+        "every packet forwarded or dropped for reason {reason}"
+    );
     fwd
 }
 

@@ -127,6 +127,30 @@ fn ohc_v6(teid: u32, peer: Ipv6Addr) -> Vec<u8> {
     ie(t::OUTER_HEADER_CREATION, &v)
 }
 
+/// Create PDR: PDR ID, Precedence, a PDI of `pdi`, then `rest` (Outer Header Removal,
+/// FAR ID, ...).
+fn create_pdr(id: u16, precedence: u32, pdi: &[Vec<u8>], rest: &[Vec<u8>]) -> Vec<u8> {
+    let mut v = vec![
+        u16_ie(t::PDR_ID, id),
+        u32_ie(t::PRECEDENCE, precedence),
+        group(t::PDI, pdi),
+    ];
+    v.extend_from_slice(rest);
+    group(t::CREATE_PDR, &v)
+}
+
+/// Create FAR `id` that forwards (FORW, one octet) with Forwarding Parameters `fp`.
+fn forwarding_far(id: u32, fp: &[Vec<u8>]) -> Vec<u8> {
+    group(
+        t::CREATE_FAR,
+        &[
+            u32_ie(t::FAR_ID, id),
+            ie(t::APPLY_ACTION, FORW),
+            group(t::FORWARDING_PARAMETERS, fp),
+        ],
+    )
+}
+
 /// Apply Action FORW, one octet.
 const FORW: &[u8] = &[0x02];
 const ACCESS: &[u8] = &[0];
@@ -175,37 +199,22 @@ pub mod oai {
     /// (flags 0x04, IE length 1: neither V4 nor V6, which clause 8.2.3 asks for), the UE
     /// address as source, Outer Header Removal GTP-U/UDP/IPv4, a FAR to the core network.
     pub fn session_establishment(seq: u32, node: Ipv4Addr, cp_seid: u64, ue: Ipv4Addr) -> Vec<u8> {
-        let pdi = group(
-            t::PDI,
+        let pdr = create_pdr(
+            1,
+            0,
             &[
                 ie(t::SOURCE_INTERFACE, ACCESS),
                 ie(t::FTEID, &[0x04]),
                 ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
                 ue_v4(0x02, ue),
             ],
+            &[ie(t::OUTER_HEADER_REMOVAL, &[0]), u32_ie(t::FAR_ID, 1)],
         );
-        let pdr = group(
-            t::CREATE_PDR,
+        let far = forwarding_far(
+            1,
             &[
-                u16_ie(t::PDR_ID, 1),
-                u32_ie(t::PRECEDENCE, 0),
-                pdi,
-                ie(t::OUTER_HEADER_REMOVAL, &[0]),
-                u32_ie(t::FAR_ID, 1),
-            ],
-        );
-        let far = group(
-            t::CREATE_FAR,
-            &[
-                u32_ie(t::FAR_ID, 1),
-                ie(t::APPLY_ACTION, FORW),
-                group(
-                    t::FORWARDING_PARAMETERS,
-                    &[
-                        ie(t::DESTINATION_INTERFACE, CORE),
-                        ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
-                    ],
-                ),
+                ie(t::DESTINATION_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
             ],
         );
         session_message(
@@ -231,36 +240,22 @@ pub mod oai {
         gnb: Ipv4Addr,
         gnb_teid: u32,
     ) -> Vec<u8> {
-        let pdi = group(
-            t::PDI,
+        let pdr = create_pdr(
+            2,
+            0,
             &[
                 ie(t::SOURCE_INTERFACE, CORE),
                 ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
                 ue_v4(0x06, ue),
             ],
+            &[u32_ie(t::FAR_ID, 2)],
         );
-        let pdr = group(
-            t::CREATE_PDR,
+        let far = forwarding_far(
+            2,
             &[
-                u16_ie(t::PDR_ID, 2),
-                u32_ie(t::PRECEDENCE, 0),
-                pdi,
-                u32_ie(t::FAR_ID, 2),
-            ],
-        );
-        let far = group(
-            t::CREATE_FAR,
-            &[
-                u32_ie(t::FAR_ID, 2),
-                ie(t::APPLY_ACTION, FORW),
-                group(
-                    t::FORWARDING_PARAMETERS,
-                    &[
-                        ie(t::DESTINATION_INTERFACE, ACCESS),
-                        ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
-                        ohc_v4(gnb_teid, gnb),
-                    ],
-                ),
+                ie(t::DESTINATION_INTERFACE, ACCESS),
+                ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
+                ohc_v4(gnb_teid, gnb),
             ],
         );
         session_message(mt::SESSION_MODIFICATION_REQUEST, up_seid, seq, &[pdr, far])
@@ -288,50 +283,27 @@ pub mod legacy {
         } else {
             ue_v4(0x06, Ipv4Addr::UNSPECIFIED)
         };
-        let ul = group(
-            t::CREATE_PDR,
+        let ul = create_pdr(
+            1,
+            255,
             &[
-                u16_ie(t::PDR_ID, 1),
-                u32_ie(t::PRECEDENCE, 255),
-                group(
-                    t::PDI,
-                    &[
-                        ie(t::SOURCE_INTERFACE, ACCESS),
-                        ie(t::FTEID, &[0x05]),
-                        ie(t::NETWORK_INSTANCE, ni.as_bytes()),
-                    ],
-                ),
-                ie(t::OUTER_HEADER_REMOVAL, &[0]),
-                u32_ie(t::FAR_ID, 1),
+                ie(t::SOURCE_INTERFACE, ACCESS),
+                ie(t::FTEID, &[0x05]),
+                ie(t::NETWORK_INSTANCE, ni.as_bytes()),
             ],
+            &[ie(t::OUTER_HEADER_REMOVAL, &[0]), u32_ie(t::FAR_ID, 1)],
         );
-        let dl = group(
-            t::CREATE_PDR,
+        let dl = create_pdr(
+            2,
+            255,
             &[
-                u16_ie(t::PDR_ID, 2),
-                u32_ie(t::PRECEDENCE, 255),
-                group(
-                    t::PDI,
-                    &[
-                        ie(t::SOURCE_INTERFACE, CORE),
-                        ie(t::NETWORK_INSTANCE, ni.as_bytes()),
-                        ue,
-                    ],
-                ),
-                u32_ie(t::FAR_ID, 2),
+                ie(t::SOURCE_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, ni.as_bytes()),
+                ue,
             ],
+            &[u32_ie(t::FAR_ID, 2)],
         );
-        let far_ul = group(
-            t::CREATE_FAR,
-            &[
-                u32_ie(t::FAR_ID, 1),
-                ie(t::APPLY_ACTION, FORW),
-                group(
-                    t::FORWARDING_PARAMETERS,
-                    &[ie(t::DESTINATION_INTERFACE, CORE)],
-                ),
-            ],
-        );
+        let far_ul = forwarding_far(1, &[ie(t::DESTINATION_INTERFACE, CORE)]);
         // BUFF: the gNB's tunnel comes in a modification.
         let far_dl = group(
             t::CREATE_FAR,
@@ -401,70 +373,48 @@ pub mod ims {
         gnb_teid: u32,
         predefined: &[&str],
     ) -> Vec<u8> {
-        let common = |pdr: u16, far: u32, pdi: Vec<u8>| {
-            let mut v = vec![u16_ie(t::PDR_ID, pdr), u32_ie(t::PRECEDENCE, 100), pdi];
-            if pdr == 1 {
-                v.push(ie(t::OUTER_HEADER_REMOVAL, &[1]));
+        let pdr = |id: u16, pdi: &[Vec<u8>]| {
+            let mut rest = Vec::new();
+            if id == 1 {
+                rest.push(ie(t::OUTER_HEADER_REMOVAL, &[1]));
             }
-            v.push(u32_ie(t::FAR_ID, far));
-            v.extend(URRS.iter().map(|u| u32_ie(t::URR_ID, *u)));
-            v.extend(QERS.iter().map(|q| u32_ie(t::QER_ID, *q)));
-            v.extend(
+            rest.push(u32_ie(t::FAR_ID, u32::from(id)));
+            rest.extend(URRS.iter().map(|u| u32_ie(t::URR_ID, *u)));
+            rest.extend(QERS.iter().map(|q| u32_ie(t::QER_ID, *q)));
+            rest.extend(
                 predefined
                     .iter()
                     .map(|n| ie(t::ACTIVATE_PREDEFINED_RULES, n.as_bytes())),
             );
-            group(t::CREATE_PDR, &v)
+            create_pdr(id, 100, pdi, &rest)
         };
-        let ul = common(
+        let ul = pdr(
             1,
-            1,
-            group(
-                t::PDI,
-                &[
-                    ie(t::SOURCE_INTERFACE, ACCESS),
-                    ie(t::FTEID, &[0x06]),
-                    ie(t::NETWORK_INSTANCE, &labels("ims")),
-                    ue_v6(0x81, ue),
-                ],
-            ),
-        );
-        let dl = common(
-            2,
-            2,
-            group(
-                t::PDI,
-                &[
-                    ie(t::SOURCE_INTERFACE, CORE),
-                    ie(t::NETWORK_INSTANCE, &labels("ims")),
-                    ue_v6(0x85, ue),
-                ],
-            ),
-        );
-        let far_ul = group(
-            t::CREATE_FAR,
             &[
-                u32_ie(t::FAR_ID, 1),
-                ie(t::APPLY_ACTION, FORW),
-                group(
-                    t::FORWARDING_PARAMETERS,
-                    &[
-                        ie(t::DESTINATION_INTERFACE, CORE),
-                        ie(t::NETWORK_INSTANCE, &labels("ims")),
-                    ],
-                ),
+                ie(t::SOURCE_INTERFACE, ACCESS),
+                ie(t::FTEID, &[0x06]),
+                ie(t::NETWORK_INSTANCE, &labels("ims")),
+                ue_v6(0x81, ue),
             ],
         );
-        let far_dl = group(
-            t::CREATE_FAR,
+        let dl = pdr(
+            2,
             &[
-                u32_ie(t::FAR_ID, 2),
-                ie(t::APPLY_ACTION, FORW),
-                group(
-                    t::FORWARDING_PARAMETERS,
-                    &[ie(t::DESTINATION_INTERFACE, ACCESS), ohc_v6(gnb_teid, gnb)],
-                ),
+                ie(t::SOURCE_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, &labels("ims")),
+                ue_v6(0x85, ue),
             ],
+        );
+        let far_ul = forwarding_far(
+            1,
+            &[
+                ie(t::DESTINATION_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, &labels("ims")),
+            ],
+        );
+        let far_dl = forwarding_far(
+            2,
+            &[ie(t::DESTINATION_INTERFACE, ACCESS), ohc_v6(gnb_teid, gnb)],
         );
         let volume_threshold = {
             let mut v = vec![0x01];
@@ -501,33 +451,23 @@ pub mod ims {
     /// Session Modification Request: Update PDR `pdr_id` with Deactivate Predefined Rules
     /// `name`.
     pub fn deactivate(seq: u32, up_seid: u64, pdr_id: u16, name: &str) -> Vec<u8> {
-        session_message(
-            mt::SESSION_MODIFICATION_REQUEST,
-            up_seid,
-            seq,
-            &[group(
-                t::UPDATE_PDR,
-                &[
-                    u16_ie(t::PDR_ID, pdr_id),
-                    ie(t::DEACTIVATE_PREDEFINED_RULES, name.as_bytes()),
-                ],
-            )],
-        )
+        update_pdr(seq, up_seid, pdr_id, t::DEACTIVATE_PREDEFINED_RULES, name)
     }
 
     /// Session Modification Request: Update PDR `pdr_id` with Activate Predefined Rules
     /// `name`.
     pub fn activate(seq: u32, up_seid: u64, pdr_id: u16, name: &str) -> Vec<u8> {
+        update_pdr(seq, up_seid, pdr_id, t::ACTIVATE_PREDEFINED_RULES, name)
+    }
+
+    fn update_pdr(seq: u32, up_seid: u64, pdr_id: u16, ie_type: u16, name: &str) -> Vec<u8> {
         session_message(
             mt::SESSION_MODIFICATION_REQUEST,
             up_seid,
             seq,
             &[group(
                 t::UPDATE_PDR,
-                &[
-                    u16_ie(t::PDR_ID, pdr_id),
-                    ie(t::ACTIVATE_PREDEFINED_RULES, name.as_bytes()),
-                ],
+                &[u16_ie(t::PDR_ID, pdr_id), ie(ie_type, name.as_bytes())],
             )],
         )
     }

@@ -242,68 +242,37 @@ impl Predefined {
         }
         let pdrs = &s.pdrs;
         s.predefined.retain(|(id, _)| pdrs.contains_key(id));
-        let named =
-            |id: u32, kind: fn(&Pdr) -> Vec<u32>| s.pdrs.values().any(|p| kind(p).contains(&id));
-        let fars_of = |p: &Pdr| p.far_id.into_iter().collect::<Vec<u32>>();
-        let qers_of = |p: &Pdr| p.qer_ids.to_vec();
-        let urrs_of = |p: &Pdr| p.urr_ids.to_vec();
-        let add_far: Vec<Far> = self
-            .fars
-            .iter()
-            .filter(|f| !s.fars.contains_key(&f.id) && named(f.id, fars_of))
-            .cloned()
-            .collect();
-        let add_qer: Vec<Qer> = self
-            .qers
-            .iter()
-            .filter(|q| !s.qers.contains_key(&q.id) && named(q.id, qers_of))
-            .cloned()
-            .collect();
-        let add_urr: Vec<Urr> = self
-            .urrs
-            .iter()
-            .filter(|u| !s.urrs.contains_key(&u.id) && named(u.id, urrs_of))
-            .cloned()
-            .collect();
-        let gone = |id: &u32, kind: fn(&Pdr) -> Vec<u32>, s: &Session| {
-            id & PREDEFINED != 0 && !s.pdrs.values().any(|p| kind(p).contains(id))
-        };
-        let drop_far: Vec<u32> = s
-            .fars
-            .keys()
-            .copied()
-            .filter(|i| gone(i, fars_of, s))
-            .collect();
-        let drop_qer: Vec<u32> = s
-            .qers
-            .keys()
-            .copied()
-            .filter(|i| gone(i, qers_of, s))
-            .collect();
-        let drop_urr: Vec<u32> = s
-            .urrs
-            .keys()
-            .copied()
-            .filter(|i| gone(i, urrs_of, s))
-            .collect();
-        for f in add_far {
-            s.fars.insert(f.id, f);
-        }
-        for q in add_qer {
-            s.qers.insert(q.id, q);
-        }
-        for u in add_urr {
-            s.urrs.insert(u.id, u);
-        }
-        for i in &drop_far {
-            s.fars.remove(i);
-        }
-        for i in &drop_qer {
-            s.qers.remove(i);
-        }
-        for i in &drop_urr {
-            s.urrs.remove(i);
-        }
-        drop_urr
+        let fars: Vec<u32> = s.pdrs.values().filter_map(|p| p.far_id).collect();
+        let qers: Vec<u32> = s.pdrs.values().flat_map(|p| p.qer_ids.to_vec()).collect();
+        let urrs: Vec<u32> = s.pdrs.values().flat_map(|p| p.urr_ids.to_vec()).collect();
+        sync(&mut s.fars, &self.fars, |f| f.id, &fars);
+        sync(&mut s.qers, &self.qers, |q| q.id, &qers);
+        sync(&mut s.urrs, &self.urrs, |u| u.id, &urrs)
     }
+}
+
+/// Make `rules` (a session's FARs, QERs or URRs) hold an instance of each of `defined`
+/// whose ID is in `named` (what the session's PDRs name), and no other rule with a
+/// predefined ID. The IDs it no longer holds.
+fn sync<R: Clone>(
+    rules: &mut RuleMap<u32, R>,
+    defined: &[R],
+    id: fn(&R) -> u32,
+    named: &[u32],
+) -> Vec<u32> {
+    for r in defined {
+        let i = id(r);
+        if named.contains(&i) && !rules.contains_key(&i) {
+            rules.insert(i, r.clone());
+        }
+    }
+    let gone: Vec<u32> = rules
+        .keys()
+        .copied()
+        .filter(|i| i & PREDEFINED != 0 && !named.contains(i))
+        .collect();
+    for i in &gone {
+        rules.remove(i);
+    }
+    gone
 }

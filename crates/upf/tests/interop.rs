@@ -158,10 +158,26 @@ fn oai_session_with(
     seid
 }
 
+/// An Ethernet frame around `ip` (IPv4 or IPv6 by its version nibble).
 fn eth(ip: Vec<u8>) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x08, 0x00];
+    let ethertype = if ip.first().is_some_and(|b| b >> 4 == 6) {
+        [0x86, 0xdd]
+    } else {
+        [0x08, 0x00]
+    };
+    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8];
+    f.extend_from_slice(&ethertype);
     f.extend(ip);
     f
+}
+
+/// A frame with a G-PDU from `gnb` to our `n3`: TEID `teid`, T-PDU `inner`.
+fn gpdu(gnb: IpAddr, n3: IpAddr, teid: u32, inner: Vec<u8>) -> Vec<u8> {
+    let mut g = vec![0x30, 0xff];
+    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend(inner);
+    eth(capture::ip_udp_packet(gnb, n3, 2152, 2152, &g))
 }
 
 /// A G-PDU from the gNB to `teid`: UDP from the UE to the data network.
@@ -173,17 +189,7 @@ fn uplink(teid: u32) -> Vec<u8> {
         5000,
         &[7; 32],
     );
-    let mut g = vec![0x30, 0xff];
-    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
-    g.extend_from_slice(&teid.to_be_bytes());
-    g.extend(inner);
-    eth(capture::ip_udp_packet(
-        IpAddr::V4(GNB),
-        IpAddr::V4(N3),
-        2152,
-        2152,
-        &g,
-    ))
+    gpdu(IpAddr::V4(GNB), IpAddr::V4(N3), teid, inner)
 }
 
 fn downlink() -> Vec<u8> {
@@ -338,6 +344,19 @@ fn one_peer_on_two_ports_and_requests_to_8805() {
     assert_eq!(out[0].to, at(8805), "to 8805 once it sent from there");
 }
 
+/// OAI's SMF associates (from 8805).
+fn associate(n: &mut N4, now: Instant) {
+    match ask(
+        n,
+        at(8805),
+        &oai::association_setup_request(1, SMF_IP, T0),
+        now,
+    ) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+}
+
 fn establish(n: &mut N4, data: &[u8], now: Instant) -> pfcp::msg::SessionEstablishmentResponse {
     match ask(n, at(8805), data, now) {
         Msg::SessionEstablishmentResponse(r) => r,
@@ -352,12 +371,7 @@ fn choose_without_an_address_family() {
     for v6 in [false, true] {
         let (mut n, _) = node(|_| {}, v6);
         let t0 = Instant::now();
-        ask(
-            &mut n,
-            at(8805),
-            &oai::association_setup_request(1, SMF_IP, T0),
-            t0,
-        );
+        associate(&mut n, t0);
         let r = establish(&mut n, &oai::session_establishment(2, SMF_IP, 1, UE), t0);
         assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
         let f = r.created_pdrs[0].local_fteid.unwrap();
@@ -373,12 +387,7 @@ fn choose_without_an_address_family() {
     }
     let (mut n, _) = node(|c| c.strict = true, false);
     let t0 = Instant::now();
-    ask(
-        &mut n,
-        at(8805),
-        &oai::association_setup_request(1, SMF_IP, T0),
-        t0,
-    );
+    associate(&mut n, t0);
     let r = establish(&mut n, &oai::session_establishment(2, SMF_IP, 1, UE), t0);
     assert_eq!(r.cause, CauseValue::MANDATORY_IE_INCORRECT);
     assert_eq!(r.offending_ie, Some(pfcp::ie::types::FTEID));
@@ -392,12 +401,7 @@ fn choose_without_an_address_family() {
 fn unspecified_ue_address_is_an_allocation() {
     let (mut n, _) = node(|_| {}, false);
     let t0 = Instant::now();
-    ask(
-        &mut n,
-        at(8805),
-        &oai::association_setup_request(1, SMF_IP, T0),
-        t0,
-    );
+    associate(&mut n, t0);
     let mut seen: Vec<IpAddr> = Vec::new();
     for (i, v6) in [false, false, true, true].into_iter().enumerate() {
         let m =
@@ -431,12 +435,7 @@ fn unspecified_ue_address_is_an_allocation() {
     }
     assert_eq!(n.sessions().len(), 4);
     let (mut n, _) = node(|c| c.strict = true, false);
-    ask(
-        &mut n,
-        at(8805),
-        &oai::association_setup_request(1, SMF_IP, T0),
-        t0,
-    );
+    associate(&mut n, t0);
     let r = establish(
         &mut n,
         &legacy::session_establishment(2, SMF_IP, 1, "internet", true),
@@ -526,12 +525,7 @@ fn with_access2(r: &mut Resources) {
 fn gtpu_addresses_by_network_instance() {
     let (mut n, _) = node_with(|_| {}, with_access2, false);
     let t0 = Instant::now();
-    ask(
-        &mut n,
-        at(8805),
-        &oai::association_setup_request(1, SMF_IP, T0),
-        t0,
-    );
+    associate(&mut n, t0);
     for (i, (ni, want)) in [("access2", ACCESS2), ("internet", N3), ("access", N3)]
         .into_iter()
         .enumerate()
@@ -565,12 +559,7 @@ fn gtpu_addresses_by_network_instance() {
     assert_eq!(n.stats().unknown_network_instances, 2);
 
     let (mut n, _) = node_with(|c| c.strict = true, with_access2, false);
-    ask(
-        &mut n,
-        at(8805),
-        &oai::association_setup_request(1, SMF_IP, T0),
-        t0,
-    );
+    associate(&mut n, t0);
     let r = establish(&mut n, &establishment_in(2, 1, "access"), t0);
     assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
     assert_eq!(
@@ -663,12 +652,6 @@ fn pfcp_samples_create_urr() -> pfcp::msg::CreateUrr {
     <pfcp::msg::CreateUrr as pfcp::msg::Field>::decode_field(&raw, 0).unwrap()
 }
 
-fn eth6(ip: Vec<u8>) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x86, 0xdd];
-    f.extend(ip);
-    f
-}
-
 fn v6(s: &str) -> Ipv6Addr {
     s.parse().unwrap()
 }
@@ -696,18 +679,8 @@ fn ims_traffic(model: &Rc<RefCell<Model>>, teid: u32, now: u64) -> (Verdict, Ver
         5060,
         &[1; 40],
     );
-    let mut g = vec![0x30, 0xff];
-    g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
-    g.extend_from_slice(&teid.to_be_bytes());
-    g.extend(inner);
-    let up = eth6(capture::ip_udp_packet(
-        IpAddr::V6(v6(GNB_V6)),
-        IpAddr::V6(v6(N3_V6)),
-        2152,
-        2152,
-        &g,
-    ));
-    let down = eth6(capture::ip_udp_packet(
+    let up = gpdu(IpAddr::V6(v6(GNB_V6)), IpAddr::V6(v6(N3_V6)), teid, inner);
+    let down = eth(capture::ip_udp_packet(
         IpAddr::V6(v6("2001:db8:99::1")),
         IpAddr::V6(v6(UE_V6)),
         5060,

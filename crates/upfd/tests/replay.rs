@@ -272,48 +272,28 @@ fn replay_captures_of_real_smfs_quirks_against_upfd() {
         quirks::session_deletion(30, 0x1001),
         recorded::deletion(30, 0x51),
     ));
-    let legacy_flow = vec![
-        (
-            oai::association_setup_request(1, smf, t0),
-            recorded::association(1),
-        ),
-        (
-            legacy::session_establishment(2, smf, 0x61, "internet", false),
-            recorded::establishment(
-                2,
-                0x61,
-                0x2001,
-                &[
-                    (1, fteid(0x81), None),
-                    (2, None, Some(IpAddr::V4(Ipv4Addr::new(10, 45, 0, 2)))),
-                ],
-            ),
-        ),
-        (
-            legacy::session_establishment(3, smf, 0x62, "internet", false),
-            recorded::establishment(
-                3,
-                0x62,
-                0x2002,
-                &[
-                    (1, fteid(0x82), None),
-                    (2, None, Some(IpAddr::V4(Ipv4Addr::new(10, 45, 0, 3)))),
-                ],
-            ),
-        ),
-        (
-            legacy::session_establishment(4, smf, 0x63, "internet", true),
-            recorded::establishment(
-                4,
-                0x63,
-                0x2003,
-                &[
-                    (1, fteid(0x83), None),
-                    (2, None, Some("cafe::2".parse().unwrap())),
-                ],
-            ),
-        ),
+    // Two sessions asking 0.0.0.0, one asking ::; what the recorded UPF allocated.
+    let mut legacy_flow = vec![(
+        oai::association_setup_request(1, smf, t0),
+        recorded::association(1),
+    )];
+    let asks: [(bool, IpAddr); 3] = [
+        (false, IpAddr::V4(Ipv4Addr::new(10, 45, 0, 2))),
+        (false, IpAddr::V4(Ipv4Addr::new(10, 45, 0, 3))),
+        (true, "cafe::2".parse().unwrap()),
     ];
+    for (k, (v6, got)) in asks.into_iter().enumerate() {
+        let (seq, cp) = (2 + k as u32, 0x61 + k as u64);
+        legacy_flow.push((
+            legacy::session_establishment(seq, smf, cp, "internet", v6),
+            recorded::establishment(
+                seq,
+                cp,
+                0x2001 + k as u64,
+                &[(1, fteid(0x81 + k as u32), None), (2, None, Some(got))],
+            ),
+        ));
+    }
     let v6 = |s: &str| -> std::net::Ipv6Addr { s.parse().unwrap() };
     let ims_flow = vec![
         (
