@@ -18,6 +18,7 @@
 #include "egress.h"
 #include "direct.h"
 #include "encap.h"
+#include "protect.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -297,8 +298,8 @@ static __always_inline int send(struct xdp_md *ctx, struct upf_config *cfg, cons
 }
 
 /* Everything after the lookup key, in the order the reference model checks it
- * (crates/upf/src/model/pipeline.rs): source, PDR, FAR, QERs, quota, headers, egress,
- * rewrite, send. `o->inner` is the offset of the user's IP packet; `from_gtpu` says
+ * (crates/upf/src/model/pipeline.rs): source, destination (protect.h), PDR, FAR, QERs,
+ * quota, headers, egress, rewrite, send. `o->inner` is the offset of the user's IP packet; `from_gtpu` says
  * whether it came in a G-PDU. */
 static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 				   const struct rule_set *rs, struct outer *o, struct flow *f,
@@ -322,8 +323,14 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 
 	if (rs->hot & RS_HOT_PDR0)
 		touch_rules(cfg, &rs->pdr0);
-	if (rs->uplink && !source_allowed(rs, f))
-		return drop(DROP_SPOOFED_SOURCE, len);
+	if (rs->uplink) {
+		if (!source_allowed(rs, f))
+			return drop(DROP_SPOOFED_SOURCE, len);
+		int c = into_core(cfg, f);
+
+		if (c)
+			return drop(c, len);
+	}
 	int hot = 0;
 	const struct pdr *p = find_pdr(rs, o, f, &hot);
 

@@ -20,6 +20,7 @@ enum upf_limit {
 	MAX_QERS_PER_PDR = 4,   /* QERs one PDR applies (a vendor SMF sends 3 for IMS) */
 	MAX_URRS_PER_PDR = 4,   /* URRs one PDR counts in */
 	MAX_LOCAL_ADDRS = 4,    /* GTP-U addresses of each IP version */
+	MAX_PROTECTED_ADDRS = 8, /* other addresses user traffic must not reach, per version */
 	EVENT_MAX_PACKET = 2048, /* octets of a packet handed up for buffering, at most */
 	GTP_MAX_EXT = 4,        /* GTP-U extension headers walked; more: handed to upfd */
 	IPV6_MAX_EXT = 8,       /* IPv6 extension headers walked before the upper layer */
@@ -29,6 +30,15 @@ enum upf_limit {
 enum upf_none {
 	QFI_ANY = 0xff,  /* pdr.qfi: no QFI condition; qer.qfi: no PDU Session Container */
 	OHR_NONE = 0xff, /* pdr.ohr: no Outer Header Removal */
+};
+
+/* UDP destination ports of the core network's own protocols: an uplink packet to one of
+ * them is a tunnel or control message smuggled through the user plane (GTP-in-GTP, PFCP
+ * in GTP-U), never user traffic. */
+enum core_port {
+	PORT_GTPC = 2123, /* GTPv2-C (TS 29.274), GTPv1-C */
+	PORT_GTPU = 2152, /* GTP-U (TS 29.281) */
+	PORT_PFCP = 8805, /* PFCP (TS 29.244) */
 };
 
 /* struct far's action (Apply Action, TS 29.244 clause 8.2.26). */
@@ -133,6 +143,8 @@ enum drop_reason {
 	DROP_NO_ROUTE,         /* no route or neighbour for the packet */
 	DROP_UNSUPPORTED,      /* rules this data path cannot apply to the packet */
 	DROP_SLOWPATH_LIMIT,   /* over the rate at which packets go to upfd */
+	DROP_TO_UPF,           /* uplink to the UPF's own or a protected address (N3, N4, API) */
+	DROP_CORE_PROTOCOL,    /* uplink carrying GTP-U, GTP-C or PFCP: smuggled into the core */
 	DROP_MAX,
 };
 
@@ -154,6 +166,7 @@ enum stat_index {
 struct abi_enums {
 	enum upf_limit limit;
 	enum upf_none none;
+	enum core_port core_port;
 	enum far_action far_action;
 	enum far_ohc far_ohc;
 	enum far_flag far_flag;

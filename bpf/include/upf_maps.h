@@ -183,6 +183,10 @@ struct upf_config {
 	__u32 n9_ifindex;  /* where GTP-U to other UPFs leaves (0: as N3) */
 	__u32 local_v4[MAX_LOCAL_ADDRS]; /* our GTP-U addresses, network order; 0 unused */
 	__u8 local_v6[MAX_LOCAL_ADDRS][16];
+	/* Our other addresses (N4, API) and the operator's protected ones: uplink packets to
+	 * them, or to local_*, are dropped (DROP_TO_UPF). Network order; 0 / :: unused. */
+	__u32 protected_v4[MAX_PROTECTED_ADDRS];
+	__u8 protected_v6[MAX_PROTECTED_ADDRS][16];
 	__u64 slowpath_burst;  /* unknown-TEID packets passed to upfd: bucket size ... */
 	__u64 slowpath_per_sec; /* ... and refill per second */
 	__u32 urr_stride;       /* cells per URR in urr_state: 1 + possible CPUs */

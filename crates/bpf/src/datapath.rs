@@ -359,6 +359,27 @@ impl Datapath {
                 _ => {}
             }
         }
+        let (mut p4, mut p6) = (0, 0);
+        for a in &cfg.protected {
+            match a {
+                IpAddr::V4(x) if p4 < c.protected_v4.len() => {
+                    c.protected_v4[p4] = u32::from_ne_bytes(x.octets());
+                    p4 += 1;
+                }
+                IpAddr::V6(x) if p6 < c.protected_v6.len() => {
+                    c.protected_v6[p6] = x.octets();
+                    p6 += 1;
+                }
+                // upfd's configuration check refuses more; a silent cut would leave
+                // addresses open that the reference model closes.
+                _ => {
+                    return Err(FastPathError::Io(format!(
+                        "more than {} protected addresses of one IP version",
+                        abi::MAX_PROTECTED_ADDRS
+                    )))
+                }
+            }
+        }
         if !cfg.neigh.is_empty() {
             c.flags |= abi::CFG_F_STATIC_NEIGH;
         }

@@ -32,6 +32,9 @@ const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
 const N9: Ipv4Addr = Ipv4Addr::new(10, 20, 0, 7);
 const N3_ACCESS2: Ipv4Addr = Ipv4Addr::new(10, 11, 0, 7);
 const N3_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 7);
+/// upfd's N4 address and a protected IPv6 one: uplink packets to them must be dropped.
+const N4: Ipv4Addr = Ipv4Addr::new(10, 30, 0, 7);
+const PROTECTED_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x30, 0, 0, 0, 0, 7);
 const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
 const GNB_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 1);
 const PEER_UPF_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x20, 0, 0, 0, 0, 9);
@@ -69,6 +72,7 @@ fn config() -> Config {
             IpAddr::V6(N3_V6),
             IpAddr::V4(N3_ACCESS2),
         ],
+        protected: vec![IpAddr::V4(N4), IpAddr::V6(PROTECTED_V6)],
         n3_v4: Some(N3),
         n9_v4: Some(N9),
         n3_v6: Some(N3_V6),
@@ -388,8 +392,11 @@ impl Gen {
                 } else {
                     self.rng.random()
                 };
-                let dp: u16 =
-                    [80, 443, 5000, 5500, 23, self.rng.random()][self.rng.random_range(0..6)];
+                let dp: u16 = if self.chance(0.03) {
+                    [2152, 2123, 8805][self.rng.random_range(0..3)] // GTP / PFCP inside
+                } else {
+                    [80, 443, 5000, 5500, 23, self.rng.random()][self.rng.random_range(0..6)]
+                };
                 l4.extend_from_slice(&sp.to_be_bytes());
                 l4.extend_from_slice(&dp.to_be_bytes());
                 l4.extend_from_slice(&[0; 4]);
@@ -476,7 +483,16 @@ impl Gen {
             }
             (a, false) => a,
         };
+        let to_upf = self.chance(0.03);
         let dst = match ue {
+            IpAddr::V4(_) if to_upf => {
+                IpAddr::V4([N3, N9, N4, N3_ACCESS2][self.rng.random_range(0..4)])
+            }
+            IpAddr::V6(_) if to_upf => IpAddr::V6(if self.chance(0.5) {
+                N3_V6
+            } else {
+                PROTECTED_V6
+            }),
             IpAddr::V4(_) => IpAddr::V4(if self.chance(0.3) {
                 Ipv4Addr::new(192, 0, 2, self.rng.random())
             } else {
@@ -805,6 +821,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
         "pass",
         "drop no_pdr",
         "drop spoofed_source",
+        "drop to_upf",
+        "drop core_protocol",
         "drop unknown_teid",
         "drop malformed_gtpu",
         "drop malformed_ip",

@@ -27,7 +27,7 @@ const DROP_FAR_DROP: usize = upf::abi::DROP_FAR_DROP as usize;
 
 const XDP_PASS: u32 = 2;
 /// enum stat_index: left to the kernel.
-const STAT_PASSED: usize = 20;
+const STAT_PASSED: usize = upf::abi::STAT_PASSED_TO_KERNEL as usize;
 
 const NOT_OURS: &str = "not a UE's";
 const FORWARDED: &str = "forwarded";

@@ -435,6 +435,11 @@ pub struct Datapath {
     /// Error Indications sent per second at most (TS 29.281 clause 7.3.1), whatever
     /// arrives.
     pub error_indications_per_sec: u64,
+    /// Addresses besides upfd's own (GTP-U, N4, API) that uplink user traffic must never
+    /// reach, e.g. the SMFs' N4 or a management network's: dropped and counted as
+    /// `to_upf` (TS 33.513 clause 4.2.2). With the N4 and API addresses, at most
+    /// `MAX_PROTECTED_ADDRS` (8) of each IP version.
+    pub protected_addresses: Vec<IpAddr>,
 }
 
 impl Default for Datapath {
@@ -447,6 +452,7 @@ impl Default for Datapath {
             xdp_attach: XdpAttach::Native,
             unknown_teid_to_slowpath_per_sec: 100,
             error_indications_per_sec: 10,
+            protected_addresses: Vec::new(),
         }
     }
 }
@@ -684,6 +690,20 @@ impl Config {
                 ));
             }
         }
+        let protected = self.protected_addresses();
+        for v4 in [true, false] {
+            let n = protected.iter().filter(|a| a.is_ipv4() == v4).count();
+            if n > upf::abi::MAX_PROTECTED_ADDRS as usize {
+                return Err((
+                    "datapath.protected_addresses",
+                    format!(
+                        "{n} distinct {} addresses with n4.address and api.listen; the data path takes {}",
+                        if v4 { "IPv4" } else { "IPv6" },
+                        upf::abi::MAX_PROTECTED_ADDRS
+                    ),
+                ));
+            }
+        }
         if !["error", "warn", "info", "debug"].contains(&self.log.level.as_str()) {
             return Err((
                 "log.level",
@@ -694,6 +714,23 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The addresses besides our GTP-U ones that uplink user traffic must not reach:
+    /// N4's, the API's (unless it listens on a wildcard address) and
+    /// `datapath.protected_addresses`, each once.
+    pub fn protected_addresses(&self) -> Vec<IpAddr> {
+        let mut v = vec![self.n4.address];
+        v.extend(self.api.listen.map(|a| a.ip()));
+        v.extend(self.datapath.protected_addresses.iter().copied());
+        let gtpu = self.gtpu_addresses();
+        let mut out: Vec<IpAddr> = Vec::new();
+        for a in v {
+            if !a.is_unspecified() && !out.contains(&a) && !gtpu.iter().any(|(g, _)| *g == a) {
+                out.push(a);
+            }
+        }
+        out
     }
 
     /// Every GTP-U address of ours, each once, with the key that names it: N3's first

@@ -52,12 +52,13 @@ fn mac_of(name: &str) -> [u8; 6] {
 }
 
 /// The data path's configuration from upfd's: our GTP-U addresses (N3, N9, the Network
-/// Instances') and the slow path's budget.
+/// Instances'), the addresses user traffic must not reach and the slow path's budget.
 fn data_path_config(cfg: &Config) -> DataPathConfig {
     let n9 = cfg.gtpu.n9.as_ref();
     let per_sec = cfg.datapath.unknown_teid_to_slowpath_per_sec;
     DataPathConfig {
         local: cfg.gtpu_addresses().into_iter().map(|(a, _)| a).collect(),
+        protected: cfg.protected_addresses(),
         n3_v4: cfg.gtpu.n3.ipv4,
         n9_v4: n9.and_then(|e| e.ipv4),
         n3_v6: cfg.gtpu.n3.ipv6,

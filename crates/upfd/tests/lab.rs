@@ -938,6 +938,131 @@ fn echo_spoofing_unknown_teid_and_error_indication_rate() {
     );
 }
 
+/// The sockets a process has bound or listens on, from /proc/PID/net (its namespace's
+/// tables) and /proc/PID/fd (which of those are its own): "udp 192.168.4.2:8805",
+/// "tcp 192.168.4.2:9100" (TCP in LISTEN only; IPv4 tables: the lab has no IPv6 N4).
+fn listening(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("reading upfd's fds")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (proto, file) in [
+        ("udp", "udp"),
+        ("tcp", "tcp"),
+        ("udp6", "udp6"),
+        ("tcp6", "tcp6"),
+    ] {
+        let table = std::fs::read_to_string(format!("/proc/{pid}/net/{file}")).unwrap();
+        for l in table.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+            if f.len() < 10 || !inodes.iter().any(|i| i == f[9]) {
+                continue;
+            }
+            if proto.starts_with("tcp") && f[3] != "0A" {
+                continue;
+            }
+            let (a, port) = f[1].split_once(':').unwrap();
+            let port = u16::from_str_radix(port, 16).unwrap();
+            let addr = if a.len() == 8 {
+                let v = u32::from_str_radix(a, 16).unwrap();
+                Ipv4Addr::from(v.to_le_bytes()).to_string()
+            } else {
+                format!("[{a}]")
+            };
+            out.push(format!("{proto} {addr}:{port}"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// TS 33.117 clauses 4.3.2.1 / 4.3.2.2 / 4.4.2 (no unnecessary services, restricted
+/// reachability, port scanning): upfd listens on exactly the configured ports and
+/// addresses: PFCP on n4.address:8805, GTP-U on its N3 address:2152, the API on
+/// api.listen, nothing on a wildcard address.
+/// TS 33.117 clause 4.2.6.2.4 (GTP-U filtering), TS 33.513 clause 4.2.2: what a UE sends
+/// through its tunnel never reaches the core network's own functions: PFCP inside
+/// GTP-U (to upfd's N4 address or to any host), GTP-U inside GTP-U, and any packet to
+/// upfd's own addresses are dropped in XDP and counted (`core_protocol`, `to_upf`),
+/// while the session's ordinary traffic goes on.
+#[test]
+fn scas_only_configured_ports_and_no_core_protocols_through_the_tunnel() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-scas-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    assert_eq!(
+        listening(upfd.pid()),
+        vec![
+            format!("tcp {}", common::lab::API),
+            format!("udp {}:2152", addr::UPF_N3),
+            format!("udp {}:8805", addr::UPF_N4),
+        ],
+        "upfd's sockets"
+    );
+
+    let mut smf = LabSmf::associate(&lab, |_| {});
+    smf.establish(1);
+    smf.modify();
+    let s = &smf.ue_sessions()[0];
+    let peer = udp_in(
+        &lab,
+        Ns::Gnb,
+        SocketAddr::new(addr::GNB_N3_EXTRA[1].into(), 2152),
+    );
+    let upf = SocketAddr::new(addr::UPF_N3.into(), 2152);
+    let send = |inner: &[u8]| {
+        peer.send_to(&gpdu(s.ul_teid, Some(1), inner), upf).unwrap();
+    };
+    // Listeners in dn on the core protocols' ports and an ordinary one.
+    let dn_pfcp = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 8805));
+    let dn_gtpu = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 2152));
+    let dn = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 7003));
+    let deletion = pfcp_samples::corpus()
+        .into_iter()
+        .find(|x| x.bytes[1] == pfcp::message::message_type::SESSION_SET_DELETION_REQUEST)
+        .expect("a Session Set Deletion Request sample")
+        .bytes;
+    let ue_addr = ue(s);
+    // PFCP smuggled to upfd's N4 and to a host behind N6; GTP-U in GTP-U to the DN's
+    // 2152 and to upfd's own N3 address.
+    send(&udp4(ue_addr, addr::UPF_N4, 8805, 8805, &deletion));
+    send(&udp4(ue_addr, addr::DN_N6, 8805, 8805, &deletion));
+    let nested = gpdu(0x1234, None, &udp4(ue_addr, addr::DN_N6, 1, 7003, b"inner"));
+    send(&udp4(ue_addr, addr::DN_N6, 2152, 2152, &nested));
+    send(&udp4(ue_addr, addr::UPF_N3, 2152, 2152, &nested));
+    // Ordinary ports, but upfd's own addresses (N4 and API, N3, N6).
+    for a in [addr::UPF_N4, addr::UPF_N3, addr::UPF_N6] {
+        send(&udp4(ue_addr, a, 4000, 9100, b"to the UPF"));
+    }
+    for (sock, what) in [(&dn_pfcp, "PFCP"), (&dn_gtpu, "GTP-U"), (&dn, "to the UPF")] {
+        assert!(
+            drain(sock, 1, Duration::from_millis(300)).is_empty(),
+            "{what} through the tunnel reached dn"
+        );
+    }
+    assert_eq!(
+        upfd.metric("upf_dropped_packets_total{reason=\"core_protocol\"}"),
+        4
+    );
+    assert_eq!(
+        upfd.metric("upf_dropped_packets_total{reason=\"to_upf\"}"),
+        2
+    );
+    // The session is untouched and still forwards its ordinary traffic.
+    send(&udp4(ue_addr, addr::DN_N6, 4000, 7003, b"genuine"));
+    assert_eq!(drain(&dn, 1, Duration::from_secs(1)).len(), 1);
+    assert_eq!(upfd.metric("upf_sessions"), 1);
+}
+
 // ---------------------------------------------------------------------------------------
 // The capacity generators through upfd (upfbench capacity's rig).
 

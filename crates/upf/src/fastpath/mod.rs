@@ -56,6 +56,10 @@ impl NiAddresses {
 pub struct Config {
     /// Our GTP-U addresses: G-PDUs to others are not ours.
     pub local: Vec<IpAddr>,
+    /// Our other addresses (N4, API) and the operator's protected ones: uplink packets
+    /// to them, or to `local`, are dropped (`DropReason::ToUpf`). At most
+    /// `abi::MAX_PROTECTED_ADDRS` of each IP version.
+    pub protected: Vec<IpAddr>,
     /// Outer source towards the access network (N3) and towards other UPFs (N9; None:
     /// the N3 address), per IP version.
     pub n3_v4: Option<Ipv4Addr>,

@@ -1,14 +1,14 @@
 //! What the programs `xdp_n3` (G-PDUs in on N3/N9) and `xdp_n6` (IP in from the data
 //! network) do to a frame, step by step, read from the session's rules (TS 29.244 clause
-//! 5.2.1): find the session by its key, check the source, pick the PDR, apply its FAR,
-//! QERs and URRs, build the new headers, choose the egress. Where the model and the XDP
+//! 5.2.1): find the session by its key, check the source and destination, pick the PDR,
+//! apply its FAR, QERs and URRs, build the new headers, choose the egress. Where the model and the XDP
 //! programs must agree on a detail (the order of checks, which header fields are
 //! rewritten, how the MBR's GCRA rounds), this file is the specification.
 
 use std::net::IpAddr;
 
 use crate::abi::{self, DropReason, Stat};
-use crate::fastpath::{Buffered, Egress, Usage};
+use crate::fastpath::{Buffered, Config, Egress, Usage};
 use crate::rules::{interface, Far, Pdr, Qer, Session};
 use crate::sdf::{Direction, PacketFields};
 
@@ -63,6 +63,21 @@ fn source_allowed(m: &Model, s: &Session, src: IpAddr) -> bool {
         }),
     };
     own || m.route_of(src).is_some_and(|(_, seid)| seid == s.up_seid)
+}
+
+/// Why an uplink packet must not go on into the core, if it must not: GTP-U, GTP-C or
+/// PFCP inside the tunnel (a UE smuggling a tunnel or a control message past N3 / N4),
+/// or addressed to one of the UPF's own or protected addresses (TS 33.513 clause 4.2.2,
+/// TS 33.117 clause 4.2.6.2.3).
+fn into_core(cfg: &Config, f: &PacketFields) -> Option<DropReason> {
+    let core_port =
+        |p: u16| [abi::PORT_GTPU, abi::PORT_GTPC, abi::PORT_PFCP].contains(&u32::from(p));
+    if f.protocol == 17 && f.dst_port.is_some_and(core_port) {
+        return Some(DropReason::CoreProtocol);
+    }
+    let ours = |list: &[IpAddr]| list.contains(&f.dst);
+    (!f.dst.is_unspecified() && (ours(&cfg.local) || ours(&cfg.protected)))
+        .then_some(DropReason::ToUpf)
 }
 
 /// A QER's maximum bit rate in the data path's units (the GCRA of bpf/include/qer.h):
@@ -198,8 +213,13 @@ impl Model {
             return Err(DropReason::NoPdr);
         };
         let (pdrs, uplink) = candidates(&s, p.key);
-        if uplink && !source_allowed(self, &s, p.fields.src) {
-            return Err(DropReason::SpoofedSource);
+        if uplink {
+            if !source_allowed(self, &s, p.fields.src) {
+                return Err(DropReason::SpoofedSource);
+            }
+            if let Some(r) = into_core(&self.config, &p.fields) {
+                return Err(r);
+            }
         }
         let dir = if uplink {
             Direction::Uplink

@@ -142,6 +142,11 @@ impl LabUpfd {
         self.log.text()
     }
 
+    /// upfd's process ID (its sockets are in /proc/PID/fd and /proc/PID/net).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
         self.log.wait_for(needle, timeout)
     }
