@@ -897,18 +897,26 @@ impl N4 {
                 let cause = match msg::parse::<msg::AssociationReleaseRequest>(data) {
                     Err(e) => e.cause(),
                     Ok((_, r)) => {
-                        // The Node ID names the CP function (clause 7.4.4.5); pfcpsim sends
-                        // 0.0.0.0 there, so a Node ID we have no association with is read
-                        // as the association of the sender's address.
-                        let node = if self.assocs.contains_key(&r.node_id) {
-                            Some(r.node_id.clone())
-                        } else {
-                            self.by_addr.get(&from.ip()).cloned()
-                        };
-                        match node {
-                            Some(n) => {
+                        // A CP function releases its own association: the one of the
+                        // sender's address. The Node ID names it (clause 7.4.4.5), but
+                        // pfcpsim sends 0.0.0.0 there, so a Node ID we have no association
+                        // with is read as the sender's; one naming another CP function's
+                        // association is refused (it would delete that one's sessions).
+                        match self.by_addr.get(&from.ip()).cloned() {
+                            Some(n) if n == r.node_id || !self.assocs.contains_key(&r.node_id) => {
                                 self.drop_association(&n, "released by the CP function");
                                 CauseValue::REQUEST_ACCEPTED
+                            }
+                            Some(_) => {
+                                self.rejected(
+                                    from,
+                                    mt::ASSOCIATION_RELEASE_REQUEST,
+                                    &Rejection::cause(
+                                        CauseValue::REQUEST_REJECTED,
+                                        format!("names {}, another CP function", r.node_id),
+                                    ),
+                                );
+                                CauseValue::REQUEST_REJECTED
                             }
                             None => CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION,
                         }
@@ -1021,6 +1029,28 @@ impl N4 {
                 rsp.up_function_features = None;
             }
             Ok(_) if !self.allowed(from.ip()) => {
+                rsp.cause = CauseValue::REQUEST_REJECTED;
+                rsp.up_function_features = None;
+            }
+            // A peer may not take over another's association: that would delete the
+            // other's sessions, or (with Session Retention Information) hand them to it.
+            // A CP function that moved to a new address gets its association once the
+            // old one is lost (heartbeats unanswered). TS 33.117 clause 4.2.2.2.
+            Ok((_, r))
+                if self
+                    .assocs
+                    .get(&r.node_id)
+                    .is_some_and(|a| a.addr.ip() != from.ip()) =>
+            {
+                let held = self.assocs[&r.node_id].addr.ip();
+                self.rejected(
+                    from,
+                    mt::ASSOCIATION_SETUP_REQUEST,
+                    &Rejection::cause(
+                        CauseValue::REQUEST_REJECTED,
+                        format!("Node ID {} is associated from {held}", r.node_id),
+                    ),
+                );
                 rsp.cause = CauseValue::REQUEST_REJECTED;
                 rsp.up_function_features = None;
             }

@@ -1176,3 +1176,244 @@ fn release_with_an_unknown_node_id_releases_the_senders_association() {
         m => panic!("{m:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Security requirements (docs/security.md): TS 33.513 / TS 33.117, named after the test
+// case each checks.
+// ---------------------------------------------------------------------------------------
+
+/// TS 33.513 clause 4.2.2.6, TC_TEID_ID_UNIQUENESS_UPF: the F-TEIDs of many concurrent
+/// sessions are all different, and, as TS 33.501 clause 9.3's "not predictable" asks of a
+/// tunnel identifier, neither follow from one another nor repeat across UPF instances,
+/// even when the SMF hands out UE addresses in order (upfd's TEIDs follow the UE
+/// address's direct slot through a keyed bijection).
+#[test]
+fn scas_teid_id_uniqueness_upf_fteids_unique_and_unpredictable() {
+    const SESSIONS: u32 = 4000;
+    let run = || {
+        let index = TeidIndex::new(1, 0xffff_ffff, 4096);
+        let mut n = node_with(TeidAllocator::with_index(1, 0xffff_ffff, index));
+        let now = Instant::now();
+        setup(&mut n, SMF, 1, now);
+        (0..SESSIONS)
+            .map(|i| {
+                let mut r = establishment(0x9000 + u64::from(i), None);
+                r.create_pdrs[1].pdi.ue_ip_address[0] = UeIpAddress {
+                    destination: true,
+                    ipv4: Some(Ipv4Addr::from(0x0a2e_0000 + i)),
+                    ..Default::default()
+                };
+                let resp = establish(&mut n, SMF, next_seq(), &r, now);
+                assert_eq!(resp.cause, CauseValue::REQUEST_ACCEPTED, "session {i}");
+                resp.created_pdrs[0]
+                    .local_fteid
+                    .as_ref()
+                    .unwrap()
+                    .teid
+                    .unwrap()
+            })
+            .collect::<Vec<u32>>()
+    };
+    let a = run();
+    let distinct: std::collections::HashSet<u32> = a.iter().copied().collect();
+    assert_eq!(distinct.len(), a.len(), "a TEID handed out twice");
+    assert!(
+        !distinct.contains(&0),
+        "TEID 0 is Echo's and Error Indication's"
+    );
+    // No stride: the difference between neighbours is (almost) never the previous one.
+    let strides = a
+        .windows(3)
+        .filter(|w| w[1].wrapping_sub(w[0]) == w[2].wrapping_sub(w[1]))
+        .count();
+    assert!(strides < a.len() / 100, "{strides} equal strides");
+    // Every bit the range's index uses is as often 1 as 0 (45-55 %: 6 standard
+    // deviations for 4000 draws).
+    let bits = TeidIndex::new(1, 0xffff_ffff, 4096).params().bits;
+    assert!(bits >= 31, "TEIDs of {bits} bits");
+    for bit in 0..bits {
+        let ones = a.iter().filter(|t| *t >> bit & 1 == 1).count() as u32;
+        assert!(
+            (SESSIONS * 45 / 100..=SESSIONS * 55 / 100).contains(&ones),
+            "bit {bit} is 1 in {ones} of {SESSIONS} TEIDs"
+        );
+    }
+    // Another instance (another key), the same SMF, the same UE addresses: other TEIDs.
+    let b: std::collections::HashSet<u32> = run().into_iter().collect();
+    let shared = distinct.intersection(&b).count();
+    assert!(shared < 10, "{shared} TEIDs repeat across instances");
+}
+
+/// TS 33.117 clause 4.2.2.2 (authorization) as TS 33.513 clause 4.2.2.0 applies it to N4:
+/// a PFCP session is modified or deleted only by the CP function that owns it, never by
+/// another associated peer, whether by Session Modification, Session Deletion, Session
+/// Set Deletion or by taking over its association (an Association Setup Request with its
+/// Node ID, with or without Session Retention Information); and nothing changes.
+#[test]
+fn scas_session_changed_only_by_the_smf_that_owns_it() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    setup(&mut n, SMF2, 1, now);
+    let seid = establish(&mut n, SMF, next_seq(), &establishment(0x42, None), now)
+        .up_fseid
+        .unwrap()
+        .seid;
+    let before = format!("{:?}", n.sessions().get(seid).unwrap());
+
+    // Modification: the FAR to the data network made to drop.
+    let mut m = empty_modification();
+    m.update_fars = vec![msg::UpdateFar {
+        far_id: 1,
+        apply_action: Some(Flags::from_bits(&[apply_action::DROP], 2)),
+        update_forwarding_parameters: None,
+        update_duplicating_parameters: vec![],
+        bar_id: None,
+        other: vec![],
+    }];
+    let r = modify(&mut n, SMF2, seid, next_seq(), &m, now);
+    assert_eq!(r.cause, CauseValue::SESSION_CONTEXT_NOT_FOUND);
+    // Deletion.
+    let d = delete(&mut n, SMF2, seid, next_seq(), now);
+    assert_eq!(d.cause, CauseValue::SESSION_CONTEXT_NOT_FOUND);
+    // Session Set Deletion naming the owner's node in its FQ-CSID.
+    let set = msg::SessionSetDeletionRequest {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
+        fq_csids: vec![],
+        other: vec![],
+    };
+    let out = n.on_datagram(
+        addr(SMF2),
+        &msg::emit(&HeaderRepr::node(0, next_seq()), &set),
+        now,
+    );
+    assert_eq!(out.len(), 1);
+    // Taking over the owner's association, with and without Session Retention
+    // Information.
+    for retain in [false, true] {
+        let mut r = msg::AssociationSetupRequest {
+            cp_function_features: Some(Flags(vec![0])),
+            ..msg::AssociationSetupRequest::new(NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)), 2)
+        };
+        if retain {
+            r.pfcp_session_retention_information = Some(msg::PfcpSessionRetentionInformation {
+                cp_pfcp_entity_ip_addresses: vec![],
+                other: vec![],
+            });
+        }
+        match ask(
+            &mut n,
+            SMF2,
+            msg::emit(&HeaderRepr::node(0, next_seq()), &r),
+            now,
+        ) {
+            Msg::AssociationSetupResponse(r) => {
+                assert_eq!(r.cause, CauseValue::REQUEST_REJECTED, "retain {retain}")
+            }
+            m => panic!("{m:?}"),
+        }
+    }
+    // Releasing the owner's association.
+    let release = msg::AssociationReleaseRequest {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
+        other: vec![],
+    };
+    match ask(
+        &mut n,
+        SMF2,
+        msg::emit(&HeaderRepr::node(0, next_seq()), &release),
+        now,
+    ) {
+        Msg::AssociationReleaseResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_REJECTED),
+        m => panic!("{m:?}"),
+    }
+    assert_eq!(n.associations().len(), 2);
+    assert_eq!(n.sessions().len(), 1);
+    assert_eq!(format!("{:?}", n.sessions().get(seid).unwrap()), before);
+    // The owner still can.
+    let r = modify(&mut n, SMF, seid, next_seq(), &m, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+    let d = delete(&mut n, SMF, seid, next_seq(), now);
+    assert_eq!(d.cause, CauseValue::REQUEST_ACCEPTED);
+}
+
+/// TS 33.117 clause 4.2.2.2 / TS 29.244 clause 6.2.6.1: N4 requests from a peer that is
+/// not allowed to associate, or allowed but not associated, change nothing: no
+/// association, no session, no deletion.
+#[test]
+fn scas_n4_requests_from_peers_not_allowed_or_not_associated_change_nothing() {
+    let mut n = node_where(TeidAllocator::new(1, 0xffff_ffff), |c| {
+        c.allowed_peers = vec!["127.0.0.4/32".parse().unwrap()]
+    });
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let seid = establish(&mut n, SMF, next_seq(), &establishment(0x42, None), now)
+        .up_fseid
+        .unwrap()
+        .seid;
+    // SMF2 is not allowed: its setup is refused, then everything it sends is too.
+    match setup(&mut n, SMF2, 1, now) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_REJECTED),
+        m => panic!("{m:?}"),
+    }
+    let r = establish(&mut n, SMF2, next_seq(), &establishment(0x43, None), now);
+    assert_eq!(r.cause, CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION);
+    let d = delete(&mut n, SMF2, seid, next_seq(), now);
+    assert_eq!(d.cause, CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION);
+    let release = msg::AssociationReleaseRequest {
+        node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)),
+        other: vec![],
+    };
+    let out = n.on_datagram(
+        addr(SMF2),
+        &msg::emit(&HeaderRepr::node(0, next_seq()), &release),
+        now,
+    );
+    assert!(out.len() <= 1);
+    assert_eq!(n.associations().len(), 1);
+    assert_eq!(n.sessions().len(), 1);
+}
+
+/// A UE address is one session's (TS 23.501 clause 5.8.2.2: the UPF finds a session by
+/// its UE address): a second session naming an address another session holds is
+/// refused with the offending PDR, and the first keeps its traffic.
+#[test]
+fn scas_ue_address_installed_in_two_sessions_refused() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    setup(&mut n, SMF2, 1, now);
+    let ue = Ipv4Addr::new(10, 46, 0, 9);
+    let with_ue = |cp_seid| {
+        let mut r = establishment(cp_seid, None);
+        r.create_pdrs[1].pdi.ue_ip_address[0] = UeIpAddress {
+            destination: true,
+            ipv4: Some(ue),
+            ..Default::default()
+        };
+        r
+    };
+    let first = establish(&mut n, SMF, next_seq(), &with_ue(0x42), now);
+    assert_eq!(first.cause, CauseValue::REQUEST_ACCEPTED);
+    let before = format!("{:?}", n.sessions().iter().collect::<Vec<_>>());
+    for (from, cp_seid) in [(SMF, 0x43), (SMF2, 0x44)] {
+        let r = establish(&mut n, from, next_seq(), &with_ue(cp_seid), now);
+        assert_eq!(
+            r.cause,
+            CauseValue::RULE_CREATION_MODIFICATION_FAILURE,
+            "{from}"
+        );
+        assert_eq!(
+            r.failed_rule_id,
+            Some(FailedRuleId {
+                rule_type: FailedRuleId::PDR,
+                id: 2
+            }),
+            "{from}"
+        );
+    }
+    assert_eq!(
+        format!("{:?}", n.sessions().iter().collect::<Vec<_>>()),
+        before
+    );
+}

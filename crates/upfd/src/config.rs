@@ -896,6 +896,35 @@ ue_pools:
     }
 
     #[test]
+    fn protected_addresses_are_n4_api_and_the_configured_ones_within_the_limit() {
+        let text = format!(
+            "{GOOD}api: {{ listen: \"127.0.0.9:9100\" }}\ndatapath:\n  protected_addresses: [10.10.0.7, 127.0.0.7, 192.0.2.4, \"2001:db8::4\"]\n"
+        );
+        let c = Config::parse(&text, "t.yaml").unwrap();
+        let want: Vec<IpAddr> = ["127.0.0.7", "127.0.0.9", "192.0.2.4", "2001:db8::4"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        // N4's, the API's, the configured ones; each once; GTP-U's are checked anyway.
+        assert_eq!(c.protected_addresses(), want);
+        let wildcard = format!("{GOOD}api: {{ listen: \"0.0.0.0:9100\" }}\n");
+        let c = Config::parse(&wildcard, "t.yaml").unwrap();
+        assert_eq!(
+            c.protected_addresses(),
+            ["127.0.0.7".parse::<IpAddr>().unwrap()]
+        );
+        let many: Vec<String> = (1..=8).map(|i| format!("192.0.2.{i}")).collect();
+        let e = err(&format!(
+            "{GOOD}datapath:\n  protected_addresses: [{}]\n",
+            many.join(", ")
+        ));
+        assert!(
+            e.starts_with("t.yaml: datapath.protected_addresses: 9 distinct IPv4 addresses"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn the_example_file_is_valid_and_announces_what_it_configures() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config/upfd.yaml");
         let c = Config::load(Path::new(path)).unwrap();
