@@ -37,6 +37,8 @@ bugs=(
 "Network Instance address from the other side%crates/bpf/src/compile.rs%s/.and_then\(\|x\| x.side\(access\)\);/.and_then(|x| x.side(!access));/%-p upf-bpf --lib;-p upf-bpf --test differential"
 "dropped packet charged to the QERs before%bpf/upf.bpf.c%s/refund\(r, uplink, len\);/(void)r;/%-p upf-bpf --test rate_limits"
 "model: dropped packet charged to the QERs before%crates/upf/src/model/pipeline.rs%s/\*tat -= c;/let _ = (tat, c);/%-p upf-bpf --test rate_limits"
+"XDP lets PFCP through the tunnel%bpf/include/protect.h%s/ \|\| f->dport == PORT_PFCP\)/)/%-p upf-bpf --test differential"
+"model: protected addresses not checked%crates/upf/src/model/pipeline.rs%s/ours\(&cfg.local\) \|\| ours\(&cfg.protected\)/ours(&cfg.local)/%-p upf-bpf --test differential"
 "model: TTL decremented without the IPv4 checksum%crates/upf/src/model/encap.rs%s/ip\[10..12\].copy_from_slice\(&\(!\(sum as u16\)\).to_be_bytes\(\)\);//%-p upf --lib;-p upf-bpf --test differential"
 )
 

@@ -11,14 +11,17 @@
 #include "parse.h"
 #include "upf_maps.h"
 
-static __always_inline int v6_in(const __u8 (*list)[16], int n, const __u8 *a)
+/* Whether `a` is one of the first `n` (at most `max`) of `list`. */
+static __always_inline int v6_in(const __u8 (*list)[16], int max, int n, const __u8 *a)
 {
 	__u64 a0, a1, l0, l1;
 	int i;
 
 	__builtin_memcpy(&a0, a, 8);
 	__builtin_memcpy(&a1, a + 8, 8);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < max; i++) {
+		if (i >= n)
+			break;
 		__builtin_memcpy(&l0, list[i], 8);
 		__builtin_memcpy(&l1, list[i] + 8, 8);
 		if ((l0 | l1) && l0 == a0 && l1 == a1)
@@ -27,13 +30,16 @@ static __always_inline int v6_in(const __u8 (*list)[16], int n, const __u8 *a)
 	return 0;
 }
 
-static __always_inline int v4_in(const __u32 *list, int n, __u32 a)
+static __always_inline int v4_in(const __u32 *list, int max, int n, __u32 a)
 {
 	int i;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < max; i++) {
+		if (i >= n)
+			break;
 		if (list[i] && list[i] == a)
 			return 1;
+	}
 	return 0;
 }
 
@@ -47,11 +53,11 @@ static __always_inline int into_core(const struct upf_config *cfg, const struct 
 		__u32 d;
 
 		__builtin_memcpy(&d, f->dst, 4);
-		if (v4_in(cfg->local_v4, MAX_LOCAL_ADDRS, d) ||
-		    v4_in(cfg->protected_v4, MAX_PROTECTED_ADDRS, d))
+		if (v4_in(cfg->local_v4, MAX_LOCAL_ADDRS, cfg->n_local_v4, d) ||
+		    v4_in(cfg->protected_v4, MAX_PROTECTED_ADDRS, cfg->n_protected_v4, d))
 			return DROP_TO_UPF;
-	} else if (v6_in(cfg->local_v6, MAX_LOCAL_ADDRS, f->dst) ||
-		   v6_in(cfg->protected_v6, MAX_PROTECTED_ADDRS, f->dst)) {
+	} else if (v6_in(cfg->local_v6, MAX_LOCAL_ADDRS, cfg->n_local_v6, f->dst) ||
+		   v6_in(cfg->protected_v6, MAX_PROTECTED_ADDRS, cfg->n_protected_v6, f->dst)) {
 		return DROP_TO_UPF;
 	}
 	return 0;

@@ -187,6 +187,12 @@ struct upf_config {
 	 * them, or to local_*, are dropped (DROP_TO_UPF). Network order; 0 / :: unused. */
 	__u32 protected_v4[MAX_PROTECTED_ADDRS];
 	__u8 protected_v6[MAX_PROTECTED_ADDRS][16];
+	/* How many of local_v4, local_v6, protected_v4, protected_v6 are in use (the
+	 * uplink destination check stops there). */
+	__u8 n_local_v4;
+	__u8 n_local_v6;
+	__u8 n_protected_v4;
+	__u8 n_protected_v6;
 	__u64 slowpath_burst;  /* unknown-TEID packets passed to upfd: bucket size ... */
 	__u64 slowpath_per_sec; /* ... and refill per second */
 	__u32 urr_stride;       /* cells per URR in urr_state: 1 + possible CPUs */

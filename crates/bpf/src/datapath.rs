@@ -380,6 +380,8 @@ impl Datapath {
                 }
             }
         }
+        (c.n_local_v4, c.n_local_v6) = (n4 as u8, n6 as u8);
+        (c.n_protected_v4, c.n_protected_v6) = (p4 as u8, p6 as u8);
         if !cfg.neigh.is_empty() {
             c.flags |= abi::CFG_F_STATIC_NEIGH;
         }
