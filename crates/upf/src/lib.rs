@@ -7,6 +7,7 @@
 
 pub mod alloc;
 pub mod fastpath;
+pub mod load;
 pub mod model;
 pub mod n4;
 pub mod predefined;

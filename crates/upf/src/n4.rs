@@ -17,6 +17,7 @@ use pfcp::ie::{
 use pfcp::message::message_type as mt;
 use pfcp::msg;
 
+use crate::load::{Load, LoadControl};
 use crate::procedures::{Created, Rejection};
 use crate::report::Report;
 use crate::rules::UeIp;
@@ -155,6 +156,8 @@ pub struct Stats {
     pub recovery_time_stamp_changes: u64,
     /// Session requests that named a Network Instance the configuration does not.
     pub unknown_network_instances: u64,
+    /// Session Establishment Requests refused with Cause 74 while overloaded.
+    pub congestion_rejections: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -228,6 +231,9 @@ pub struct N4 {
     events: Vec<Event>,
     /// Unknown Network Instances reported already (at most [`REPORTED_NAMES`]).
     reported_names: std::collections::HashSet<String>,
+    load: LoadControl,
+    /// The time of the datagram being handled (for the overload report's validity).
+    now: Instant,
 }
 
 /// Unknown Network Instance names reported one by one; past that, only counted.
@@ -239,6 +245,7 @@ fn node_header(t: u8, seq: u32) -> HeaderRepr {
 
 impl N4 {
     pub fn new(cfg: N4Config, sessions: Sessions) -> Self {
+        let cfg_rts = cfg.recovery_time_stamp;
         N4 {
             cfg,
             sessions,
@@ -253,7 +260,46 @@ impl N4 {
             stats: Stats::default(),
             events: Vec::new(),
             reported_names: Default::default(),
+            load: LoadControl::new(cfg_rts),
+            now: Instant::now(),
         }
+    }
+
+    /// What upfd measured of its load: reported to CP functions from the next response
+    /// on; while `reduction` is above 0, new sessions are refused with Cause 74 (see
+    /// [`crate::load`]).
+    pub fn set_load(&mut self, l: Load, now: Instant) {
+        self.load.update(l, now);
+    }
+
+    /// Whether new sessions are being refused for overload.
+    pub fn overloaded(&self) -> bool {
+        self.load.overloaded()
+    }
+
+    /// Load and Overload Control Information for a response to `node`, if its CP
+    /// Function Features announced LOAD / OVRL (clauses 6.2.3.1, 6.2.4.1).
+    fn load_info(
+        &self,
+        node: Option<&NodeId>,
+    ) -> (
+        Option<msg::LoadControlInformation>,
+        Option<msg::OverloadControlInformation>,
+    ) {
+        use pfcp::ie::cp_function_features as f;
+        let Some(features) = node
+            .and_then(|n| self.assocs.get(n))
+            .and_then(|a| a.cp_features.as_ref())
+        else {
+            return (None, None);
+        };
+        (
+            features.get(f::LOAD).then(|| self.load.lci()),
+            features
+                .get(f::OVRL)
+                .then(|| self.load.oci(self.now))
+                .flatten(),
+        )
     }
 
     /// The session table.
@@ -658,6 +704,7 @@ impl N4 {
     /// Handle one UDP datagram from `from`. Several messages may be bundled with the
     /// Follow On flag (clause 7.2.2.1).
     pub fn on_datagram(&mut self, from: SocketAddr, data: &[u8], now: Instant) -> Vec<Out> {
+        self.now = now;
         let mut out = Vec::new();
         let mut rest = data;
         // A datagram holds at most a few bundled messages; bound the walk anyway.
@@ -1156,12 +1203,24 @@ impl N4 {
             Ok((_, r)) => r.cp_fseid.seid,
             Err(_) => cp_seid_of(data).unwrap_or(0),
         };
-        let result = match (&parsed, self.by_addr.get(&from.ip()).cloned()) {
+        let peer = self.by_addr.get(&from.ip()).cloned();
+        (
+            rsp.load_control_information,
+            rsp.overload_control_information,
+        ) = self.load_info(peer.as_ref());
+        let result = match (&parsed, peer) {
             (_, None) => Err(Rejection::cause(
                 CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION,
                 "no PFCP association with this peer",
             )),
             (Err(e), _) => Err(Rejection::decode(e)),
+            (Ok(_), Some(_)) if self.load.overloaded() => {
+                self.stats.congestion_rejections += 1;
+                Err(Rejection::cause(
+                    CauseValue::PFCP_ENTITY_IN_CONGESTION,
+                    "overloaded: new sessions refused until the N4 queue drains",
+                ))
+            }
             (Ok((_, r)), Some(node)) => self.sessions.establish(&node, r),
         };
         match result {
@@ -1240,6 +1299,11 @@ impl N4 {
             partial_failure_information: Vec::new(),
             other: Vec::new(),
         };
+        let peer = self.by_addr.get(&from.ip()).cloned();
+        (
+            rsp.load_control_information,
+            rsp.overload_control_information,
+        ) = self.load_info(peer.as_ref());
         let mut cp_seid = 0;
         let result = self.own_session(from, data).and_then(|(seid, cp)| {
             cp_seid = cp;
@@ -1293,6 +1357,11 @@ impl N4 {
             additional_usage_reports_information: None,
             other: Vec::new(),
         };
+        let peer = self.by_addr.get(&from.ip()).cloned();
+        (
+            rsp.load_control_information,
+            rsp.overload_control_information,
+        ) = self.load_info(peer.as_ref());
         let mut cp_seid = 0;
         let result = self.own_session(from, data).and_then(|(seid, cp)| {
             cp_seid = cp;

@@ -1417,3 +1417,151 @@ fn scas_ue_address_installed_in_two_sessions_refused() {
         before
     );
 }
+
+/// Load and overload control (TS 29.244 clauses 6.2.3, 6.2.4): a CP function that
+/// announced LOAD and OVRL gets the load in every session response and the overload
+/// while it lasts; one that did not gets neither. While overloaded, new sessions are
+/// refused with Cause 74 and nothing is allocated, while modifications, deletions and
+/// heartbeats are served; when it ends, a report of reduction 0 under a new sequence
+/// number goes out for a period of validity, and sessions are accepted again.
+#[test]
+fn overload_refuses_new_sessions_serves_the_rest_and_is_reported() {
+    use pfcp::ie::cp_function_features as cpf;
+    use upf::load::{Load, OVERLOAD_VALIDITY};
+    let mut n = node();
+    let t0 = Instant::now();
+    let r = msg::AssociationSetupRequest {
+        cp_function_features: Some(Flags::from_bits(&[cpf::LOAD, cpf::OVRL], 1)),
+        ..msg::AssociationSetupRequest::new(NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4)), 1)
+    };
+    ask(
+        &mut n,
+        SMF,
+        msg::emit(&HeaderRepr::node(0, next_seq()), &r),
+        t0,
+    );
+    setup(&mut n, SMF2, 1, t0); // announces neither
+    let with_smf2 = |mut r: msg::SessionEstablishmentRequest| {
+        r.node_id = NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 5));
+        r.cp_fseid.ipv4 = Some(Ipv4Addr::new(127, 0, 0, 5));
+        r
+    };
+
+    n.set_load(
+        Load {
+            metric: 40,
+            reduction: 0,
+        },
+        t0,
+    );
+    let a = establish(&mut n, SMF, next_seq(), &establishment(0x1, None), t0);
+    assert_eq!(a.cause, CauseValue::REQUEST_ACCEPTED);
+    let lci = a
+        .load_control_information
+        .clone()
+        .expect("LCI for a LOAD peer");
+    assert_eq!(lci.metric, 40);
+    assert!(a.overload_control_information.is_none(), "not overloaded");
+    let b = establish(
+        &mut n,
+        SMF2,
+        next_seq(),
+        &with_smf2(establishment(0x2, None)),
+        t0,
+    );
+    assert_eq!(b.cause, CauseValue::REQUEST_ACCEPTED);
+    assert!(b.load_control_information.is_none() && b.overload_control_information.is_none());
+    let seid = a.up_fseid.unwrap().seid;
+
+    // A change under the reporting step is not a new report; a larger one is.
+    n.set_load(
+        Load {
+            metric: 42,
+            reduction: 0,
+        },
+        t0,
+    );
+    let m = modify(&mut n, SMF, seid, next_seq(), &empty_modification(), t0);
+    assert_eq!(m.load_control_information.as_ref(), Some(&lci));
+    n.set_load(
+        Load {
+            metric: 90,
+            reduction: 30,
+        },
+        t0,
+    );
+    let teids_before = n.sessions().resources().teids.in_use();
+    let c = establish(&mut n, SMF, next_seq(), &establishment(0x3, None), t0);
+    assert_eq!(c.cause, CauseValue::PFCP_ENTITY_IN_CONGESTION);
+    assert!(c.up_fseid.is_none());
+    let lci2 = c.load_control_information.unwrap();
+    assert_eq!(lci2.metric, 90);
+    assert!(lci2.sequence_number > lci.sequence_number);
+    let oci = c
+        .overload_control_information
+        .expect("OCI for an OVRL peer");
+    assert_eq!(oci.metric, 30);
+    assert_eq!(
+        oci.period_of_validity.value() as u64 * 2,
+        OVERLOAD_VALIDITY.as_secs()
+    );
+    let d = establish(
+        &mut n,
+        SMF2,
+        next_seq(),
+        &with_smf2(establishment(0x4, None)),
+        t0,
+    );
+    assert_eq!(
+        d.cause,
+        CauseValue::PFCP_ENTITY_IN_CONGESTION,
+        "also without OVRL"
+    );
+    assert_eq!(n.sessions().resources().teids.in_use(), teids_before);
+    assert_eq!(n.stats().congestion_rejections, 2);
+    // The sessions there are still served.
+    let m = modify(&mut n, SMF, seid, next_seq(), &empty_modification(), t0);
+    assert_eq!(m.cause, CauseValue::REQUEST_ACCEPTED);
+    assert_eq!(m.overload_control_information.unwrap().metric, 30);
+    let hb = msg::emit(
+        &HeaderRepr::node(0, next_seq()),
+        &msg::HeartbeatRequest {
+            recovery_time_stamp: 1,
+            source_ip_address: None,
+            other: vec![],
+        },
+    );
+    assert!(matches!(
+        ask(&mut n, SMF, hb, t0),
+        Msg::HeartbeatResponse(_)
+    ));
+
+    // The end: reported as reduction 0 for a period of validity, then not at all.
+    let t1 = t0 + Duration::from_secs(1);
+    n.set_load(
+        Load {
+            metric: 50,
+            reduction: 0,
+        },
+        t1,
+    );
+    let e = establish(&mut n, SMF, next_seq(), &establishment(0x5, None), t1);
+    assert_eq!(e.cause, CauseValue::REQUEST_ACCEPTED);
+    let end = e
+        .overload_control_information
+        .expect("the end of the overload");
+    assert_eq!(end.metric, 0);
+    assert!(end.sequence_number > oci.sequence_number);
+    let t2 = t1 + OVERLOAD_VALIDITY + Duration::from_secs(1);
+    n.set_load(
+        Load {
+            metric: 50,
+            reduction: 0,
+        },
+        t2,
+    );
+    let d = delete(&mut n, SMF, seid, next_seq(), t2);
+    assert_eq!(d.cause, CauseValue::REQUEST_ACCEPTED);
+    assert!(d.overload_control_information.is_none());
+    assert_eq!(d.load_control_information.unwrap().metric, 50);
+}

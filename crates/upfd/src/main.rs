@@ -14,6 +14,7 @@ mod api;
 mod config;
 mod gtpu_sockets;
 mod metrics;
+mod overload;
 mod routewatch;
 mod runtime;
 mod slowpath;

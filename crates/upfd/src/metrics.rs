@@ -23,8 +23,20 @@ pub fn render(
     slow: Option<&SlowPath>,
     nexthops: Option<&crate::routewatch::NextHops>,
     direct: Option<[(usize, usize, usize); 2]>,
+    n4_queue: &crate::overload::N4Queue,
 ) -> String {
     let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# HELP upf_n4_load_percent The Load Metric reported to CP functions: the larger of the session table's and the N4 receive queue's fill.\n# TYPE upf_n4_load_percent gauge\nupf_n4_load_percent {}\n\
+         # HELP upf_n4_overloaded 1 while new sessions are refused with Cause 74 (the N4 receive queue half full, until under a quarter).\n# TYPE upf_n4_overloaded gauge\nupf_n4_overloaded {}\n\
+         # HELP upf_n4_congestion_rejections_total Session Establishment Requests refused with Cause 74 (PFCP entity in congestion).\n# TYPE upf_n4_congestion_rejections_total counter\nupf_n4_congestion_rejections_total {}\n\
+         # HELP upf_n4_receive_drops_total PFCP datagrams the kernel dropped: the N4 receive queue was full.\n# TYPE upf_n4_receive_drops_total counter\nupf_n4_receive_drops_total {}",
+        n4_queue.load.metric,
+        u8::from(n4.overloaded()),
+        n4.stats().congestion_rejections,
+        n4_queue.drops
+    );
     if let Some([up, down]) = direct {
         let _ = writeln!(
             s,

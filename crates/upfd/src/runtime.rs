@@ -22,6 +22,7 @@ use upf::sessions::Sessions;
 use crate::api;
 use crate::config::{Config, DatapathMode};
 use crate::gtpu_sockets::{Datagram, GtpuSockets};
+use crate::overload::N4Queue;
 use crate::xdp::{self, Xdp, XdpWake};
 
 pub fn run(cfg: Config) -> anyhow::Result<()> {
@@ -106,6 +107,8 @@ struct Daemon {
     n4: N4,
     n4_sock: UdpSocket,
     n4_buf: Vec<u8>,
+    /// The N4 receive queue's fill and drops: the load reported to CP functions.
+    n4_queue: N4Queue,
     xdp: Option<Xdp>,
     gtpu: GtpuSockets,
     api: Option<TcpListener>,
@@ -141,6 +144,10 @@ impl Daemon {
         let n4_sock = UdpSocket::bind(addr)
             .await
             .with_context(|| format!("n4.address: binding {addr}"))?;
+        if let Some(b) = cfg.n4.receive_buffer {
+            crate::overload::set_receive_buffer(&n4_sock, b)
+                .with_context(|| format!("n4.receive_buffer: {b}"))?;
+        }
         // TEIDs upfd allocates encode a direct slot of the data path's uplink table.
         let teid_index = xdp::teid_index(&cfg);
         let xdp = match cfg.datapath.mode {
@@ -181,6 +188,7 @@ impl Daemon {
             n4,
             n4_sock,
             n4_buf: vec![0u8; 65536],
+            n4_queue: N4Queue::default(),
             xdp,
             gtpu,
             api,
@@ -276,6 +284,7 @@ impl Daemon {
                 return;
             }
         };
+        self.measure_load(now);
         let mut outs = self.n4.on_datagram(from, &self.n4_buf[..n], now);
         for _ in 1..N4_BATCH {
             let Ok((n, from)) = self.n4_sock.try_recv_from(&mut self.n4_buf) else {
@@ -284,6 +293,26 @@ impl Daemon {
             outs.extend(self.n4.on_datagram(from, &self.n4_buf[..n], Instant::now()));
         }
         self.send_n4(outs).await;
+    }
+
+    /// The load now (queue and session table), for the N4 node's reports and its
+    /// overload decisions; logged when overload starts and ends.
+    fn measure_load(&mut self, now: Instant) {
+        let was = self.n4.overloaded();
+        let load = self.n4_queue.measure(
+            &self.n4_sock,
+            self.n4.sessions().len(),
+            self.cfg.limits.max_sessions,
+        );
+        self.n4.set_load(load, now);
+        match (was, self.n4.overloaded()) {
+            (false, true) => warn!(
+                "n4: overloaded (receive queue {} of {} octets): new sessions refused with Cause 74 until it is under a quarter full",
+                self.n4_queue.queued, self.n4_queue.size
+            ),
+            (true, false) => info!("n4: overload over; new sessions accepted"),
+            _ => {}
+        }
     }
 
     /// GTP-U for upfd: Echo, Error Indication, a G-PDU for an unknown TEID.
@@ -318,6 +347,7 @@ impl Daemon {
     /// to settle.
     async fn on_poll(&mut self, now: Instant) {
         self.rejections.roll(now, REJECTIONS);
+        self.measure_load(now);
         let outs = self.n4.poll_reports(now, None);
         self.send_n4(outs).await;
         if let Some(x) = self.xdp.as_mut() {
@@ -338,6 +368,7 @@ impl Daemon {
                 x.map(|x| &x.slow),
                 x.map(|x| x.nexthops.state()).as_ref(),
                 x.map(|x| x.dp.borrow().direct_keys()),
+                &self.n4_queue,
             ),
             status: crate::metrics::status(&self.n4),
         };

@@ -127,6 +127,8 @@ pub struct UpfdBuilder {
     /// Appended verbatim at the top level (e.g. a `limits:` block).
     pub extra_yaml: String,
     pub start_timeout: Duration,
+    /// `n4.receive_buffer` (octets), if set.
+    pub receive_buffer: Option<usize>,
 }
 
 impl Default for UpfdBuilder {
@@ -142,6 +144,7 @@ impl Default for UpfdBuilder {
             log_level: "info".into(),
             extra_yaml: String::new(),
             start_timeout: Duration::from_secs(10),
+            receive_buffer: None,
         }
     }
 }
@@ -175,6 +178,10 @@ impl UpfdBuilder {
         self.log_level = l.into();
         self
     }
+    pub fn receive_buffer(mut self, octets: usize) -> Self {
+        self.receive_buffer = Some(octets);
+        self
+    }
     pub fn extra_yaml(mut self, y: &str) -> Self {
         self.extra_yaml.push_str(y);
         self
@@ -198,6 +205,9 @@ impl UpfdBuilder {
             hb = self.heartbeat_interval,
             n3 = self.n3,
         );
+        if let Some(b) = self.receive_buffer {
+            y = y.replace("gtpu:\n", &format!("  receive_buffer: {b}\ngtpu:\n"));
+        }
         if self.ue_pools.is_empty() {
             y = y.replace("ue_pools:\n", "ue_pools: []\n");
         }
