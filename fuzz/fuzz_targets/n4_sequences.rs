@@ -252,8 +252,8 @@ impl World {
             ues += x.allocated_ue_ips.len();
         }
         assert_eq!(s.resources().teids.in_use(), teids, "TEIDs in use vs held");
-        if let Err(e) = s.resources().teids.check() {
-            panic!("TEID slots: {e}");
+        if let Err(e) = s.check() {
+            panic!("books: {e}");
         }
         assert_eq!(s.resources().ue_ips.in_use(), ues, "UE addresses in use vs held");
     }

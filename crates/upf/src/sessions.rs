@@ -264,6 +264,76 @@ impl Sessions {
         Some((s, reports))
     }
 
+    /// Whether the books agree (tests, fuzzing and `/check`): every TEID and allocated
+    /// UE address is held by one session and the allocators hold exactly those; every
+    /// F-TEID a PDR uses is one its session holds; every session is listed under its CP
+    /// function and nothing else is; the TEID allocator's slot books are right. O(sessions).
+    pub fn check(&self) -> Result<(), String> {
+        let mut teids = HashSet::new();
+        let mut ues = HashSet::new();
+        for (seid, s) in &self.sessions {
+            for t in &s.teids {
+                if !teids.insert(*t) {
+                    return Err(format!("TEID {t:#x} held twice (session {seid:#x})"));
+                }
+                if !self.res.teids.is_used(*t) {
+                    return Err(format!(
+                        "TEID {t:#x} of session {seid:#x} is free in the allocator"
+                    ));
+                }
+            }
+            for a in &s.allocated_ue_ips {
+                if !ues.insert(*a) {
+                    return Err(format!(
+                        "UE address {a} allocated twice (session {seid:#x})"
+                    ));
+                }
+            }
+            for p in s.pdrs.values() {
+                if let Some(f) = s.effective_pdi(p).local_fteid {
+                    if !s.teids.contains(&f.teid) {
+                        return Err(format!(
+                            "PDR {} of session {seid:#x} uses TEID {:#x}, which the session does not hold",
+                            p.id, f.teid
+                        ));
+                    }
+                }
+            }
+            if !self
+                .by_node
+                .get(&s.cp_node)
+                .is_some_and(|n| n.contains(seid))
+            {
+                return Err(format!(
+                    "session {seid:#x} is not listed under {}",
+                    s.cp_node
+                ));
+            }
+        }
+        if teids.len() != self.res.teids.in_use() {
+            return Err(format!(
+                "the allocator has {} TEIDs in use, the sessions hold {}",
+                self.res.teids.in_use(),
+                teids.len()
+            ));
+        }
+        if ues.len() != self.res.ue_ips.in_use() {
+            return Err(format!(
+                "the pools have {} UE addresses in use, the sessions hold {}",
+                self.res.ue_ips.in_use(),
+                ues.len()
+            ));
+        }
+        let listed: usize = self.by_node.values().map(HashSet::len).sum();
+        if listed != self.sessions.len() {
+            return Err(format!(
+                "{listed} sessions listed by CP function, {} exist",
+                self.sessions.len()
+            ));
+        }
+        self.res.teids.check()
+    }
+
     /// Delete every session of a CP function (association released, peer restarted or
     /// lost: TS 23.527 clause 4.3.2). Returns how many.
     pub fn delete_node(&mut self, node: &NodeId) -> usize {

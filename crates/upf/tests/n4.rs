@@ -380,6 +380,7 @@ fn association_then_session_lifecycle() {
     assert!(n.sessions().is_empty());
     assert_eq!(n.sessions().resources().teids.in_use(), 0);
     assert_eq!(n.sessions().resources().ue_ips.in_use(), 0);
+    n.sessions().check().unwrap();
 }
 
 #[test]
@@ -495,6 +496,7 @@ fn failing_modification_changes_nothing() {
             .action
             .drop
     );
+    n.sessions().check().unwrap();
 }
 
 #[test]
@@ -557,6 +559,7 @@ fn choose_id_shares_one_fteid() {
         r2.created_pdrs[0].local_fteid.unwrap().teid.unwrap(),
         teid(1)
     );
+    n.sessions().check().unwrap();
 }
 
 #[test]
@@ -586,6 +589,7 @@ fn ue_ip_allocation_and_release() {
     // Released addresses are handed out again.
     let r = establish(&mut n, SMF, 200, &establishment(0x999, None), now);
     assert!(ips.contains(&r.created_pdrs[1].ue_ip_address[0].ipv4.unwrap()));
+    n.sessions().check().unwrap();
 }
 
 #[test]
@@ -1335,6 +1339,7 @@ fn scas_session_changed_only_by_the_smf_that_owns_it() {
     assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
     let d = delete(&mut n, SMF, seid, next_seq(), now);
     assert_eq!(d.cause, CauseValue::REQUEST_ACCEPTED);
+    n.sessions().check().unwrap();
 }
 
 /// TS 33.117 clause 4.2.2.2 / TS 29.244 clause 6.2.6.1: N4 requests from a peer that is
@@ -1416,6 +1421,7 @@ fn scas_ue_address_installed_in_two_sessions_refused() {
         format!("{:?}", n.sessions().iter().collect::<Vec<_>>()),
         before
     );
+    n.sessions().check().unwrap();
 }
 
 /// Load and overload control (TS 29.244 clauses 6.2.3, 6.2.4): a CP function that
@@ -1564,4 +1570,5 @@ fn overload_refuses_new_sessions_serves_the_rest_and_is_reported() {
     assert_eq!(d.cause, CauseValue::REQUEST_ACCEPTED);
     assert!(d.overload_control_information.is_none());
     assert_eq!(d.load_control_information.unwrap().metric, 50);
+    n.sessions().check().unwrap();
 }

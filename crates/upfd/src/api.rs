@@ -1,32 +1,49 @@
-//! The HTTP endpoint on `api.listen`: `GET /metrics` (Prometheus text format) and
-//! `GET /status` (JSON), HTTP/1.0, one request per connection.
+//! The HTTP endpoint on `api.listen`: `GET /metrics` (Prometheus text format), `GET
+//! /status` (JSON) and `GET /check` (JSON: whether the session books agree), HTTP/1.0,
+//! one request per connection.
 
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// What a request is answered with.
-pub struct Bodies {
-    pub metrics: String,
-    pub status: String,
+/// What a GET asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    Metrics,
+    Status,
+    /// The session books' consistency (`Sessions::check`): O(sessions).
+    Check,
+    NotFound,
 }
 
-/// Answer one connection: read its request head (bounded in size and time), then the
-/// body it asks for, or 404.
-pub async fn answer(mut conn: TcpStream, bodies: Bodies) {
-    let req = read_request_head(&mut conn).await;
+/// Read one connection's request head (bounded in size and time): the page it asks for.
+/// Only the page asked for is then made.
+pub async fn request(conn: &mut TcpStream) -> Page {
+    let req = read_request_head(conn).await;
     let line = String::from_utf8_lossy(&req);
-    let (code, ctype, body) = if line.starts_with("GET /metrics") {
-        ("200 OK", "text/plain; version=0.0.4", bodies.metrics)
-    } else if line.starts_with("GET /status") {
-        ("200 OK", "application/json", bodies.status)
-    } else {
-        (
+    let path = line
+        .strip_prefix("GET ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or("");
+    match path {
+        "/metrics" => Page::Metrics,
+        "/status" => Page::Status,
+        "/check" => Page::Check,
+        _ => Page::NotFound,
+    }
+}
+
+/// Answer the connection with `body` (`page`'s; 404 for [`Page::NotFound`]).
+pub async fn answer(mut conn: TcpStream, page: Page, body: String) {
+    let (code, ctype, body) = match page {
+        Page::Metrics => ("200 OK", "text/plain; version=0.0.4", body),
+        Page::Status | Page::Check => ("200 OK", "application/json", body),
+        Page::NotFound => (
             "404 Not Found",
             "text/plain",
-            "try /metrics or /status\n".to_string(),
-        )
+            "try /metrics, /status or /check\n".to_string(),
+        ),
     };
     let resp = format!(
         "HTTP/1.0 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

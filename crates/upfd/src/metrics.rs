@@ -195,3 +195,13 @@ pub fn status(n4: &N4) -> String {
     })
     .to_string()
 }
+
+/// /check: whether the session books agree (`Sessions::check`), with the first
+/// disagreement if not.
+pub fn check(n4: &N4) -> String {
+    match n4.sessions().check() {
+        Ok(()) => serde_json::json!({"consistent": true, "sessions": n4.sessions().len()}),
+        Err(e) => serde_json::json!({"consistent": false, "error": e}),
+    }
+    .to_string()
+}

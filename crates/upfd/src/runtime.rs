@@ -357,12 +357,13 @@ impl Daemon {
     }
 
     async fn on_api(&mut self, r: std::io::Result<(TcpStream, SocketAddr)>) {
-        let Ok((conn, _)) = r else {
+        let Ok((mut conn, _)) = r else {
             return;
         };
+        let page = api::request(&mut conn).await;
         let x = self.xdp.as_ref();
-        let bodies = api::Bodies {
-            metrics: crate::metrics::render(
+        let body = match page {
+            api::Page::Metrics => crate::metrics::render(
                 &self.n4,
                 x.map(|x| x.dp.borrow().stats()).as_deref(),
                 x.map(|x| &x.slow),
@@ -370,9 +371,11 @@ impl Daemon {
                 x.map(|x| x.dp.borrow().direct_keys()),
                 &self.n4_queue,
             ),
-            status: crate::metrics::status(&self.n4),
+            api::Page::Status => crate::metrics::status(&self.n4),
+            api::Page::Check => crate::metrics::check(&self.n4),
+            api::Page::NotFound => String::new(),
         };
-        api::answer(conn, bodies).await;
+        api::answer(conn, page, body).await;
     }
 
     /// What the N4 node tells the rest of upfd.

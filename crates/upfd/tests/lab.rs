@@ -1414,3 +1414,154 @@ fn oai_smf_heartbeats_with_growing_time_stamps_keep_the_session_forwarding() {
     );
     drop(g);
 }
+
+/// One to four random mutations of `b` (bit flips, byte values, truncation, a slice
+/// repeated, the length field moved, another message's tail spliced on).
+fn mutate(rng: &mut impl rand::Rng, b: &[u8], other: &[u8]) -> Vec<u8> {
+    let mut v = b.to_vec();
+    for _ in 0..rng.random_range(1..=4) {
+        if v.is_empty() {
+            break;
+        }
+        let i = rng.random_range(0..v.len());
+        match rng.random_range(0..7) {
+            0 | 1 => v[i] ^= 1 << rng.random_range(0..8),
+            2 => v[i] = [0, 0xff, rng.random()][rng.random_range(0..3)],
+            3 => v.truncate(i.max(1)),
+            4 => {
+                let j = rng.random_range(i..v.len());
+                let s = v[i..=j.min(i + 64)].to_vec();
+                v.splice(i..i, s);
+            }
+            5 if v.len() >= 4 => {
+                let l = u16::from_be_bytes([v[2], v[3]]).wrapping_add(rng.random_range(0..9) - 4);
+                v[2..4].copy_from_slice(&l.to_be_bytes());
+            }
+            _ => {
+                let j = rng.random_range(0..other.len().max(1));
+                v.truncate(i);
+                v.extend_from_slice(other.get(j..).unwrap_or_default());
+            }
+        }
+    }
+    v
+}
+
+/// TS 33.117 clause 4.4.4 (robustness and fuzz testing) against a running upfd with the
+/// XDP data path: for `UPF_LIVE_FUZZ_SECONDS` (default 8), mutated PFCP from the
+/// associated SMF's address (every message of the sample corpus, with live SEIDs half of
+/// the time) and mutated G-PDUs with live TEIDs into N3 (mutated headers, extension
+/// headers and inner packets through `xdp_n3`). upfd must stay up, answer heartbeats all
+/// along, keep its books consistent (`/check`), and afterwards establish a new session
+/// and forward its traffic. `UPF_LIVE_FUZZ_SEED` replays a run.
+#[test]
+fn scas_fuzzed_pfcp_and_gtpu_leave_a_running_upfd_up_and_consistent() {
+    use rand::{Rng, SeedableRng};
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let secs: u64 = std::env::var("UPF_LIVE_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let seed: u64 = std::env::var("UPF_LIVE_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("live fuzz: {secs} s, UPF_LIVE_FUZZ_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let lab = Lab::up("e-fuzz-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let mut smf = LabSmf::associate(&lab, |_| {});
+    smf.establish(20);
+    smf.modify();
+    let live = smf.ue_sessions();
+    let seids: Vec<u64> = smf
+        .smf
+        .sessions()
+        .iter()
+        .filter_map(|s| Some(s.up_fseid.as_ref()?.seid))
+        .collect();
+    let corpus: Vec<Vec<u8>> = pfcp_samples::corpus()
+        .into_iter()
+        .map(|s| s.bytes)
+        .collect();
+    let n4 = udp_in(&lab, Ns::Smf, SocketAddr::new(addr::SMF_N4.into(), 0));
+    n4.set_nonblocking(true).unwrap();
+    let gnb = udp_in(
+        &lab,
+        Ns::Gnb,
+        SocketAddr::new(addr::GNB_N3_EXTRA[2].into(), 2152),
+    );
+    let upf_n4 = SocketAddr::new(addr::UPF_N4.into(), 8805);
+    let upf_n3 = SocketAddr::new(addr::UPF_N3.into(), 2152);
+    let heartbeat = pfcp::msg::Msg::HeartbeatRequest(pfcp::msg::HeartbeatRequest {
+        recovery_time_stamp: 0xe000_0000,
+        source_ip_address: None,
+        other: vec![],
+    });
+
+    let (mut pfcp_sent, mut gtpu_sent, mut heartbeats) = (0u64, 0u64, 0u32);
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut next_heartbeat = Instant::now();
+    let mut sink = [0u8; 4096];
+    while Instant::now() < end {
+        for _ in 0..32 {
+            let a = &corpus[rng.random_range(0..corpus.len())];
+            let b = &corpus[rng.random_range(0..corpus.len())];
+            let mut m = a.clone();
+            // Session messages (S flag): a live SEID half of the time.
+            if m.len() >= 12 && m[0] & 0x01 != 0 && rng.random_bool(0.5) {
+                let seid = seids[rng.random_range(0..seids.len())];
+                m[4..12].copy_from_slice(&seid.to_be_bytes());
+            }
+            let _ = n4.send_to(&mutate(&mut rng, &m, b), upf_n4);
+            pfcp_sent += 1;
+        }
+        for _ in 0..64 {
+            let s = &live[rng.random_range(0..live.len())];
+            let inner = udp4(ue(s), addr::DN_N6, 4000, 7003, b"fuzz");
+            let g = gpdu(s.ul_teid, Some(1), &inner);
+            let _ = gnb.send_to(&mutate(&mut rng, &g, &inner), upf_n3);
+            gtpu_sent += 1;
+        }
+        while n4.recv(&mut sink).is_ok() {}
+        if Instant::now() >= next_heartbeat {
+            match smf.transact(&heartbeat, None) {
+                pfcp::msg::Msg::HeartbeatResponse(_) => heartbeats += 1,
+                m => panic!("heartbeat answered with {m:?}"),
+            }
+            next_heartbeat = Instant::now() + Duration::from_secs(1);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    eprintln!(
+        "live fuzz: {pfcp_sent} PFCP and {gtpu_sent} GTP-U datagrams sent, {heartbeats} heartbeats answered, {} malformed PFCP counted",
+        upfd.metric("upf_n4_malformed_total")
+    );
+    let check = upfd.check();
+    assert!(check.contains("\"consistent\":true"), "{check}");
+    // Still serving: a new association of the SMF (the fuzz may have released it), a
+    // new session, its uplink through XDP.
+    let mut smf = LabSmf::associate(&lab, |c| c.ue_pool = "10.47.0.0/16".parse().unwrap());
+    smf.establish(1);
+    let s = smf.ue_sessions()[0].clone();
+    let dn = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 7004));
+    gnb.send_to(
+        &gpdu(
+            s.ul_teid,
+            Some(1),
+            &udp4(ue(&s), addr::DN_N6, 4000, 7004, b"after"),
+        ),
+        upf_n3,
+    )
+    .unwrap();
+    assert_eq!(
+        drain(&dn, 1, Duration::from_secs(1)).len(),
+        1,
+        "forwarding after the fuzz"
+    );
+    let check = upfd.check();
+    assert!(check.contains("\"consistent\":true"), "{check}");
+}

@@ -159,6 +159,14 @@ impl LabUpfd {
             .unwrap_or_else(|e| panic!("GET /metrics: {e}\n{}", self.log.tail(30)))
     }
 
+    /// GET /check: whether upfd's session books agree (JSON).
+    pub fn check(&self) -> String {
+        let ns = self.upf_ns.clone();
+        in_netns(Some(&ns), || http_get(API, "/check"))
+            .expect("entering upf")
+            .unwrap_or_else(|e| panic!("GET /check: {e}\n{}", self.log.tail(30)))
+    }
+
     /// The value of one series, e.g. `upf_dropped_packets_total{reason="unknown_teid"}`;
     /// 0 if absent.
     pub fn metric(&self, series: &str) -> u64 {
