@@ -9,3 +9,4 @@ pub mod replay;
 pub mod report;
 pub mod sessions;
 pub mod smf;
+pub mod soak;

@@ -38,6 +38,9 @@ enum Cmd {
     /// The operator capacity test in the lab: the machine's limits, throughput, the
     /// carrier test, no-drop rate and latency through the UPF; tables, charts, HTML.
     Capacity(upfbench::capacity::Args),
+    /// upfd for a long time under steady traffic and session churn: loss, usage reports
+    /// against what crossed, memory, the books.
+    Soak(upfbench::soak::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -51,6 +54,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Gnb(a) => upfbench::gnb::cli::run(a),
         Cmd::Sessions(a) => upfbench::sessions::run(a),
         Cmd::Capacity(a) => upfbench::capacity::run(a),
+        Cmd::Soak(a) => upfbench::soak::run(a),
     };
     match r {
         Ok(code) => code,

@@ -75,9 +75,10 @@ pub struct N4 {
     /// no configuration names are refused. Off by default (docs/interop.md).
     #[serde(default)]
     pub strict: bool,
-    /// The N4 socket's receive buffer in octets (SO_RCVBUF; the kernel caps it at
-    /// net.core.rmem_max). None: the kernel's default. The queue of requests waiting for
-    /// upfd is this big: at half full upfd is overloaded (docs/security.md, "Overload").
+    /// The N4 socket's receive buffer in octets (SO_RCVBUFFORCE, or SO_RCVBUF capped at
+    /// net.core.rmem_max without CAP_NET_ADMIN). None: 8 MiB. The queue of requests
+    /// waiting for upfd is this big: at half full upfd is overloaded (docs/security.md,
+    /// "Overload").
     #[serde(default)]
     pub receive_buffer: Option<usize>,
 }

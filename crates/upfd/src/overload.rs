@@ -1,6 +1,6 @@
 //! upfd's load as the N4 node reports it to CP functions ([`upf::load`]): the session
 //! table's fill and the N4 receive queue's. The queue is the socket's receive buffer,
-//! bounded by the kernel (`n4.receive_buffer`); what does not fit is dropped by the
+//! bounded by the kernel (`n4.receive_buffer`, 8 MiB by default); what does not fit is dropped by the
 //! kernel and counted here. Before each batch of requests upfd reads how full it is; at
 //! half full upfd is overloaded (new sessions refused with Cause 74, reported in
 //! Overload Control Information) until it is under a quarter full again.
@@ -83,21 +83,30 @@ fn meminfo(sock: &UdpSocket) -> Option<[u32; SK_MEMINFO_VARS]> {
     (r == 0).then_some(m)
 }
 
-/// Set the socket's receive buffer (SO_RCVBUF: the kernel doubles it for its
-/// bookkeeping and caps it at net.core.rmem_max).
+/// The N4 receive queue's size when `n4.receive_buffer` is not set: 8 MiB, thousands of
+/// requests (a tenth of a second's work or more), so that an SMF's normal window of
+/// requests in flight is a few percent of it and only a real backlog is overload. The
+/// kernel's default (about 208 KiB) held less than a hundred: 64 in flight were over half.
+pub const DEFAULT_RECEIVE_BUFFER: usize = 8 << 20;
+
+/// Set the socket's receive buffer: SO_RCVBUFFORCE (upfd runs with CAP_NET_ADMIN for
+/// XDP), else SO_RCVBUF, which the kernel caps at net.core.rmem_max. The kernel doubles
+/// the value for its bookkeeping.
 pub fn set_receive_buffer(sock: &UdpSocket, octets: usize) -> std::io::Result<()> {
     let v = libc::c_int::try_from(octets).unwrap_or(libc::c_int::MAX);
-    // SAFETY: a valid fd and a pointer to a c_int of the given size.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
+    let set = |opt| {
+        // SAFETY: a valid fd and a pointer to a c_int of the given size.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
     };
-    if r == 0 {
+    if set(libc::SO_RCVBUFFORCE) == 0 || set(libc::SO_RCVBUF) == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())

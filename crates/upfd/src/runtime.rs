@@ -144,10 +144,12 @@ impl Daemon {
         let n4_sock = UdpSocket::bind(addr)
             .await
             .with_context(|| format!("n4.address: binding {addr}"))?;
-        if let Some(b) = cfg.n4.receive_buffer {
-            crate::overload::set_receive_buffer(&n4_sock, b)
-                .with_context(|| format!("n4.receive_buffer: {b}"))?;
-        }
+        let b = cfg
+            .n4
+            .receive_buffer
+            .unwrap_or(crate::overload::DEFAULT_RECEIVE_BUFFER);
+        crate::overload::set_receive_buffer(&n4_sock, b)
+            .with_context(|| format!("n4.receive_buffer: {b}"))?;
         // TEIDs upfd allocates encode a direct slot of the data path's uplink table.
         let teid_index = xdp::teid_index(&cfg);
         let xdp = match cfg.datapath.mode {

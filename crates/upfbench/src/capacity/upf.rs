@@ -85,7 +85,12 @@ impl Upfd {
 
     /// GET /metrics.
     pub fn metrics(&self) -> anyhow::Result<String> {
-        in_netns(Some(&self.upf_ns), || http_get(API, "/metrics"))?
+        self.get("/metrics")
+    }
+
+    /// GET `path` of upfd's API (/metrics, /status, /check).
+    pub fn get(&self, path: &str) -> anyhow::Result<String> {
+        in_netns(Some(&self.upf_ns), || http_get(API, path))?
     }
 }
 
@@ -117,6 +122,15 @@ fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
         Some((h, body)) if h.contains(" 200") => Ok(body.to_string()),
         _ => bail!("GET {path}: {r:.200}"),
     }
+}
+
+/// The value of one series (e.g. `upf_sessions`) in a Prometheus exposition; 0 if absent.
+pub fn metric(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
 }
 
 /// Drop counters from a Prometheus exposition: (reason, packets), largest first, zeros

@@ -765,13 +765,23 @@ impl Smf {
 
     /// Delete every active session (clause 6.3.4).
     pub async fn delete(&mut self, pace: Pace) -> PhaseReport {
+        self.delete_where(pace, |_| true).await
+    }
+
+    /// Delete the active sessions `which` picks (e.g. the ones established since some
+    /// index, for churn beside long-lived sessions).
+    pub async fn delete_where(
+        &mut self,
+        pace: Pace,
+        which: impl Fn(&Session) -> bool,
+    ) -> PhaseReport {
         let mut stats = PhaseStats::new("delete");
         let t0 = Instant::now();
         let n4 = self.n4.clone();
         let reqs = self
             .sessions
             .iter()
-            .filter(|s| s.is_active())
+            .filter(|s| s.is_active() && which(s))
             .filter_map(|s| {
                 let up = s.up_fseid?.seid;
                 let h = HeaderRepr::session(0, up, n4.next_sequence());
