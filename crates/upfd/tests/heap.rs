@@ -6,7 +6,9 @@
 //! the BPF maps (the capacity report's bytes/session has both).
 //!
 //! Run by hand:
-//! `UPF_HEAP_SESSIONS=20000 [UPF_HEAP_XDP=1] [UPF_HEAP_SDF=1] cargo test --release -p upfd --test heap -- --ignored --nocapture`
+//! `UPF_HEAP_SESSIONS=20000 [UPF_HEAP_XDP=1] [UPF_HEAP_SDF=1] [UPF_HEAP_CHURN=200000] cargo test --release -p upfd --test heap -- --ignored --nocapture`
+//! UPF_HEAP_CHURN then establishes and deletes that many sessions beside them and shows
+//! what stayed allocated.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -52,6 +54,10 @@ fn heap_per_session() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(20000);
     let xdp = std::env::var("UPF_HEAP_XDP").is_ok();
+    let churn: usize = std::env::var("UPF_HEAP_CHURN")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let mut pools = UeIpPools::default();
     pools.add("internet", "10.45.0.0/16".parse().unwrap());
     let res = Resources::new(
@@ -63,24 +69,28 @@ fn heap_per_session() {
         },
         Limits::default(),
     );
-    let fp: Box<dyn upf::fastpath::FastPath> = if xdp {
+    // The data path shared as upfd holds it, so that the churn can settle it as upfd's
+    // poll does (freed slots come back after their grace period).
+    let dp = xdp.then(|| {
         let cfg = upf::fastpath::Config {
             local: vec![IpAddr::V4(Ipv4Addr::new(10, 10, 0, 7))],
             n3_v4: Some(Ipv4Addr::new(10, 10, 0, 7)),
             ..Default::default()
         };
-        Box::new(
+        std::rc::Rc::new(std::cell::RefCell::new(
             upf_bpf::datapath::Datapath::load(
-                upf_bpf::datapath::Capacity::for_sessions(n as u32 + 100),
+                upf_bpf::datapath::Capacity::for_sessions(n as u32 + 2000),
                 cfg,
             )
             .unwrap(),
-        )
-    } else {
-        Box::new(upf::model::Model::new(1 << 22, Default::default()))
+        ))
+    });
+    let fp: Box<dyn upf::fastpath::FastPath> = match &dp {
+        Some(d) => Box::new(d.clone()),
+        None => Box::new(upf::model::Model::new(1 << 22, Default::default())),
     };
-    let mut sessions = Sessions::new(res, fp, n + 100);
-    sessions.reserve(n + 100);
+    let mut sessions = Sessions::new(res, fp, n + 2000);
+    sessions.reserve(n + 2000);
     let mut n4 = N4::new(
         N4Config {
             node_id: NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 7)),
@@ -89,7 +99,8 @@ fn heap_per_session() {
             features: Flags::from_bits(&[pfcp::ie::up_function_features::FTUP], 2),
             allowed_peers: vec!["127.0.0.0/8".parse().unwrap()],
             smf_peers: Vec::new(),
-            heartbeat_interval: Duration::from_secs(5),
+            // Never due while the churn advances the clock: no peer answers here.
+            heartbeat_interval: Duration::from_secs(86_400),
             t1: Duration::from_secs(1),
             n1: 2,
             cache_ttl: Duration::from_secs(0),
@@ -157,5 +168,67 @@ fn heap_per_session() {
         if sdf { "on" } else { "off" },
         live / n as i64,
         count as f64 / n as f64
+    );
+
+    // Churn beside them (UPF_HEAP_CHURN sessions, 1000 established then deleted per
+    // simulated second): what stays allocated afterwards is growth under churn.
+    if churn == 0 {
+        return;
+    }
+    let (base, cbase) = (LIVE.load(Ordering::Relaxed), COUNT.load(Ordering::Relaxed));
+    let mut now = now;
+    let mut seq = 10 * n as u32 + 10;
+    for round in 0..churn.div_ceil(1000) {
+        let mut seids = Vec::new();
+        for k in 0..1000 {
+            let i = n + round * 1000 + k;
+            let s = upfbench::smf::Session {
+                index: i,
+                cp_seid: 0x1000 + i as u64,
+                ue_ip: Ipv4Addr::from(0x0a2d_0001 + i as u32),
+                gnb_teid: i as u32 + 1,
+                up_fseid: None,
+                n3_fteid: None,
+                state: upfbench::smf::SessionState::Established,
+            };
+            seq += 1;
+            let out = n4.on_datagram(
+                from,
+                &msg::emit(
+                    &HeaderRepr::session(0, 0, seq),
+                    &smf.establishment_request(&s),
+                ),
+                now,
+            );
+            match Msg::parse(&out[0].data).map(|x| x.1) {
+                Ok(Msg::SessionEstablishmentResponse(r)) => {
+                    seids.push(r.up_fseid.unwrap_or_else(|| panic!("{r:?}")).seid)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        for up in seids {
+            seq += 1;
+            let del = msg::SessionDeletionRequest { other: vec![] };
+            let out = n4.on_datagram(
+                from,
+                &msg::emit(&HeaderRepr::session(0, up, seq), &del),
+                now,
+            );
+            assert_eq!(out.len(), 1);
+        }
+        now += Duration::from_secs(1);
+        let _ = n4.on_timer(now);
+        let _ = n4.take_events();
+        if let Some(d) = &dp {
+            std::thread::sleep(Duration::from_millis(60));
+            d.borrow_mut().settle();
+        }
+    }
+    eprintln!(
+        "after {churn} sessions established and deleted beside them: {} bytes and {} allocations more ({:.2} bytes per churned session)",
+        LIVE.load(Ordering::Relaxed) - base,
+        COUNT.load(Ordering::Relaxed) - cbase,
+        (LIVE.load(Ordering::Relaxed) - base) as f64 / churn as f64
     );
 }

@@ -326,8 +326,15 @@ impl FastPath for Model {
         let seid = session.up_seid;
         self.unindex(seid, &SessionKeys::of(session));
         self.sessions.remove(&seid);
+        // Everything kept per rule goes with the session (a million sessions churned
+        // left 36 octets each behind when thresholds stayed: upfbench soak, heap test).
         for u in session.urrs.keys() {
             self.usage.remove(&(seid, *u));
+            self.quota.remove(&(seid, *u));
+            self.threshold.remove(&(seid, *u));
+        }
+        for q in session.qers.keys() {
+            self.buckets.remove(&(seid, *q));
         }
     }
 
