@@ -345,43 +345,18 @@ impl Datapath {
         if let Keying::UeV4 { slots } = self.downlink.keying() {
             c.ue_slots = slots;
         }
-        let (mut n4, mut n6) = (0, 0);
-        for a in &cfg.local {
-            match a {
-                IpAddr::V4(x) if n4 < c.local_v4.len() => {
-                    c.local_v4[n4] = u32::from_ne_bytes(x.octets());
-                    n4 += 1;
-                }
-                IpAddr::V6(x) if n6 < c.local_v6.len() => {
-                    c.local_v6[n6] = x.octets();
-                    n6 += 1;
-                }
-                _ => {}
-            }
+        // Beyond the tables' room: upfd's configuration check refuses more GTP-U
+        // addresses; protected ones fail here too, as a silent cut would leave addresses
+        // open that the reference model closes.
+        (c.n_local_v4, c.n_local_v6) = fill_addresses(&cfg.local, &mut c.local_v4, &mut c.local_v6);
+        (c.n_protected_v4, c.n_protected_v6) =
+            fill_addresses(&cfg.protected, &mut c.protected_v4, &mut c.protected_v6);
+        if cfg.protected.len() > usize::from(c.n_protected_v4) + usize::from(c.n_protected_v6) {
+            return Err(FastPathError::Io(format!(
+                "more than {} protected addresses of one IP version",
+                abi::MAX_PROTECTED_ADDRS
+            )));
         }
-        let (mut p4, mut p6) = (0, 0);
-        for a in &cfg.protected {
-            match a {
-                IpAddr::V4(x) if p4 < c.protected_v4.len() => {
-                    c.protected_v4[p4] = u32::from_ne_bytes(x.octets());
-                    p4 += 1;
-                }
-                IpAddr::V6(x) if p6 < c.protected_v6.len() => {
-                    c.protected_v6[p6] = x.octets();
-                    p6 += 1;
-                }
-                // upfd's configuration check refuses more; a silent cut would leave
-                // addresses open that the reference model closes.
-                _ => {
-                    return Err(FastPathError::Io(format!(
-                        "more than {} protected addresses of one IP version",
-                        abi::MAX_PROTECTED_ADDRS
-                    )))
-                }
-            }
-        }
-        (c.n_local_v4, c.n_local_v6) = (n4 as u8, n6 as u8);
-        (c.n_protected_v4, c.n_protected_v6) = (p4 as u8, p6 as u8);
         if !cfg.neigh.is_empty() {
             c.flags |= abi::CFG_F_STATIC_NEIGH;
         }
@@ -927,6 +902,26 @@ impl FastPath for Datapath {
     fn signals_volume(&self) -> bool {
         true
     }
+}
+
+/// Write `addrs` into a v4 and a v6 table of `upf_config` (network order; the rest stays
+/// 0), as many as fit; how many of each were written.
+fn fill_addresses(addrs: &[IpAddr], v4: &mut [u32], v6: &mut [[u8; 16]]) -> (u8, u8) {
+    let (mut n4, mut n6) = (0, 0);
+    for a in addrs {
+        match a {
+            IpAddr::V4(x) if n4 < v4.len() => {
+                v4[n4] = u32::from_ne_bytes(x.octets());
+                n4 += 1;
+            }
+            IpAddr::V6(x) if n6 < v6.len() => {
+                v6[n6] = x.octets();
+                n6 += 1;
+            }
+            _ => {}
+        }
+    }
+    (n4 as u8, n6 as u8)
 }
 
 /// How an XDP program ended up attached.

@@ -11,7 +11,6 @@
 //! - the books (`/check`) and the session count after everything is deleted.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,9 +24,9 @@ use pfcp::HeaderRepr;
 use crate::capacity::models::Mix;
 use crate::capacity::rig::{GenSession, Rig};
 use crate::capacity::upf::{LabSmf, Upfd};
-use crate::lab::{addr, Lab, Ns};
+use crate::lab::Lab;
 use crate::report::Direction;
-use crate::smf::{Ipv4Pool, Pace};
+use crate::smf::Pace;
 
 #[derive(Debug, Clone, Parser)]
 pub struct Args {
@@ -120,21 +119,7 @@ fn soak(args: &Args, lab: &Lab, upfd_bin: &std::path::Path) -> anyhow::Result<bo
     .context("attaching the sinks")?;
     let upfd = Upfd::start(lab, upfd_bin, &args.out, max_sessions)?;
     rig.pin_forwarder();
-    lab.ip(
-        Ns::Dn,
-        &[
-            "route",
-            "replace",
-            "10.64.0.0/10",
-            "via",
-            &addr::UPF_N6.to_string(),
-        ],
-    )
-    .context("routing the UE pool in dn")?;
-    let pool = Ipv4Pool {
-        base: Ipv4Addr::new(10, 64, 0, 0),
-        prefix_len: 10,
-    };
+    let pool = crate::capacity::upf::route_ue_pool(lab)?;
     let mut smf = LabSmf::associate(
         lab,
         "192.168.4.2:8805".parse()?,

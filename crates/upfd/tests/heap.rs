@@ -132,7 +132,8 @@ fn heap_per_session() {
     assert_eq!(out.len(), 1);
     let base = LIVE.load(Ordering::Relaxed);
     let cbase = COUNT.load(Ordering::Relaxed);
-    for i in 0..n {
+    // Session `i`'s Session Establishment Request, with sequence number `seq`.
+    let request = |i: usize, seq: u32| {
         let s = upfbench::smf::Session {
             index: i,
             cp_seid: 0x1000 + i as u64,
@@ -142,12 +143,13 @@ fn heap_per_session() {
             n3_fteid: None,
             state: upfbench::smf::SessionState::Established,
         };
-        let req = smf.establishment_request(&s);
-        let out = n4.on_datagram(
-            from,
-            &msg::emit(&HeaderRepr::session(0, 0, 2 + i as u32), &req),
-            now,
-        );
+        msg::emit(
+            &HeaderRepr::session(0, 0, seq),
+            &smf.establishment_request(&s),
+        )
+    };
+    for i in 0..n {
+        let out = n4.on_datagram(from, &request(i, 2 + i as u32), now);
         let m = Msg::parse(&out[0].data).map(|x| x.1);
         match m {
             Ok(Msg::SessionEstablishmentResponse(r)) => {
@@ -182,24 +184,8 @@ fn heap_per_session() {
         let mut seids = Vec::new();
         for k in 0..1000 {
             let i = n + round * 1000 + k;
-            let s = upfbench::smf::Session {
-                index: i,
-                cp_seid: 0x1000 + i as u64,
-                ue_ip: Ipv4Addr::from(0x0a2d_0001 + i as u32),
-                gnb_teid: i as u32 + 1,
-                up_fseid: None,
-                n3_fteid: None,
-                state: upfbench::smf::SessionState::Established,
-            };
             seq += 1;
-            let out = n4.on_datagram(
-                from,
-                &msg::emit(
-                    &HeaderRepr::session(0, 0, seq),
-                    &smf.establishment_request(&s),
-                ),
-                now,
-            );
+            let out = n4.on_datagram(from, &request(i, seq), now);
             match Msg::parse(&out[0].data).map(|x| x.1) {
                 Ok(Msg::SessionEstablishmentResponse(r)) => {
                     seids.push(r.up_fseid.unwrap_or_else(|| panic!("{r:?}")).seid)

@@ -361,23 +361,9 @@ pub fn bench(
     // upfd's programs are on upf's interfaces now: give them the forwarding CPU.
     rig.pin_forwarder();
     progress.step(&format!("establishing {} sessions", plan.sessions));
-    let pool = crate::smf::Ipv4Pool {
-        base: Ipv4Addr::new(10, 64, 0, 0),
-        prefix_len: 10,
-    };
     // dn routes the lab's UE pool (10.45.0.0/16) to upf; this one too, so that the
     // data network can answer UEs (ping, iperf3).
-    lab.ip(
-        Ns::Dn,
-        &[
-            "route",
-            "replace",
-            "10.64.0.0/10",
-            "via",
-            &addr::UPF_N6.to_string(),
-        ],
-    )
-    .context("routing the UE pool in dn")?;
+    let pool = upf::route_ue_pool(lab)?;
     let mut smf =
         upf::LabSmf::associate(lab, args.upf_n4, args.explicit_teid, psc, sdf.clone(), pool)?;
     let est = smf.establish(plan.sessions as usize);

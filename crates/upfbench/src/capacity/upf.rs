@@ -149,6 +149,27 @@ pub fn drops(metrics: &str) -> Vec<(String, u64)> {
     v
 }
 
+/// The UE pool the lab's SMF emulator uses for capacity and soak runs (4M addresses), and
+/// dn's route for it through upf (so that the data network can answer UEs).
+pub fn route_ue_pool(lab: &Lab) -> anyhow::Result<crate::smf::Ipv4Pool> {
+    let pool = crate::smf::Ipv4Pool {
+        base: std::net::Ipv4Addr::new(10, 64, 0, 0),
+        prefix_len: 10,
+    };
+    lab.ip(
+        Ns::Dn,
+        &[
+            "route",
+            "replace",
+            "10.64.0.0/10",
+            "via",
+            &addr::UPF_N6.to_string(),
+        ],
+    )
+    .context("routing the UE pool in dn")?;
+    Ok(pool)
+}
+
 /// The SMF emulator in smf, associated with the UPF at `n4`.
 pub struct LabSmf {
     pub rt: tokio::runtime::Runtime,
