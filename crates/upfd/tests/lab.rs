@@ -1434,7 +1434,9 @@ fn mutate(rng: &mut impl rand::Rng, b: &[u8], other: &[u8]) -> Vec<u8> {
                 v.splice(i..i, s);
             }
             5 if v.len() >= 4 => {
-                let l = u16::from_be_bytes([v[2], v[3]]).wrapping_add(rng.random_range(0..9) - 4);
+                let l = u16::from_be_bytes([v[2], v[3]])
+                    .wrapping_add(rng.random_range(0..9u16))
+                    .wrapping_sub(4);
                 v[2..4].copy_from_slice(&l.to_be_bytes());
             }
             _ => {
