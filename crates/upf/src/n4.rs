@@ -277,17 +277,20 @@ impl N4 {
         self.load.overloaded()
     }
 
-    /// Load and Overload Control Information for a response to `node`, if its CP
-    /// Function Features announced LOAD / OVRL (clauses 6.2.3.1, 6.2.4.1).
+    /// Load and Overload Control Information for a response to the CP function at
+    /// `from`, if its CP Function Features announced LOAD / OVRL (clauses 6.2.3.1,
+    /// 6.2.4.1).
     fn load_info(
         &self,
-        node: Option<&NodeId>,
+        from: SocketAddr,
     ) -> (
         Option<msg::LoadControlInformation>,
         Option<msg::OverloadControlInformation>,
     ) {
         use pfcp::ie::cp_function_features as f;
-        let Some(features) = node
+        let Some(features) = self
+            .by_addr
+            .get(&from.ip())
             .and_then(|n| self.assocs.get(n))
             .and_then(|a| a.cp_features.as_ref())
         else {
@@ -1203,12 +1206,11 @@ impl N4 {
             Ok((_, r)) => r.cp_fseid.seid,
             Err(_) => cp_seid_of(data).unwrap_or(0),
         };
-        let peer = self.by_addr.get(&from.ip()).cloned();
         (
             rsp.load_control_information,
             rsp.overload_control_information,
-        ) = self.load_info(peer.as_ref());
-        let result = match (&parsed, peer) {
+        ) = self.load_info(from);
+        let result = match (&parsed, self.by_addr.get(&from.ip()).cloned()) {
             (_, None) => Err(Rejection::cause(
                 CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION,
                 "no PFCP association with this peer",
@@ -1299,11 +1301,10 @@ impl N4 {
             partial_failure_information: Vec::new(),
             other: Vec::new(),
         };
-        let peer = self.by_addr.get(&from.ip()).cloned();
         (
             rsp.load_control_information,
             rsp.overload_control_information,
-        ) = self.load_info(peer.as_ref());
+        ) = self.load_info(from);
         let mut cp_seid = 0;
         let result = self.own_session(from, data).and_then(|(seid, cp)| {
             cp_seid = cp;
@@ -1357,11 +1358,10 @@ impl N4 {
             additional_usage_reports_information: None,
             other: Vec::new(),
         };
-        let peer = self.by_addr.get(&from.ip()).cloned();
         (
             rsp.load_control_information,
             rsp.overload_control_information,
-        ) = self.load_info(peer.as_ref());
+        ) = self.load_info(from);
         let mut cp_seid = 0;
         let result = self.own_session(from, data).and_then(|(seid, cp)| {
             cp_seid = cp;

@@ -86,13 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("soak builds network namespaces and loads XDP programs: run it as root");
     }
-    let upfd_bin = match &args.upfd {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("upfd"))
-            .context("locating upfd")?,
-    };
+    let upfd_bin = crate::capacity::upf::upfd_binary(args.upfd.as_deref())?;
     let lab = Lab::up(&args.prefix)
         .context("building the lab")?
         .down_on_drop();

@@ -233,13 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("upfbench-report").join(chrono_like_now()));
-    let upfd_bin = match &args.upfd {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("upfd"))
-            .context("locating upfd")?,
-    };
+    let upfd_bin = upf::upfd_binary(args.upfd.as_deref())?;
     if !args.external && !upfd_bin.is_file() {
         bail!(
             "{}: no upfd binary (build it with `cargo build --release`, or give --upfd PATH, or --external)",

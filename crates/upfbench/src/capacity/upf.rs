@@ -34,6 +34,17 @@ pub fn upfd_config(max_sessions: u64) -> String {
     )
 }
 
+/// The upfd binary to test: `given`, else the one next to this upfbench.
+pub fn upfd_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.to_path_buf()),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("upfd"))
+            .context("locating upfd"),
+    }
+}
+
 /// upfd running in the lab's upf namespace; stopped (SIGTERM, then SIGKILL) on drop.
 pub struct Upfd {
     child: Child,
