@@ -116,7 +116,8 @@ fn a_burst_beyond_capacity_is_answered_or_counted_and_the_queue_stays_bounded() 
         .receive_buffer(65536)
         .extra_yaml(&format!("api:\n  listen: \"{api}\"\n"))
         .start();
-    assert!(upfd.log().contains("up: node"));
+    // start() saw it answer a heartbeat; its log reaches us through a reader thread.
+    assert!(upfd.wait_for_log("up: node", Duration::from_secs(5)));
     let sock = UdpSocket::bind((SMF, 0)).unwrap();
     // Room for the responses on our side too (as root: past net.core.rmem_max); what
     // our socket still drops is counted below.
