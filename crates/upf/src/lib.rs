@@ -16,6 +16,7 @@ pub mod report;
 pub mod rules;
 pub mod sdf;
 pub mod sessions;
+pub mod state;
 
 /// The numbers the data path shares with upfd (limits, flag bits, drop reasons,
 /// counters), generated from bpf/include/abi.h by build.rs.

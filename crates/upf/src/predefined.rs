@@ -47,9 +47,10 @@ pub struct Predefined {
 /// What activations changed in a PDR (kept in [`Session::predefined`] by PDR ID): the
 /// rules active (indices into the configuration's list, in activation order) and the
 /// PDR's own values before them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Activated {
     pub rules: ThinVec<u16>,
+    #[serde(with = "crate::state::wire_seq")]
     own_sdf_filters: ThinVec<SdfFilter>,
     own_far: Option<u32>,
     own_qers: SmallVec<[u32; 2]>,

@@ -12,6 +12,7 @@ use pfcp::ie::{
     OuterHeaderRemoval, SdfFilter,
 };
 use pfcp::msg::{CreateUrr, UpdateUrr};
+use serde::{Deserialize, Serialize};
 pub use smallvec::{smallvec, SmallVec};
 pub use thin_vec::{thin_vec, ThinVec};
 
@@ -44,7 +45,7 @@ pub fn network_instance(text: &str) -> NetworkInstance {
 /// The rules of one kind in a session, by ID: a sorted vector, because a session holds a
 /// handful of each and a tree or hash map would cost kilobytes per session at a million
 /// sessions.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleMap<K, V> {
     entries: Vec<(K, V)>,
 }
@@ -123,7 +124,7 @@ pub mod interface {
 }
 
 /// A local F-TEID as allocated or claimed: TEID and the UP function's address(es).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LocalFteid {
     pub teid: u32,
     pub ipv4: Option<Ipv4Addr>,
@@ -137,7 +138,7 @@ impl LocalFteid {
 }
 
 /// A UE address in a PDI (clause 8.2.62), resolved if it was to be chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct UeIp {
     pub ipv4: Option<Ipv4Addr>,
     pub ipv6: Option<Ipv6Addr>,
@@ -157,15 +158,17 @@ impl UeIp {
 }
 
 /// Packet Detection Information, Table 7.5.2.2-2.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Pdi {
     pub source_interface: u8,
     pub local_fteid: Option<LocalFteid>,
+    #[serde(with = "crate::state::ni_opt")]
     pub network_instance: Option<NetworkInstance>,
     // ThinVec: one word each, and no allocation while empty (most of these usually
     // are): two PDRs per session, a million sessions (docs/benchmarks.md, heap).
     pub ue_ips: ThinVec<UeIp>,
     pub traffic_endpoint_ids: ThinVec<u8>,
+    #[serde(with = "crate::state::wire_seq")]
     pub sdf_filters: ThinVec<SdfFilter>,
     pub application_id: Option<String>,
     pub qfis: ThinVec<u8>,
@@ -175,12 +178,13 @@ pub struct Pdi {
 }
 
 /// Packet Detection Rule (clause 5.2.1).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pdr {
     pub id: u16,
     /// Lower value = higher precedence; a PDR sent without one gets `u32::MAX`.
     pub precedence: u32,
     pub pdi: Pdi,
+    #[serde(with = "crate::state::wire_opt")]
     pub outer_header_removal: Option<OuterHeaderRemoval>,
     pub far_id: Option<u32>,
     // Inline up to two (16 octets, no allocation): a PDR names one or two of each.
@@ -191,7 +195,7 @@ pub struct Pdr {
 }
 
 /// The Apply Action of a FAR (clause 8.2.26) as flags the data path reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ApplyAction {
     pub drop: bool,
     pub forw: bool,
@@ -217,10 +221,12 @@ impl ApplyAction {
 }
 
 /// Forwarding Parameters, Table 7.5.2.3-2.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Forwarding {
     pub destination_interface: u8,
+    #[serde(with = "crate::state::ni_opt")]
     pub network_instance: Option<NetworkInstance>,
+    #[serde(with = "crate::state::wire_opt")]
     pub outer_header_creation: Option<OuterHeaderCreation>,
     pub transport_level_marking: Option<u16>,
     pub linked_traffic_endpoint: Option<u8>,
@@ -228,7 +234,7 @@ pub struct Forwarding {
 }
 
 /// Forwarding Action Rule (clause 5.2.1).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Far {
     pub id: u32,
     pub action: ApplyAction,
@@ -237,13 +243,15 @@ pub struct Far {
 }
 
 /// QoS Enforcement Rule (clause 5.2.1, Table 7.5.2.5-1).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Qer {
     pub id: u32,
     pub correlation_id: Option<u32>,
     pub gate_ul_open: bool,
     pub gate_dl_open: bool,
+    #[serde(with = "crate::state::wire_opt")]
     pub mbr: Option<Bitrate>,
+    #[serde(with = "crate::state::wire_opt")]
     pub gbr: Option<Bitrate>,
     pub qfi: Option<u8>,
     pub rqi: bool,
@@ -261,7 +269,7 @@ impl Qer {
 
 /// Usage Reporting Rule: the configuration as the CP function sent it (Create URR, merged
 /// with later Update URRs). Measurement state lives in the reporting module.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Urr {
     pub id: u32,
     pub rule: UrrRule,
@@ -270,9 +278,11 @@ pub struct Urr {
 /// What of a Create URR (Table 7.5.2.4-1) this UP function acts on. Only these IEs are
 /// kept: a million sessions' URRs are memory, and a whole Create URR (every optional IE)
 /// is 600 octets where these are a third of it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UrrRule {
+    #[serde(with = "crate::state::wire")]
     pub measurement_method: Flags,
+    #[serde(with = "crate::state::wire")]
     pub reporting_triggers: Flags,
     pub measurement_period: Option<u32>,
     pub volume_threshold: Option<VolumeLimit>,
@@ -287,7 +297,7 @@ pub struct UrrRule {
 
 /// A volume threshold or quota (clauses 8.2.13, 8.2.50) in octets: what of the Volume
 /// IE a URR acts on (not its spare bits: a URR is kept for every session).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct VolumeLimit {
     pub total: Option<u64>,
     pub uplink: Option<u64>,
@@ -363,20 +373,22 @@ impl Urr {
 }
 
 /// Buffering Action Rule (clause 5.2.1, Tables 7.5.2.6-1 and 7.5.9.2-1).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Bar {
     pub id: u8,
     pub downlink_data_notification_delay: Option<u8>,
     pub suggested_buffering_packets_count: Option<u8>,
+    #[serde(with = "crate::state::wire_opt")]
     pub dl_buffering_duration: Option<GprsTimer>,
     pub dl_buffering_suggested_packet_count: Option<u16>,
 }
 
 /// Traffic Endpoint (clause 5.2.1, Table 7.5.2.7-1): PDI parts shared by several PDRs.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TrafficEndpoint {
     pub id: u8,
     pub local_fteid: Option<LocalFteid>,
+    #[serde(with = "crate::state::ni_opt")]
     pub network_instance: Option<NetworkInstance>,
     pub ue_ips: Vec<UeIp>,
     pub qfis: Vec<u8>,
@@ -385,12 +397,14 @@ pub struct TrafficEndpoint {
 }
 
 /// One PFCP session as installed (clause 5.2).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// The UP function's SEID (its F-SEID towards the CP function).
     pub up_seid: u64,
+    #[serde(with = "crate::state::wire")]
     pub cp_fseid: FSeid,
     /// The CP function (association) that owns the session.
+    #[serde(with = "crate::state::wire")]
     pub cp_node: NodeId,
     pub pdrs: RuleMap<u16, Pdr>,
     pub fars: RuleMap<u32, Far>,
@@ -407,6 +421,7 @@ pub struct Session {
     pub pdn_type: Option<u8>,
     pub apn_dnn: Option<String>,
     /// FQ-CSIDs the CP function sent, for Session Set Deletion (clause 7.4.6).
+    #[serde(with = "crate::state::wire_seq")]
     pub fq_csids: ThinVec<pfcp::ie::FqCsid>,
     pub user_plane_inactivity_timer: Option<u32>,
     /// PDRs with predefined rules active (clause 5.19): the rules and what each PDR had

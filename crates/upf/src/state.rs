@@ -1,0 +1,883 @@
+//! The UP function's state on disk, so that a restart (crash, upgrade, configuration
+//! change) keeps every session (TS 23.527 clause 4.3: a UPF that keeps its state keeps
+//! its Recovery Time Stamp, and its CP functions see nothing).
+//!
+//! Two files in the state directory:
+//! - `state`: a snapshot, written to `state.tmp`, synced and renamed over the old one
+//!   (atomic): a header, then every association and session, then an end record that
+//!   counts them, so a snapshot cut short is seen as such.
+//! - `journal`: what changed since that snapshot, one frame per batch of N4 work,
+//!   appended before the batch's responses are sent (so nothing an SMF was told is
+//!   missing). Its first frame names the snapshot's generation.
+//!
+//! Each frame is `length (u32 LE) | CRC-32 (u32 LE) | postcard of Vec<Record>`. Loading
+//! checks every frame, the format version and the generations; anything wrong and
+//! nothing is applied ([`LoadError`]). The one exception is the journal's last frame
+//! when it is incomplete: a process killed in the middle of a write leaves that, and the
+//! batch it held was never answered (its requests are retransmitted by the SMFs).
+//!
+//! The rules are kept as the session model holds them (`rules.rs`), PFCP values in their
+//! wire encoding (`wire`), so the file does not depend on the data path's layout: a new
+//! data-path program or map layout is installed from the same state.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fastpath::Usage;
+use crate::rules::Session;
+
+/// Version of the file format; a file of another version is not loaded (a clean start).
+pub const FORMAT: u32 = 1;
+
+const MAGIC: &[u8; 8] = b"UPFDSTAT";
+/// A frame larger than this is taken for corruption (a snapshot frame holds one record).
+const MAX_FRAME: usize = 64 << 20;
+
+/// What a snapshot starts with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: u32,
+    /// Counts snapshots; the journal names the one it follows.
+    pub generation: u64,
+    /// The Recovery Time Stamp CP functions know (clause 8.2.65), kept across restarts.
+    pub recovery_time_stamp: u32,
+    /// What of the configuration the state depends on (node ID, TEID range, pools ...):
+    /// a state written under another is not loaded.
+    pub config: String,
+    /// The seed of the TEID index (fastpath::teid_index): restored TEIDs keep their slots.
+    pub teid_seed: u64,
+    pub written_unix: u64,
+}
+
+/// Where the data path that was running keeps its URR counters: the counts since the
+/// last persisted state are read from there after the new data path took over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterTable {
+    /// Kernel ID of the `urr_state` map.
+    pub map_id: u32,
+    /// Cells per URR (1 + possible CPUs) and octets per cell: the layout read.
+    pub stride: u32,
+    pub cell: u32,
+}
+
+/// One association with a CP function (clause 6.2.6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedAssociation {
+    #[serde(with = "wire")]
+    pub node: pfcp::ie::NodeId,
+    pub addr: SocketAddr,
+    pub recovery_time_stamp: u32,
+    #[serde(with = "wire_opt")]
+    pub cp_features: Option<pfcp::ie::Flags>,
+}
+
+/// A URR's reporting state (report.rs) as kept on disk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SavedUrr {
+    pub urr_id: u32,
+    /// Where the data path counted it ([`crate::fastpath::FastPath::urr_handle`]).
+    pub handle: Option<u32>,
+    pub seqn: u32,
+    pub start: u64,
+    pub reported: SavedUsage,
+    /// Counted by data paths before the current one and not reported yet.
+    pub carried: SavedUsage,
+    pub active_secs: u64,
+    pub quota_reported: bool,
+}
+
+/// [`Usage`] as kept on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedUsage {
+    pub ul_packets: u64,
+    pub ul_bytes: u64,
+    pub dl_packets: u64,
+    pub dl_bytes: u64,
+    pub first_packet: Option<u64>,
+    pub last_packet: Option<u64>,
+}
+
+impl From<Usage> for SavedUsage {
+    fn from(u: Usage) -> Self {
+        SavedUsage {
+            ul_packets: u.ul_packets,
+            ul_bytes: u.ul_bytes,
+            dl_packets: u.dl_packets,
+            dl_bytes: u.dl_bytes,
+            first_packet: u.first_packet,
+            last_packet: u.last_packet,
+        }
+    }
+}
+
+impl From<SavedUsage> for Usage {
+    fn from(u: SavedUsage) -> Self {
+        Usage {
+            ul_packets: u.ul_packets,
+            ul_bytes: u.ul_bytes,
+            dl_packets: u.dl_packets,
+            dl_bytes: u.dl_bytes,
+            first_packet: u.first_packet,
+            last_packet: u.last_packet,
+        }
+    }
+}
+
+/// A Session Report Request sent and not answered yet: sent again after a restart,
+/// with its sequence number, so its usage is not lost and not counted twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedReport {
+    pub sequence: u32,
+    pub to: SocketAddr,
+    pub data: Vec<u8>,
+}
+
+/// One session: its rules, its URRs' reporting state and its unanswered reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedSession {
+    pub session: Session,
+    pub urrs: Vec<SavedUrr>,
+    pub reports: Vec<SavedReport>,
+}
+
+/// What a frame holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    Header(Header),
+    /// The associations now (all of them: there are few).
+    Associations(Vec<SavedAssociation>),
+    Session(Box<SavedSession>),
+    SessionGone(u64),
+    Counters(CounterTable),
+    /// The sequence number of the next request upfd sends (clause 7.6.4): not reused
+    /// after a restart, or a CP function may take a new request for a retransmission.
+    Sequence(u32),
+    /// Last record of a snapshot: how many records came before it.
+    End {
+        records: u64,
+    },
+    /// First record of a journal: the snapshot generation it follows.
+    JournalOf {
+        generation: u64,
+    },
+}
+
+/// The state as loaded: what to restore.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Saved {
+    pub header: Header,
+    pub associations: Vec<SavedAssociation>,
+    /// By UP SEID, in no particular order.
+    pub sessions: Vec<SavedSession>,
+    pub counters: Option<CounterTable>,
+    pub sequence: Option<u32>,
+    /// An incomplete last journal frame was dropped (upfd killed while writing it).
+    pub torn_tail: bool,
+}
+
+/// Why a state was not loaded. Nothing of it is applied.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error("{path}: not an upfd state file")]
+    NotState { path: PathBuf },
+    #[error("{path}: format version {found}, this upfd reads {FORMAT}")]
+    Version { path: PathBuf, found: u32 },
+    #[error("{path}: frame at offset {offset}: {why}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        why: String,
+    },
+    #[error("{path}: {why}")]
+    Inconsistent { path: PathBuf, why: String },
+    #[error("written for another configuration ({found:?}; now {now:?})")]
+    Config { found: String, now: String },
+}
+
+/// The state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    dir: PathBuf,
+}
+
+/// The journal, open for appending.
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    bytes: u64,
+}
+
+impl StateDir {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        StateDir { dir: dir.into() }
+    }
+
+    pub fn snapshot_path(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    pub fn journal_path(&self) -> PathBuf {
+        self.dir.join("journal")
+    }
+
+    /// The state kept, if there is one. `config` is [`Header::config`] of the running
+    /// configuration. `Ok(None)`: no state (a first start).
+    pub fn load(&self, config: &str) -> Result<Option<Saved>, LoadError> {
+        let path = self.snapshot_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(LoadError::Io { path, err }),
+        };
+        if bytes.len() < 12 || &bytes[..8] != MAGIC {
+            return Err(LoadError::NotState { path });
+        }
+        let found = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if found != FORMAT {
+            return Err(LoadError::Version { path, found });
+        }
+        let (decoded, torn) = frames(&path, &bytes, 12)?;
+        if torn {
+            return Err(LoadError::Inconsistent {
+                path,
+                why: "cut short (no end record)".into(),
+            });
+        }
+        let mut records = decoded.into_iter().flatten();
+        let header = match records.next() {
+            Some(Record::Header(h)) => h,
+            _ => {
+                return Err(LoadError::Inconsistent {
+                    path,
+                    why: "does not start with a header".into(),
+                })
+            }
+        };
+        if header.format != FORMAT {
+            return Err(LoadError::Version {
+                path,
+                found: header.format,
+            });
+        }
+        if header.config != config {
+            return Err(LoadError::Config {
+                found: header.config,
+                now: config.to_string(),
+            });
+        }
+        let mut s = Builder::default();
+        let mut ended = false;
+        // The header was record 0.
+        for (count, r) in (1u64..).zip(records) {
+            if ended {
+                return Err(LoadError::Inconsistent {
+                    path,
+                    why: "records after the end record".into(),
+                });
+            }
+            match r {
+                Record::End { records } if records == count => ended = true,
+                Record::End { records } => {
+                    return Err(LoadError::Inconsistent {
+                        path,
+                        why: format!("end record counts {records} records, there are {count}"),
+                    })
+                }
+                other => s.apply(other).map_err(|why| LoadError::Inconsistent {
+                    path: path.clone(),
+                    why,
+                })?,
+            }
+        }
+        if !ended {
+            return Err(LoadError::Inconsistent {
+                path,
+                why: "cut short (no end record)".into(),
+            });
+        }
+        // The journal: changes since this snapshot.
+        let jpath = self.journal_path();
+        let mut torn_tail = false;
+        match std::fs::read(&jpath) {
+            Ok(j) => {
+                let (decoded, torn) = frames(&jpath, &j, 0)?;
+                torn_tail = torn;
+                let mut records = decoded.into_iter().flatten();
+                match records.next() {
+                    None => {}
+                    Some(Record::JournalOf { generation }) if generation == header.generation => {
+                        for r in records {
+                            match r {
+                                Record::Header(_)
+                                | Record::End { .. }
+                                | Record::JournalOf { .. } => {
+                                    return Err(LoadError::Inconsistent {
+                                        path: jpath,
+                                        why: "a snapshot record in the journal".into(),
+                                    })
+                                }
+                                other => s.apply(other).map_err(|why| LoadError::Inconsistent {
+                                    path: jpath.clone(),
+                                    why,
+                                })?,
+                            }
+                        }
+                    }
+                    // A journal of an older snapshot: written before that snapshot
+                    // replaced it, so the snapshot holds all of it.
+                    Some(Record::JournalOf { generation }) if generation < header.generation => {}
+                    Some(other) => {
+                        return Err(LoadError::Inconsistent {
+                            path: jpath,
+                            why: format!(
+                                "starts with {other:.40?}, not the journal of generation {}",
+                                header.generation
+                            ),
+                        })
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(LoadError::Io { path: jpath, err }),
+        }
+        Ok(Some(Saved {
+            header,
+            associations: s.associations,
+            sessions: s.sessions.into_values().collect(),
+            counters: s.counters,
+            sequence: s.sequence,
+            torn_tail,
+        }))
+    }
+
+    /// Write a snapshot of `records` (after `header`) atomically and start an empty
+    /// journal after it.
+    pub fn write_snapshot(
+        &self,
+        header: &Header,
+        records: impl IntoIterator<Item = Record>,
+    ) -> std::io::Result<Journal> {
+        std::fs::create_dir_all(&self.dir)?;
+        let tmp = self.dir.join("state.tmp");
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        f.write_all(MAGIC)?;
+        f.write_all(&FORMAT.to_le_bytes())?;
+        let mut n = 0u64;
+        let mut frame = Vec::new();
+        for r in std::iter::once(Record::Header(header.clone())).chain(records) {
+            encode_frame(std::slice::from_ref(&r), &mut frame)?;
+            f.write_all(&frame)?;
+            n += 1;
+        }
+        encode_frame(&[Record::End { records: n }], &mut frame)?;
+        f.write_all(&frame)?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        // The new journal is written before either rename; the snapshot is renamed
+        // first, so a crash in between leaves the old journal beside the new snapshot,
+        // which `load` ignores (the snapshot holds all of it).
+        let jtmp = self.dir.join("journal.tmp");
+        let mut j = File::create(&jtmp)?;
+        encode_frame(
+            &[Record::JournalOf {
+                generation: header.generation,
+            }],
+            &mut frame,
+        )?;
+        j.write_all(&frame)?;
+        j.sync_all()?;
+        std::fs::rename(&tmp, self.snapshot_path())?;
+        std::fs::rename(&jtmp, self.journal_path())?;
+        if let Ok(d) = File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        let path = self.journal_path();
+        let file = OpenOptions::new().append(true).open(&path)?;
+        let bytes = file.metadata()?.len();
+        Ok(Journal { file, path, bytes })
+    }
+
+    /// Remove the state (a clean start that must not come back).
+    pub fn remove(&self) -> std::io::Result<()> {
+        for p in [self.snapshot_path(), self.journal_path()] {
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Set a bad state aside (renamed with `.bad`), for whoever looks into it.
+    pub fn set_aside(&self) -> std::io::Result<()> {
+        for p in [self.snapshot_path(), self.journal_path()] {
+            if p.exists() {
+                let mut bad = p.clone().into_os_string();
+                bad.push(".bad");
+                std::fs::rename(&p, bad)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Journal {
+    /// Append one frame of `records` (one write: a batch is kept whole or, cut short by
+    /// a kill, dropped whole on load).
+    pub fn append(&mut self, records: &[Record]) -> std::io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut frame = Vec::new();
+        encode_frame(records, &mut frame)?;
+        self.file.write_all(&frame)?;
+        self.bytes += frame.len() as u64;
+        Ok(())
+    }
+
+    /// Octets written so far (to decide when a new snapshot is due).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn encode_frame(records: &[Record], out: &mut Vec<u8>) -> std::io::Result<()> {
+    out.clear();
+    out.extend_from_slice(&[0; 8]);
+    let out2 = std::mem::take(out);
+    let mut v = postcard::to_extend(records, out2).map_err(std::io::Error::other)?;
+    let len = v.len() - 8;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other(format!(
+            "a state frame of {len} octets (at most {MAX_FRAME})"
+        )));
+    }
+    let crc = crc32fast::hash(&v[8..]);
+    v[..4].copy_from_slice(&(len as u32).to_le_bytes());
+    v[4..8].copy_from_slice(&crc.to_le_bytes());
+    *out = v;
+    Ok(())
+}
+
+/// The frames of `bytes` from `at`, decoded, and whether the last one was incomplete.
+fn frames(path: &Path, bytes: &[u8], mut at: usize) -> Result<(Vec<Vec<Record>>, bool), LoadError> {
+    let mut out = Vec::new();
+    while at < bytes.len() {
+        let corrupt = |why: String| LoadError::Corrupt {
+            path: path.to_path_buf(),
+            offset: at as u64,
+            why,
+        };
+        if bytes.len() - at < 8 {
+            return Ok((out, true));
+        }
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default()) as usize;
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap_or_default());
+        if len > MAX_FRAME {
+            return Err(corrupt(format!("length {len} is more than {MAX_FRAME}")));
+        }
+        let Some(payload) = bytes.get(at + 8..at + 8 + len) else {
+            return Ok((out, true));
+        };
+        if crc32fast::hash(payload) != crc {
+            return Err(corrupt("checksum mismatch".into()));
+        }
+        let records: Vec<Record> =
+            postcard::from_bytes(payload).map_err(|e| corrupt(format!("undecodable: {e}")))?;
+        out.push(records);
+        at += 8 + len;
+    }
+    Ok((out, false))
+}
+
+/// Applies records in order.
+#[derive(Default)]
+struct Builder {
+    associations: Vec<SavedAssociation>,
+    sessions: std::collections::HashMap<u64, SavedSession>,
+    counters: Option<CounterTable>,
+    sequence: Option<u32>,
+}
+
+impl Builder {
+    fn apply(&mut self, r: Record) -> Result<(), String> {
+        match r {
+            Record::Associations(a) => self.associations = a,
+            Record::Session(s) => {
+                let seid = s.session.up_seid;
+                if seid == 0 {
+                    return Err("a session with SEID 0".into());
+                }
+                self.sessions.insert(seid, *s);
+            }
+            Record::SessionGone(seid) => {
+                self.sessions.remove(&seid);
+            }
+            Record::Counters(c) => self.counters = Some(c),
+            Record::Sequence(q) => self.sequence = Some(q),
+            Record::Header(_) => return Err("a second header".into()),
+            Record::End { .. } | Record::JournalOf { .. } => {
+                return Err("a journal or end record inside the snapshot".into())
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Read a whole file (tests).
+pub fn read_all(p: &Path) -> std::io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    File::open(p)?.read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// Serde for PFCP values in their wire encoding (TS 29.244 clause 8.2): the codec is the
+/// one the N4 tests check against tshark, and the encoding does not change between
+/// versions the way a struct layout may.
+pub mod wire {
+    use pfcp::ie::Value;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Value, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        let mut b = Vec::new();
+        v.encode(&mut b);
+        b.serialize(s)
+    }
+
+    pub fn deserialize<'de, T: Value, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        let b = Vec::<u8>::deserialize(d)?;
+        T::decode(&b).map_err(|e| serde::de::Error::custom(format!("{e:?}")))
+    }
+}
+
+/// [`wire`] for an optional value.
+pub mod wire_opt {
+    use pfcp::ie::Value;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Value, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref()
+            .map(|v| {
+                let mut b = Vec::new();
+                v.encode(&mut b);
+                b
+            })
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, T: Value, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+        match Option::<Vec<u8>>::deserialize(d)? {
+            None => Ok(None),
+            Some(b) => T::decode(&b)
+                .map(Some)
+                .map_err(|e| serde::de::Error::custom(format!("{e:?}"))),
+        }
+    }
+}
+
+/// [`wire`] for a list of values.
+pub mod wire_seq {
+    use pfcp::ie::Value;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use thin_vec::ThinVec;
+
+    pub fn serialize<T: Value, S: Serializer>(v: &ThinVec<T>, s: S) -> Result<S::Ok, S::Error> {
+        let all: Vec<Vec<u8>> = v
+            .iter()
+            .map(|v| {
+                let mut b = Vec::new();
+                v.encode(&mut b);
+                b
+            })
+            .collect();
+        all.serialize(s)
+    }
+
+    pub fn deserialize<'de, T: Value, D: Deserializer<'de>>(d: D) -> Result<ThinVec<T>, D::Error> {
+        Vec::<Vec<u8>>::deserialize(d)?
+            .iter()
+            .map(|b| T::decode(b).map_err(|e| serde::de::Error::custom(format!("{e:?}"))))
+            .collect()
+    }
+}
+
+/// A Network Instance: the text, shared again on load ([`crate::rules::network_instance`]).
+pub mod ni_opt {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::rules::NetworkInstance;
+
+    pub fn serialize<S: Serializer>(v: &Option<NetworkInstance>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_deref().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<NetworkInstance>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.map(|t| crate::rules::network_instance(&t)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::*;
+    use pfcp::ie::{FSeid, Flags, NodeId, OuterHeaderCreation, SdfFilter};
+    use std::net::Ipv4Addr;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "upf-state-{tag}-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn header() -> Header {
+        Header {
+            format: FORMAT,
+            generation: 1,
+            recovery_time_stamp: 0xe000_0001,
+            config: "cfg".into(),
+            teid_seed: 7,
+            written_unix: 1,
+        }
+    }
+
+    /// A session with one of every kind of rule, PFCP values of every wire-encoded kind.
+    fn session(seid: u64) -> SavedSession {
+        let node = NodeId::Ipv4(Ipv4Addr::new(10, 0, 0, 2));
+        let mut s = Session::new(
+            seid,
+            FSeid {
+                seid: seid + 1,
+                ipv4: Some(Ipv4Addr::new(10, 0, 0, 2)),
+                ipv6: None,
+                spare: 0,
+            },
+            node,
+        );
+        s.pdrs.insert(
+            1,
+            Pdr {
+                id: 1,
+                precedence: 100,
+                pdi: Pdi {
+                    local_fteid: Some(LocalFteid {
+                        teid: 0x1234,
+                        ipv4: Some(Ipv4Addr::new(10, 1, 0, 1)),
+                        ipv6: None,
+                    }),
+                    network_instance: Some(network_instance("internet")),
+                    sdf_filters: thin_vec![SdfFilter {
+                        flow_description: Some(b"permit out ip from any to assigned".to_vec()),
+                        ..SdfFilter::default()
+                    }],
+                    ..Pdi::default()
+                },
+                outer_header_removal: Some(pfcp::ie::OuterHeaderRemoval {
+                    description: 0,
+                    ext_header_deletion: None,
+                }),
+                far_id: Some(1),
+                urr_ids: smallvec![1],
+                qer_ids: smallvec![],
+                activation_time: None,
+                deactivation_time: None,
+            },
+        );
+        s.fars.insert(
+            1,
+            Far {
+                id: 1,
+                action: ApplyAction {
+                    forw: true,
+                    ..ApplyAction::default()
+                },
+                forwarding: Some(Forwarding {
+                    destination_interface: interface::ACCESS,
+                    outer_header_creation: Some(OuterHeaderCreation {
+                        description: OuterHeaderCreation::GTPU_UDP_IPV4,
+                        teid: Some(9),
+                        ipv4: Some(Ipv4Addr::new(10, 10, 0, 1)),
+                        ipv6: None,
+                        port: None,
+                        c_tag: None,
+                        s_tag: None,
+                    }),
+                    ..Forwarding::default()
+                }),
+                bar_id: None,
+            },
+        );
+        s.urrs.insert(
+            1,
+            Urr {
+                id: 1,
+                rule: UrrRule {
+                    measurement_method: Flags(vec![0x02]),
+                    reporting_triggers: Flags(vec![0x01, 0x00]),
+                    measurement_period: None,
+                    volume_threshold: Some(VolumeLimit {
+                        total: Some(1000),
+                        uplink: None,
+                        downlink: None,
+                    }),
+                    volume_quota: None,
+                    time_threshold: None,
+                    time_quota: None,
+                    quota_holding_time: None,
+                    inactivity_detection_time: None,
+                    linked_urr_ids: vec![],
+                    far_id_for_quota_action: None,
+                },
+            },
+        );
+        s.teids.push(0x1234);
+        s.allocated_ue_ips.push("10.45.0.2".parse().unwrap());
+        SavedSession {
+            session: s,
+            urrs: vec![SavedUrr {
+                urr_id: 1,
+                handle: Some(3),
+                seqn: 2,
+                reported: SavedUsage {
+                    ul_packets: 5,
+                    ..SavedUsage::default()
+                },
+                ..SavedUrr::default()
+            }],
+            reports: vec![],
+        }
+    }
+
+    fn write(dir: &Path, sessions: &[u64]) -> Journal {
+        StateDir::new(dir)
+            .write_snapshot(
+                &header(),
+                sessions
+                    .iter()
+                    .map(|s| Record::Session(Box::new(session(*s))))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn a_snapshot_and_its_journal_load_as_written() {
+        let d = tmp("ok");
+        let mut j = write(&d, &[1, 2, 3]);
+        j.append(&[Record::SessionGone(2), Record::Sequence(77)])
+            .unwrap();
+        j.append(&[Record::Session(Box::new(session(4)))]).unwrap();
+        let s = StateDir::new(&d).load("cfg").unwrap().unwrap();
+        let mut seids: Vec<u64> = s.sessions.iter().map(|x| x.session.up_seid).collect();
+        seids.sort();
+        assert_eq!(seids, [1, 3, 4]);
+        let one = s.sessions.iter().find(|x| x.session.up_seid == 1).unwrap();
+        assert_eq!(*one, session(1), "every rule and value as it was");
+        assert_eq!(s.header, header());
+        assert_eq!(s.sequence, Some(77));
+        assert!(!s.torn_tail);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_journal_frame_cut_short_is_dropped_whole_and_said() {
+        let d = tmp("torn");
+        let mut j = write(&d, &[1]);
+        j.append(&[Record::Session(Box::new(session(2)))]).unwrap();
+        j.append(&[
+            Record::Session(Box::new(session(3))),
+            Record::SessionGone(1),
+        ])
+        .unwrap();
+        let p = StateDir::new(&d).journal_path();
+        let len = std::fs::metadata(&p).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(len - 5).unwrap();
+        let s = StateDir::new(&d).load("cfg").unwrap().unwrap();
+        let mut seids: Vec<u64> = s.sessions.iter().map(|x| x.session.up_seid).collect();
+        seids.sort();
+        assert_eq!(seids, [1, 2], "the last batch is dropped whole");
+        assert!(s.torn_tail);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn damage_anywhere_is_refused_and_nothing_is_returned() {
+        let d = tmp("bad");
+        let mut j = write(&d, &[1, 2]);
+        j.append(&[Record::SessionGone(2)]).unwrap();
+        let dir = StateDir::new(&d);
+        let good = std::fs::read(dir.snapshot_path()).unwrap();
+        let journal = std::fs::read(dir.journal_path()).unwrap();
+        // Every single octet of the snapshot changed, one at a time: never loaded as if
+        // nothing happened (a changed octet in a length may read as "cut short"; both
+        // refuse).
+        for at in 0..good.len() {
+            let mut b = good.clone();
+            b[at] ^= 0x41;
+            std::fs::write(dir.snapshot_path(), &b).unwrap();
+            assert!(dir.load("cfg").is_err(), "octet {at} changed, still loaded");
+        }
+        // Cut short anywhere.
+        for n in [0, 5, 12, 20, good.len() / 2, good.len() - 1] {
+            std::fs::write(dir.snapshot_path(), &good[..n]).unwrap();
+            assert!(dir.load("cfg").is_err(), "cut at {n}, still loaded");
+        }
+        std::fs::write(dir.snapshot_path(), &good).unwrap();
+        // A damaged journal frame (not the last one cut short) is refused too.
+        let mut jb = journal.clone();
+        let at = jb.len() - 2;
+        jb[at] ^= 1;
+        std::fs::write(dir.journal_path(), &jb).unwrap();
+        assert!(matches!(dir.load("cfg"), Err(LoadError::Corrupt { .. })));
+        std::fs::write(dir.journal_path(), &journal).unwrap();
+        // Another version, another configuration.
+        let mut b = good.clone();
+        b[8..12].copy_from_slice(&(FORMAT + 1).to_le_bytes());
+        std::fs::write(dir.snapshot_path(), &b).unwrap();
+        assert!(matches!(dir.load("cfg"), Err(LoadError::Version { .. })));
+        std::fs::write(dir.snapshot_path(), &good).unwrap();
+        assert!(matches!(dir.load("other"), Err(LoadError::Config { .. })));
+        assert!(dir.load("cfg").unwrap().is_some(), "undamaged, it loads");
+        dir.set_aside().unwrap();
+        assert!(dir.load("cfg").unwrap().is_none(), "set aside: no state");
+        assert!(d.join("state.bad").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_journal_of_an_older_snapshot_is_ignored() {
+        let d = tmp("gen");
+        let dir = StateDir::new(&d);
+        let mut j = write(&d, &[1]);
+        j.append(&[Record::SessionGone(1)]).unwrap();
+        let old_journal = std::fs::read(dir.journal_path()).unwrap();
+        let mut h = header();
+        h.generation = 2;
+        dir.write_snapshot(&h, vec![Record::Session(Box::new(session(1)))])
+            .unwrap();
+        // A crash between the two renames leaves the old journal beside the new
+        // snapshot, which holds all of it.
+        std::fs::write(dir.journal_path(), &old_journal).unwrap();
+        let s = dir.load("cfg").unwrap().unwrap();
+        assert_eq!(s.sessions.len(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
