@@ -578,6 +578,18 @@ impl Datapath {
         u
     }
 
+    /// Where this data path counts URRs (the `urr_state` map's kernel ID and layout):
+    /// kept in upfd's state, so that the next upfd reads the counts of this data path
+    /// after its own took over ([`OldCounters`]).
+    pub fn counter_table(&self) -> Result<upf::state::CounterTable, FastPathError> {
+        let info = self.skel.maps.urr_state.info().map_err(io)?;
+        Ok(upf::state::CounterTable {
+            map_id: info.info.id,
+            stride: self.urr_mem.stride() as u32,
+            cell: info.info.value_size,
+        })
+    }
+
     pub fn capacity(&self) -> Capacity {
         self.cap
     }
@@ -878,6 +890,10 @@ impl FastPath for Datapath {
         self.release(&inst, &IdMap::default(), &IdMap::default());
     }
 
+    fn urr_handle(&self, seid: u64, urr_id: u32) -> Option<u32> {
+        self.urr_slot(seid, urr_id).ok()
+    }
+
     fn usage(&self, seid: u64, urr_id: u32) -> Usage {
         match self.urr_slot(seid, urr_id) {
             Ok(slot) => self.read_urr(slot),
@@ -1042,4 +1058,63 @@ pub fn parse_event(b: &[u8]) -> Option<Event> {
         abi::EV_THRESHOLD => Event::ThresholdReached { seid: e.seid },
         _ => return None,
     })
+}
+
+/// The URR counters of a data path this upfd did not load: the one that ran before a
+/// restart, still attached (and counting) until the new one replaces it. Read once the
+/// new one is attached: then they no longer change.
+pub struct OldCounters {
+    mem: UrrMem,
+    slots: u32,
+    ncpus: usize,
+    boot_offset_ns: i128,
+}
+
+impl OldCounters {
+    /// Open the `urr_state` map `t` describes; an error if it is gone (the old data path
+    /// was removed) or is not a URR table of this layout.
+    pub fn open(t: &upf::state::CounterTable) -> Result<Self, FastPathError> {
+        let m = libbpf_rs::MapHandle::from_map_id(t.map_id)
+            .map_err(|e| io(format!("map {}: {e}", t.map_id)))?;
+        if m.name().to_str() != Some("urr_state")
+            || m.value_size() as usize != crate::mem::CELL
+            || t.cell as usize != crate::mem::CELL
+        {
+            return Err(io(format!(
+                "map {} is {:?} with {}-octet values, not a URR table of {}-octet cells",
+                t.map_id,
+                m.name(),
+                m.value_size(),
+                crate::mem::CELL
+            )));
+        }
+        let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
+        if t.stride as usize != 1 + ncpus {
+            return Err(io(format!(
+                "URR table of stride {} on a machine of {ncpus} possible CPUs",
+                t.stride
+            )));
+        }
+        let cells = m.max_entries() as usize;
+        Ok(OldCounters {
+            mem: UrrMem::map(&m, cells, t.stride as usize)?,
+            slots: (cells / t.stride as usize) as u32,
+            ncpus,
+            boot_offset_ns: unix_ns() - mono_ns(),
+        })
+    }
+
+    /// The counts of URR slot `handle`, summed over the CPUs (None: no such slot).
+    pub fn usage(&self, handle: u32) -> Option<Usage> {
+        if handle >= self.slots {
+            return None;
+        }
+        let (mut u, times) = self.mem.counters(handle, self.ncpus)?;
+        let to_unix = |ns: u64| ((ns as i128 + self.boot_offset_ns) / 1_000_000_000) as u64;
+        if let Some((first, last)) = times {
+            u.first_packet = Some(to_unix(first));
+            u.last_packet = Some(to_unix(last));
+        }
+        Some(u)
+    }
 }

@@ -160,7 +160,7 @@ pub(crate) struct UrrMem {
     stride: usize,
 }
 
-const CELL: usize = abi::URR_CELL as usize;
+pub(crate) const CELL: usize = abi::URR_CELL as usize;
 const _: () = assert!(size_of::<types::urr_counters>() == CELL);
 const _: () = assert!(size_of::<types::urr_shared>() == CELL);
 

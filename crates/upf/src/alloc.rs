@@ -286,6 +286,20 @@ impl UeIpPools {
         }
     }
 
+    /// Take a given address (a session restored after a restart): false if it is in no
+    /// pool or taken.
+    pub fn claim(&mut self, a: IpAddr) -> bool {
+        for (v4, v6) in self.pools.values_mut() {
+            let p = if a.is_ipv4() { v4 } else { v6 };
+            if let Some(p) = p {
+                if p.net.contains(&a) {
+                    return p.used.insert(a);
+                }
+            }
+        }
+        false
+    }
+
     /// Return an address to whichever pool holds it.
     pub fn release(&mut self, a: IpAddr) {
         for (v4, v6) in self.pools.values_mut() {

@@ -22,6 +22,7 @@ use crate::procedures::{Created, Rejection};
 use crate::report::Report;
 use crate::rules::UeIp;
 use crate::sessions::Sessions;
+use crate::state::{Record, Saved, SavedAssociation, SavedReport};
 
 /// The PFCP port (TS 29.244 clause 7.2): where requests go.
 pub const PFCP_PORT: u16 = 8805;
@@ -234,6 +235,9 @@ pub struct N4 {
     load: LoadControl,
     /// The time of the datagram being handled (for the overload report's validity).
     now: Instant,
+    /// The associations and sequence number as last written to the state (state.rs).
+    saved_assocs: Vec<SavedAssociation>,
+    saved_seq: u32,
 }
 
 /// Unknown Network Instance names reported one by one; past that, only counted.
@@ -262,7 +266,157 @@ impl N4 {
             reported_names: Default::default(),
             load: LoadControl::new(cfg_rts),
             now: Instant::now(),
+            saved_assocs: Vec::new(),
+            saved_seq: 0,
         }
+    }
+
+    /// The associations as the state keeps them, in a fixed order.
+    fn saved_associations(&self) -> Vec<SavedAssociation> {
+        let mut v: Vec<SavedAssociation> = self
+            .assocs
+            .iter()
+            .map(|(n, a)| SavedAssociation {
+                node: n.clone(),
+                addr: a.addr,
+                recovery_time_stamp: a.recovery_time_stamp,
+                cp_features: a.cp_features.clone(),
+            })
+            .collect();
+        v.sort_by_key(|a| a.node.to_string());
+        v
+    }
+
+    /// Unanswered Session Report Requests by session.
+    fn saved_reports(&self) -> HashMap<u64, Vec<SavedReport>> {
+        let mut m: HashMap<u64, Vec<SavedReport>> = HashMap::new();
+        for (seq, o) in &self.outstanding {
+            if let Pending::SessionReport(seid) = o.what {
+                m.entry(seid).or_default().push(SavedReport {
+                    sequence: *seq,
+                    to: o.to,
+                    data: o.data.clone(),
+                });
+            }
+        }
+        m
+    }
+
+    /// Keep the state from now on: [`N4::take_changes`] says what changed.
+    pub fn track_changes(&mut self) {
+        self.sessions.track_changes();
+    }
+
+    /// Everything, as records of a state snapshot (state.rs); what changed from now on
+    /// is what [`N4::take_changes`] returns.
+    pub fn save_all(&mut self) -> Vec<Record> {
+        let _ = self.sessions.take_changed();
+        self.saved_assocs = self.saved_associations();
+        self.saved_seq = self.next_seq;
+        let mut reports = self.saved_reports();
+        let mut out = vec![
+            Record::Associations(self.saved_assocs.clone()),
+            Record::Sequence(self.next_seq),
+        ];
+        for seid in self.sessions.seids() {
+            if let Some(mut s) = self.sessions.save(seid) {
+                s.reports = reports.remove(&seid).unwrap_or_default();
+                out.push(Record::Session(Box::new(s)));
+            }
+        }
+        out
+    }
+
+    /// What changed since the last call (or [`N4::save_all`]), as records to append to
+    /// the state's journal before anything is sent.
+    pub fn take_changes(&mut self) -> Vec<Record> {
+        let mut out = Vec::new();
+        let assocs = self.saved_associations();
+        if assocs != self.saved_assocs {
+            self.saved_assocs = assocs.clone();
+            out.push(Record::Associations(assocs));
+        }
+        if self.next_seq != self.saved_seq {
+            self.saved_seq = self.next_seq;
+            out.push(Record::Sequence(self.next_seq));
+        }
+        let changed = self.sessions.take_changed();
+        if changed.is_empty() {
+            return out;
+        }
+        let mut reports = self.saved_reports();
+        for seid in changed {
+            match self.sessions.save(seid) {
+                Some(mut s) => {
+                    s.reports = reports.remove(&seid).unwrap_or_default();
+                    out.push(Record::Session(Box::new(s)));
+                }
+                None => out.push(Record::SessionGone(seid)),
+            }
+        }
+        out
+    }
+
+    /// Carry counts of the data path that ran before a restart (see [`Sessions::carry`]).
+    pub fn carry(&mut self, seid: u64, urr_id: u32, more: crate::fastpath::Usage) {
+        self.sessions.carry(seid, urr_id, more);
+    }
+
+    /// Take back the state kept before a restart: associations, sessions (see
+    /// [`Sessions::restore`]; `counted` reads the counts of the data path that ran) and
+    /// unanswered Session Report Requests, sent again with their sequence numbers. On
+    /// an error the caller drops this N4 and starts clean: nothing is half-applied.
+    pub fn restore(
+        &mut self,
+        saved: &Saved,
+        counted: impl Fn(u64, &crate::state::SavedUrr) -> Option<crate::fastpath::Usage>,
+        now: Instant,
+    ) -> Result<(), String> {
+        for a in &saved.associations {
+            self.by_addr.insert(a.addr.ip(), a.node.clone());
+            self.assocs.insert(
+                a.node.clone(),
+                Association {
+                    addr: a.addr,
+                    recovery_time_stamp: a.recovery_time_stamp,
+                    rts_change_reported: false,
+                    cp_features: a.cp_features.clone(),
+                    // A heartbeat at once: the CP function hears our (same) time stamp.
+                    next_heartbeat: now,
+                    heartbeat_pending: false,
+                    release_deadline: None,
+                },
+            );
+        }
+        for s in &saved.sessions {
+            if !self.assocs.contains_key(&s.session.cp_node) {
+                return Err(format!(
+                    "session {:#x} of {}, which is not associated",
+                    s.session.up_seid, s.session.cp_node
+                ));
+            }
+            let seid = s.session.up_seid;
+            self.sessions.restore(s, |u| counted(seid, u))?;
+            for r in &s.reports {
+                self.outstanding.insert(
+                    r.sequence,
+                    Outstanding {
+                        to: r.to,
+                        data: r.data.clone(),
+                        next_retry: now,
+                        tries: 1,
+                        what: Pending::SessionReport(s.session.up_seid),
+                    },
+                );
+                *self.reports_pending.entry(r.to).or_default() += 1;
+            }
+        }
+        if let Some(q) = saved.sequence {
+            self.next_seq = q.max(1);
+        }
+        self.saved_assocs = self.saved_associations();
+        self.saved_seq = self.next_seq;
+        Ok(())
     }
 
     /// What upfd measured of its load: reported to CP functions from the next response
@@ -410,6 +564,7 @@ impl N4 {
         let data = msg::emit(&HeaderRepr::session(0, cp_seid, seq), &body);
         *self.reports_pending.entry(to).or_default() += 1;
         self.request(to, seq, data, Pending::SessionReport(seid), now, &mut out);
+        self.sessions.mark_changed(seid);
         out
     }
 
@@ -583,7 +738,10 @@ impl N4 {
                     self.drop_association(&node, "peer lost: no heartbeat response");
                 }
                 Pending::AssociationUpdate(_) => {}
-                Pending::SessionReport(_) => self.report_done(o.to),
+                Pending::SessionReport(seid) => {
+                    self.report_done(o.to);
+                    self.sessions.mark_changed(seid);
+                }
             }
         }
         // Association setup retries towards configured CP functions.
@@ -792,10 +950,9 @@ impl N4 {
             self.stats.discarded += 1;
             return;
         };
-        if matches!(o.what, Pending::SessionReport(_))
-            && matches!(m, msg::Msg::SessionReportResponse(_))
-        {
+        if let (Pending::SessionReport(seid), msg::Msg::SessionReportResponse(_)) = (&o.what, &m) {
             self.report_done(o.to);
+            self.sessions.mark_changed(*seid);
         }
         match (o.what, m) {
             (Pending::Heartbeat(node), msg::Msg::HeartbeatResponse(r)) => {

@@ -238,6 +238,17 @@ impl Resources {
         self.ue_hint = None;
     }
 
+    /// Note a TEID claimed outside a procedure (a restored session), so that
+    /// [`Resources::rollback`] gives it back.
+    pub fn note_taken_teid(&mut self, t: u32) {
+        self.taken_teids.push(t);
+    }
+
+    /// As [`Resources::note_taken_teid`], for a UE address.
+    pub fn note_taken_ue_ip(&mut self, a: IpAddr) {
+        self.taken_ue_ips.push(a);
+    }
+
     /// Release what a session held and its new version no longer does.
     pub fn release_dropped(&mut self, old: &Session, new: Option<&Session>) {
         for t in &old.teids {

@@ -20,6 +20,7 @@ use pfcp::ie::reporting_triggers as rt;
 
 use crate::fastpath::{FastPath, Usage};
 use crate::rules::{Session, Urr};
+use crate::state::SavedUrr;
 
 /// Why a report is made: one of the Usage Report Trigger bits (clause 8.2.41).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +109,32 @@ struct UrrState {
     quota_set: bool,
     /// The data path holds an armed volume threshold for this URR.
     threshold_set: bool,
+    /// Counted by the data paths before this one (upfd restarted) and not reported:
+    /// added to what the data path counts now.
+    carried: Usage,
+}
+
+impl UrrState {
+    /// What was counted for the URR in all: the data path's counts and the carried ones.
+    fn total(&self, fp: &dyn FastPath, seid: u64, urr_id: u32) -> Usage {
+        add(fp.usage(seid, urr_id), &self.carried)
+    }
+}
+
+/// `a` with `b`'s counts added (first and last packet: the earliest and the latest).
+fn add(a: Usage, b: &Usage) -> Usage {
+    let earliest = match (a.first_packet, b.first_packet) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
+    Usage {
+        ul_packets: a.ul_packets + b.ul_packets,
+        ul_bytes: a.ul_bytes + b.ul_bytes,
+        dl_packets: a.dl_packets + b.dl_packets,
+        dl_bytes: a.dl_bytes + b.dl_bytes,
+        first_packet: earliest,
+        last_packet: a.last_packet.max(b.last_packet),
+    }
 }
 
 impl UrrState {
@@ -140,10 +167,9 @@ impl Reporting {
 
     /// What was counted for a URR since its last report.
     pub fn unreported(&self, fp: &dyn FastPath, seid: u64, urr_id: u32) -> Usage {
-        let total = fp.usage(seid, urr_id);
         match self.urrs.get(&(seid, urr_id)) {
-            Some(st) => total.since(&st.reported),
-            None => total,
+            Some(st) => st.total(fp, seid, urr_id).since(&st.reported),
+            None => fp.usage(seid, urr_id),
         }
     }
 
@@ -157,7 +183,7 @@ impl Reporting {
                 .or_insert_with(UrrState::starting_now);
             // A new quota may be reported on again.
             st.quota_reported = false;
-            let since = fp.usage(s.up_seid, u.id).since(&st.reported);
+            let since = st.total(fp, s.up_seid, u.id).since(&st.reported);
             let left = quota_left(u, &since);
             let threshold = threshold_left(u, &since);
             // Only URRs that have or had a quota or threshold cost a table write.
@@ -175,6 +201,88 @@ impl Reporting {
             self.polled.insert(s.up_seid);
         } else {
             self.polled.remove(&s.up_seid);
+        }
+    }
+
+    /// The reporting state of a session's URRs, to keep across a restart (state.rs).
+    pub fn save(&self, fp: &dyn FastPath, s: &Session) -> Vec<SavedUrr> {
+        s.urrs
+            .keys()
+            .filter_map(|id| {
+                let st = self.urrs.get(&(s.up_seid, *id))?;
+                Some(SavedUrr {
+                    urr_id: *id,
+                    handle: fp.urr_handle(s.up_seid, *id),
+                    seqn: st.seqn,
+                    start: st.start,
+                    reported: st.reported.into(),
+                    carried: st.carried.into(),
+                    active_secs: st.active_secs,
+                    quota_reported: st.quota_reported,
+                })
+            })
+            .collect()
+    }
+
+    /// Take back a session's URRs' reporting state after a restart. `counted` is what the
+    /// data path that ran before counted for a URR in all (None: unknown, as nothing
+    /// was counted since the state was written): what of it was not reported is carried
+    /// into this data path's counts. Then the data path gets the quotas and thresholds
+    /// left ([`Reporting::start`] without starting anything new).
+    pub fn restore(
+        &mut self,
+        fp: &mut dyn FastPath,
+        s: &Session,
+        saved: &[SavedUrr],
+        counted: impl Fn(&SavedUrr) -> Option<Usage>,
+    ) {
+        for u in saved {
+            if !s.urrs.contains_key(&u.urr_id) {
+                continue;
+            }
+            let reported: Usage = u.reported.into();
+            let carried: Usage = u.carried.into();
+            let before = match counted(u) {
+                Some(c) => add(c, &carried),
+                None => reported,
+            };
+            let st = UrrState {
+                seqn: u.seqn,
+                start: u.start,
+                active_secs: u.active_secs,
+                quota_reported: u.quota_reported,
+                // What the new data path counts starts at zero: all that went before
+                // and was not reported is carried.
+                carried: before.since(&reported),
+                ..UrrState::default()
+            };
+            self.urrs.insert((s.up_seid, u.urr_id), Box::new(st));
+        }
+        self.refresh(fp, s);
+    }
+
+    /// Add `more` to what a URR carries from an earlier data path (counted by it after
+    /// [`Reporting::restore`] read it), and give the data path what is left of the
+    /// session's quotas and thresholds.
+    pub fn carry(&mut self, fp: &mut dyn FastPath, s: &Session, urr_id: u32, more: Usage) {
+        if let Some(st) = self.urrs.get_mut(&(s.up_seid, urr_id)) {
+            st.carried = add(more, &st.carried);
+        }
+        self.refresh(fp, s);
+    }
+
+    /// [`Reporting::start`] for URRs that are not new: what was reported stays so.
+    fn refresh(&mut self, fp: &mut dyn FastPath, s: &Session) {
+        let quota_reported: Vec<(u32, bool)> = s
+            .urrs
+            .keys()
+            .filter_map(|id| Some((*id, self.urrs.get(&(s.up_seid, *id))?.quota_reported)))
+            .collect();
+        self.start(fp, s);
+        for (id, q) in quota_reported {
+            if let Some(st) = self.urrs.get_mut(&(s.up_seid, id)) {
+                st.quota_reported = q;
+            }
         }
     }
 
@@ -220,11 +328,11 @@ impl Reporting {
         reason: ReportReason,
     ) -> Report {
         let now = unix_now();
-        let total = fp.usage(seid, u.id);
         let st = self
             .urrs
             .entry((seid, u.id))
             .or_insert_with(UrrState::starting_now);
+        let total = st.total(fp, seid, u.id);
         st.seqn = st.seqn.wrapping_add(1);
         let r = Report {
             urr_id: u.id,
@@ -265,11 +373,11 @@ impl Reporting {
             let mut due: Vec<(u32, ReportReason)> = Vec::new();
             let mut next_states = Vec::new();
             for urr in s.urrs.values() {
-                let total = fp.usage(seid, urr.id);
                 let st = self
                     .urrs
                     .entry((seid, urr.id))
                     .or_insert_with(UrrState::starting_now);
+                let total = st.total(fp, seid, urr.id);
                 // Whether traffic flows: kept whether or not a report goes out.
                 let active = total.total_packets() > st.seen_packets;
                 st.seen_packets = total.total_packets();

@@ -25,6 +25,9 @@ pub struct Sessions {
     max_sessions: usize,
     /// Sessions deleted since the owner last looked (so it can drop their buffers).
     deleted: Vec<u64>,
+    /// Sessions changed (rules, resources or reporting state) since the state was last
+    /// written (state.rs), when it is kept: `None` when not.
+    changed: Option<HashSet<u64>>,
 }
 
 impl Sessions {
@@ -37,7 +40,105 @@ impl Sessions {
             fastpath,
             max_sessions,
             deleted: Vec::new(),
+            changed: None,
         }
+    }
+
+    /// Note changed sessions from now on ([`Sessions::take_changed`]): the state is kept.
+    pub fn track_changes(&mut self) {
+        self.changed.get_or_insert_with(HashSet::new);
+    }
+
+    /// The sessions changed (or deleted) since the last call.
+    pub fn take_changed(&mut self) -> Vec<u64> {
+        match &mut self.changed {
+            Some(c) => c.drain().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Note a session as changed (its N4 side changed: a report sent or answered).
+    pub fn mark_changed(&mut self, seid: u64) {
+        if let Some(c) = &mut self.changed {
+            c.insert(seid);
+        }
+    }
+
+    /// A session as the state keeps it (None: no such session).
+    pub fn save(&self, seid: u64) -> Option<crate::state::SavedSession> {
+        let s = self.sessions.get(&seid)?;
+        Some(crate::state::SavedSession {
+            session: (**s).clone(),
+            urrs: self.reporting.save(&*self.fastpath, s),
+            reports: Vec::new(),
+        })
+    }
+
+    /// Carry `more` into a restored URR's counts (see [`Reporting::carry`]).
+    pub fn carry(&mut self, seid: u64, urr_id: u32, more: Usage) {
+        if let Some(s) = self.sessions.get(&seid).cloned() {
+            self.reporting.carry(&mut *self.fastpath, &s, urr_id, more);
+            self.mark_changed(seid);
+        }
+    }
+
+    /// Every SEID.
+    pub fn seids(&self) -> Vec<u64> {
+        self.sessions.keys().copied().collect()
+    }
+
+    /// Take back a session kept in the state (after a restart): its TEIDs and UE
+    /// addresses claimed, its rules installed in the data path, its URRs' reporting
+    /// state restored with `counted` (see [`Reporting::restore`]). An error names what
+    /// did not fit; the caller then starts clean (nothing half-applied).
+    pub fn restore(
+        &mut self,
+        saved: &crate::state::SavedSession,
+        counted: impl Fn(&crate::state::SavedUrr) -> Option<Usage>,
+    ) -> Result<(), String> {
+        let s = &saved.session;
+        let seid = s.up_seid;
+        if seid == 0 || self.sessions.contains_key(&seid) {
+            return Err(format!("session {seid:#x} twice, or SEID 0"));
+        }
+        if self.sessions.len() >= self.max_sessions {
+            return Err(format!(
+                "more sessions than limits.max_sessions ({})",
+                self.max_sessions
+            ));
+        }
+        for t in &s.teids {
+            if !self.res.teids.claim(*t) {
+                self.res.rollback();
+                return Err(format!(
+                    "session {seid:#x}: TEID {t:#x} taken or outside gtpu.teid_range"
+                ));
+            }
+            self.res.note_taken_teid(*t);
+        }
+        for a in &s.allocated_ue_ips {
+            if !self.res.ue_ips.claim(*a) {
+                self.res.rollback();
+                return Err(format!(
+                    "session {seid:#x}: UE address {a} taken or in no pool of ue_pools"
+                ));
+            }
+            self.res.note_taken_ue_ip(*a);
+        }
+        let arc = Arc::new(s.clone());
+        if let Err(e) = self.fastpath.install(None, &arc) {
+            self.res.rollback();
+            return Err(format!("session {seid:#x}: {e}"));
+        }
+        self.res.commit();
+        self.by_node
+            .entry(s.cp_node.clone())
+            .or_default()
+            .insert(seid);
+        self.reporting
+            .restore(&mut *self.fastpath, &arc, &saved.urrs, counted);
+        self.sessions.insert(seid, arc);
+        Ok(())
     }
 
     /// Size the per-session tables for `n` sessions now (with one URR each), so they
@@ -123,13 +224,17 @@ impl Sessions {
         may_report: impl FnMut(u64) -> bool,
     ) -> (Vec<(u64, Vec<Report>)>, Vec<u64>) {
         let sessions = &self.sessions;
-        self.reporting.poll(
+        let (due, deferred) = self.reporting.poll(
             &mut *self.fastpath,
             |seid| sessions.get(&seid).cloned(),
             seids,
             now,
             may_report,
-        )
+        );
+        for (seid, _) in &due {
+            self.mark_changed(*seid);
+        }
+        (due, deferred)
     }
 
     /// PFCP Session Establishment (clause 6.3.2 / 7.5.2).
@@ -162,6 +267,7 @@ impl Sessions {
         self.by_node.entry(node.clone()).or_default().insert(seid);
         self.reporting.start(&mut *self.fastpath, &s);
         self.sessions.insert(seid, s);
+        self.mark_changed(seid);
         Ok((seid, created))
     }
 
@@ -207,6 +313,7 @@ impl Sessions {
         }
         self.reporting.start(&mut *self.fastpath, &new);
         self.sessions.insert(seid, new);
+        self.mark_changed(seid);
         Ok((fx, reports))
     }
 
@@ -216,6 +323,9 @@ impl Sessions {
         let Some(s) = self.sessions.get_mut(&seid) else {
             return;
         };
+        if let Some(c) = &mut self.changed {
+            c.insert(seid);
+        }
         let s = Arc::make_mut(s);
         if let Some(b) = s.bars.get_mut(&u.bar_id) {
             if u.downlink_data_notification_delay.is_some() {
@@ -253,6 +363,7 @@ impl Sessions {
             .collect();
         self.reporting.forget_session(&s);
         self.deleted.push(seid);
+        self.mark_changed(seid);
         self.fastpath.remove(&s);
         self.res.release_dropped(&s, None);
         if let Some(set) = self.by_node.get_mut(&s.cp_node) {

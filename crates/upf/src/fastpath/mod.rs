@@ -172,6 +172,12 @@ pub trait FastPath {
     fn signals_volume(&self) -> bool {
         false
     }
+    /// Where the data path counts a URR (its index in the counter table), kept in the
+    /// state (state.rs) so that a restarted upfd reads the last counts of a data path
+    /// it did not load. None: the data path's counts do not outlive upfd.
+    fn urr_handle(&self, _seid: u64, _urr_id: u32) -> Option<u32> {
+        None
+    }
 }
 
 /// Sending a frame through the data path again, as if it had just arrived: how upfd
@@ -205,5 +211,8 @@ impl<T: FastPath> FastPath for Rc<RefCell<T>> {
     }
     fn signals_volume(&self) -> bool {
         self.borrow().signals_volume()
+    }
+    fn urr_handle(&self, seid: u64, urr_id: u32) -> Option<u32> {
+        self.borrow().urr_handle(seid, urr_id)
     }
 }
