@@ -368,6 +368,7 @@ impl Smf {
                 Ok((_, Msg::AssociationSetupResponse(a))) => {
                     stats.answered(a.cause, r.latency, r.retransmissions);
                     if a.cause.is_acceptance() {
+                        self.n4.saw_upf_recovery_time_stamp(a.recovery_time_stamp);
                         self.up_features = a.up_function_features.clone();
                         self.upf_node_id = Some(a.node_id.clone());
                         if self.cfg.upf_n3.is_none() {

@@ -137,6 +137,19 @@ struct Shared {
     /// The latest Session Report Requests, as received, for callers that check their
     /// contents (at most [`REPORTS_KEPT`]; older ones are dropped first).
     reports: Mutex<VecDeque<Vec<u8>>>,
+    /// The UPF's Recovery Time Stamps as seen (Association Setup Response, its Heartbeat
+    /// Requests), each new value once, in order: more than one means it restarted
+    /// without its state (TS 23.527 clause 4.3.2).
+    upf_time_stamps: Mutex<Vec<u32>>,
+}
+
+impl Shared {
+    fn saw_upf_time_stamp(&self, ts: u32) {
+        let mut v = lock(&self.upf_time_stamps);
+        if v.last() != Some(&ts) {
+            v.push(ts);
+        }
+    }
 }
 
 /// Session Report Requests kept for [`N4::take_session_reports`].
@@ -191,6 +204,7 @@ impl N4 {
             recovery_time_stamp,
             counters: Counters::default(),
             reports: Mutex::new(VecDeque::new()),
+            upf_time_stamps: Mutex::new(Vec::new()),
         });
         let receiver = tokio::spawn(receive_loop(shared.clone()));
         Ok(N4 {
@@ -246,6 +260,16 @@ impl N4 {
     /// [`REPORTS_KEPT`]), oldest first; each was answered with Request accepted.
     pub fn take_session_reports(&self) -> Vec<Vec<u8>> {
         lock(&self.shared.reports).drain(..).collect()
+    }
+
+    /// The UPF's Recovery Time Stamps seen so far, each change once (see `Shared`).
+    pub fn upf_recovery_time_stamps(&self) -> Vec<u32> {
+        lock(&self.shared.upf_time_stamps).clone()
+    }
+
+    /// Note the Recovery Time Stamp of the UPF's Association Setup Response.
+    pub fn saw_upf_recovery_time_stamp(&self, ts: u32) {
+        self.shared.saw_upf_time_stamp(ts);
     }
 
     pub fn upf_requests(&self) -> UpfRequests {
@@ -344,6 +368,11 @@ async fn receive_loop(shared: Arc<Shared>) {
             }
         };
         if mt::is_request(header.message_type) {
+            if header.message_type == mt::HEARTBEAT_REQUEST {
+                if let Ok((_, hb)) = pfcp::msg::parse::<pfcp::msg::HeartbeatRequest>(bytes) {
+                    shared.saw_upf_time_stamp(hb.recovery_time_stamp);
+                }
+            }
             if header.message_type == mt::SESSION_REPORT_REQUEST {
                 let mut r = lock(&shared.reports);
                 if r.len() == REPORTS_KEPT {
