@@ -37,6 +37,8 @@ pub struct Config {
     #[serde(default)]
     pub api: Api,
     #[serde(default)]
+    pub state: State,
+    #[serde(default)]
     pub log: Log,
 }
 
@@ -509,6 +511,44 @@ pub struct Api {
     /// HTTP listen address for /metrics (Prometheus) and /status, e.g. 127.0.0.1:9090.
     #[serde(default)]
     pub listen: Option<SocketAddr>,
+}
+
+/// Keeping sessions across restarts (docs/configuration.md, "state").
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// Directory of the state file and its journal. Set: a restart (SIGKILL, a crash,
+    /// SIGTERM for an upgrade) keeps every session, its counts and the Recovery Time
+    /// Stamp, and the data path keeps forwarding meanwhile. Unset: sessions end with upfd.
+    #[serde(default)]
+    pub directory: Option<std::path::PathBuf>,
+    /// A new snapshot is written when the journal has grown past this many octets.
+    #[serde(default)]
+    pub journal_limit: Option<u64>,
+}
+
+impl Config {
+    /// What of this configuration a kept state depends on: a state written under
+    /// another is not loaded (its TEIDs, addresses or SEIDs may not fit).
+    pub fn state_fingerprint(&self) -> String {
+        let pools: Vec<String> = self
+            .ue_pools
+            .iter()
+            .map(|p| format!("{}={}", p.network_instance, p.prefix))
+            .collect();
+        format!(
+            "node {}; teids {}-{}; max_sessions {}; datapath {:?}; n3 {:?}/{:?}; n9 {:?}; pools {}",
+            self.node_id,
+            self.gtpu.teid_range[0],
+            self.gtpu.teid_range[1],
+            self.limits.max_sessions,
+            self.datapath.mode,
+            self.gtpu.n3.ipv4,
+            self.gtpu.n3.ipv6,
+            self.gtpu.n9.as_ref().map(|e| (e.ipv4, e.ipv6)),
+            pools.join(",")
+        )
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

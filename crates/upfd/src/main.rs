@@ -15,6 +15,7 @@ mod config;
 mod gtpu_sockets;
 mod metrics;
 mod overload;
+mod persist;
 mod routewatch;
 mod runtime;
 mod slowpath;

@@ -34,7 +34,12 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
 }
 
 /// The N4 node over a session table on `fastpath`, as the configuration says.
-fn build_n4(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) -> N4 {
+fn build_n4(
+    cfg: &Config,
+    fastpath: Box<dyn FastPath>,
+    teid_index: TeidIndex,
+    recovery_time_stamp: u32,
+) -> N4 {
     let mut pools = UeIpPools::default();
     for p in &cfg.ue_pools {
         pools.add(&p.network_instance, p.prefix);
@@ -68,7 +73,7 @@ fn build_n4(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) ->
     let n4cfg = N4Config {
         node_id: cfg.node_id(),
         addr: cfg.n4.address,
-        recovery_time_stamp: to_ntp(unix_now()),
+        recovery_time_stamp,
         features: cfg.up_function_features(),
         allowed_peers: cfg.n4.allowed_peers.clone(),
         smf_peers: cfg.n4.associate_with.clone(),
@@ -81,6 +86,135 @@ fn build_n4(cfg: &Config, fastpath: Box<dyn FastPath>, teid_index: TeidIndex) ->
         strict: cfg.n4.strict,
     };
     N4::new(n4cfg, sessions)
+}
+
+/// The data path (not attached yet) and the N4 node over it, with a new Recovery Time
+/// Stamp, or the ones of the state given.
+fn build(
+    cfg: &Config,
+    teid_seed: u64,
+    recovery_time_stamp: u32,
+) -> anyhow::Result<(Option<Xdp>, N4)> {
+    // TEIDs upfd allocates encode a direct slot of the data path's uplink table.
+    let teid_index = xdp::teid_index(cfg, teid_seed);
+    let xdp = match cfg.datapath.mode {
+        DatapathMode::Xdp => Some(Xdp::start(cfg, teid_index)?),
+        DatapathMode::None => None,
+    };
+    let fastpath: Box<dyn FastPath> = match &xdp {
+        Some(x) => Box::new(x.dp.clone()),
+        None => Box::new(Model::without_traffic(cfg.limits.max_sessions * 4)),
+    };
+    Ok((
+        xdp,
+        build_n4(cfg, fastpath, teid_index, recovery_time_stamp),
+    ))
+}
+
+/// Start from the state kept (`state.directory`) if there is a usable one, else clean;
+/// attach the data path (replacing the previous upfd's, which forwarded until now) and
+/// start keeping the state. See persist.rs for the order of a restart.
+fn restore_or_start(
+    cfg: &Config,
+    loaded: crate::persist::Loaded,
+) -> anyhow::Result<(Option<Xdp>, N4, Option<crate::persist::Kept>)> {
+    use crate::persist::{self, Kept, Loaded};
+    let fresh_seed: u64 = rand::random();
+    let mut fresh_rts = to_ntp(unix_now());
+    let (dir, saved) = match loaded {
+        Loaded::Off => {
+            let (mut xdp, n4) = build(cfg, fresh_seed, fresh_rts)?;
+            if let Some(x) = &mut xdp {
+                x.attach()?;
+            }
+            return Ok((xdp, n4, None));
+        }
+        Loaded::Clean(dir, after_bad) => {
+            if after_bad {
+                persist::next_second();
+                fresh_rts = to_ntp(unix_now());
+            }
+            (dir, None)
+        }
+        Loaded::Restore(dir, saved) => (dir, Some(saved)),
+    };
+    if let Some(saved) = saved {
+        let h = &saved.header;
+        let (mut xdp, mut n4) = build(cfg, h.teid_seed, h.recovery_time_stamp)?;
+        let old = persist::old_counters(&saved);
+        let before = persist::read_counts(old.as_ref(), &saved);
+        let t = Instant::now();
+        match n4.restore(&saved, |seid, u| before.get(&(seid, u.urr_id)).copied(), t) {
+            Ok(()) => {
+                if let Some(x) = &mut xdp {
+                    x.attach()?;
+                }
+                let carried = if xdp.is_some() {
+                    persist::settle_after_swap();
+                    persist::carry_rest(&mut n4, old.as_ref(), &saved, &before)
+                } else {
+                    0
+                };
+                let counters =
+                    match &xdp {
+                        Some(x) => Some(x.dp.borrow().counter_table().map_err(|e| {
+                            anyhow::anyhow!("state: the data path's counters: {e}")
+                        })?),
+                        None => None,
+                    };
+                info!(
+                    "state: restored {} session(s) of {} association(s) in {:?} (Recovery Time Stamp {} kept; {}{} URR(s) counted during the handover){}",
+                    n4.sessions().len(),
+                    saved.associations.len(),
+                    t.elapsed(),
+                    h.recovery_time_stamp,
+                    if old.is_some() {
+                        "the previous data path's counts carried, "
+                    } else {
+                        ""
+                    },
+                    carried,
+                    if saved.torn_tail {
+                        "; the journal's last, unanswered batch dropped"
+                    } else {
+                        ""
+                    }
+                );
+                let kept = Kept::start(
+                    dir,
+                    cfg,
+                    h.recovery_time_stamp,
+                    h.teid_seed,
+                    h.generation,
+                    counters,
+                    &mut n4,
+                )?;
+                return Ok((xdp, n4, Some(kept)));
+            }
+            Err(why) => {
+                // Nothing of it was attached: the new data path and N4 node go.
+                persist::set_aside(&dir, &format!("restoring it: {why}"));
+                drop(n4);
+                drop(xdp);
+                persist::next_second();
+                fresh_rts = to_ntp(unix_now());
+            }
+        }
+    }
+    let (mut xdp, mut n4) = build(cfg, fresh_seed, fresh_rts)?;
+    if let Some(x) = &mut xdp {
+        x.attach()?;
+    }
+    let counters = match &xdp {
+        Some(x) => Some(
+            x.dp.borrow()
+                .counter_table()
+                .map_err(|e| anyhow::anyhow!("state: the data path's counters: {e}"))?,
+        ),
+        None => None,
+    };
+    let kept = Kept::start(dir, cfg, fresh_rts, fresh_seed, 0, counters, &mut n4)?;
+    Ok((xdp, n4, Some(kept)))
 }
 
 /// PFCP datagrams handled per wakeup of the event loop, at most.
@@ -98,7 +232,7 @@ enum Wake {
     Api(std::io::Result<(TcpStream, SocketAddr)>),
     /// An N4 timer (retransmission, heartbeat, release) is due.
     Timer,
-    Shutdown,
+    Shutdown(Stop),
 }
 
 /// upfd running: its sockets, the N4 node and the XDP side.
@@ -113,8 +247,11 @@ struct Daemon {
     gtpu: GtpuSockets,
     api: Option<TcpListener>,
     poll: tokio::time::Interval,
-    /// Since when upfd has been asking its SMFs to release (after SIGTERM or SIGINT).
+    /// Since when upfd has been asking its SMFs to release (after SIGTERM or SIGINT;
+    /// with `state.directory`, SIGINT only).
     releasing: Option<Instant>,
+    /// The state kept across restarts (`state.directory`).
+    kept: Option<crate::persist::Kept>,
     rejections: LogBudget,
 }
 
@@ -125,15 +262,34 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     d.send_n4(out).await;
     loop {
         let wake = d.next(shutdown.as_mut()).await;
+        if let Wake::Shutdown(Stop::Keep) = wake {
+            if d.kept.as_ref().is_some_and(|k| k.working()) {
+                d.exit_keeping_state();
+                return Ok(());
+            }
+        }
         d.handle(wake).await;
         if d.releasing.is_some() && d.n4.all_released() {
             info!("all associations released; exiting");
             if let Some(x) = &d.xdp {
                 x.log_drops();
             }
+            if let Some(k) = d.kept.take() {
+                k.remove();
+            }
             return Ok(());
         }
     }
+}
+
+/// How upfd was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGTERM (systemd, Kubernetes, an upgrade): with `state.directory`, exit keeping
+    /// the sessions, the data path forwarding until the next upfd takes over.
+    Keep,
+    /// SIGINT: release every association (the SMFs move their sessions) and end.
+    Release,
 }
 
 impl Daemon {
@@ -150,17 +306,8 @@ impl Daemon {
             .unwrap_or(crate::overload::DEFAULT_RECEIVE_BUFFER);
         crate::overload::set_receive_buffer(&n4_sock, b)
             .with_context(|| format!("n4.receive_buffer: {b}"))?;
-        // TEIDs upfd allocates encode a direct slot of the data path's uplink table.
-        let teid_index = xdp::teid_index(&cfg);
-        let xdp = match cfg.datapath.mode {
-            DatapathMode::Xdp => Some(Xdp::start(&cfg, teid_index)?),
-            DatapathMode::None => None,
-        };
-        let fastpath: Box<dyn FastPath> = match &xdp {
-            Some(x) => Box::new(x.dp.clone()),
-            None => Box::new(Model::without_traffic(cfg.limits.max_sessions * 4)),
-        };
-        let n4 = build_n4(&cfg, fastpath, teid_index);
+        let loaded = crate::persist::load(&cfg);
+        let (xdp, n4, kept) = restore_or_start(&cfg, loaded)?;
         let gtpu = match &xdp {
             Some(_) => GtpuSockets::bind(&cfg).await?,
             None => GtpuSockets::default(),
@@ -196,6 +343,7 @@ impl Daemon {
             api,
             poll,
             releasing: None,
+            kept,
             rejections: LogBudget::new(),
         })
     }
@@ -203,7 +351,7 @@ impl Daemon {
     /// Wait for the next thing to act on.
     async fn next(
         &mut self,
-        shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        shutdown: std::pin::Pin<&mut impl std::future::Future<Output = Stop>>,
     ) -> Wake {
         let deadline = self
             .n4
@@ -228,7 +376,7 @@ impl Daemon {
             _ = self.poll.tick() => Wake::Poll,
             r = api => Wake::Api(r),
             _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
-            _ = shutdown, if self.releasing.is_none() => Wake::Shutdown,
+            stop = shutdown, if self.releasing.is_none() => Wake::Shutdown(stop),
         }
     }
 
@@ -249,7 +397,7 @@ impl Daemon {
                 let out = self.n4.on_timer(now);
                 self.send_n4(out).await;
             }
-            Wake::Shutdown => {
+            Wake::Shutdown(_) => {
                 info!(
                     "shutting down: asking {} SMF(s) to release within {:?}",
                     self.n4.associations().len(),
@@ -263,9 +411,38 @@ impl Daemon {
         for e in self.n4.take_events() {
             self.on_n4_event(e).await;
         }
+        self.persist();
     }
 
-    async fn send_n4(&self, outs: Vec<Out>) {
+    /// Write what changed to the state's journal (before anything is sent).
+    fn persist(&mut self) {
+        if let Some(k) = &mut self.kept {
+            k.persist(&mut self.n4);
+        }
+    }
+
+    /// SIGTERM with the state kept: write it, leave the data path attached and end.
+    fn exit_keeping_state(&mut self) {
+        self.persist();
+        if let Some(x) = &mut self.xdp {
+            x.keep_attached();
+            x.log_drops();
+        }
+        info!(
+            "exiting with {} session(s) of {} association(s) kept in {}; the data path keeps forwarding until the next upfd takes over",
+            self.n4.sessions().len(),
+            self.n4.associations().len(),
+            self.cfg
+                .state
+                .directory
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
+        );
+    }
+
+    async fn send_n4(&mut self, outs: Vec<Out>) {
+        self.persist();
         for o in outs {
             if let Err(e) = self.n4_sock.send_to(&o.data, o.to).await {
                 warn!("n4: send to {}: {e}", o.to);
@@ -510,15 +687,15 @@ impl LogBudget {
     }
 }
 
-async fn shutdown_signal() {
+async fn shutdown_signal() -> Stop {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(s) => s,
         Err(_) => return std::future::pending().await,
     };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => Stop::Release,
+        _ = term.recv() => Stop::Keep,
     }
 }
 

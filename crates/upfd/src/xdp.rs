@@ -19,14 +19,16 @@ use crate::slowpath::SlowPath;
 
 /// The TEIDs with direct slots in the data path's uplink table, which upfd's TEID
 /// allocator hands out (none without a data path).
-pub fn teid_index(cfg: &Config) -> TeidIndex {
+/// `seed` keys the index: a restarted upfd keeps its state's, so that the TEIDs it
+/// restores have the slots they had.
+pub fn teid_index(cfg: &Config, seed: u64) -> TeidIndex {
     match cfg.datapath.mode {
         DatapathMode::Xdp => {
             let slots = u32::try_from(cfg.limits.max_sessions)
                 .unwrap_or(u32::MAX)
                 .saturating_add(1024);
             let [lo, hi] = cfg.gtpu.teid_range;
-            TeidIndex::new(lo, hi, slots)
+            TeidIndex::seeded(lo, hi, slots, seed)
         }
         DatapathMode::None => TeidIndex::none(),
     }
@@ -110,6 +112,9 @@ pub struct Xdp {
     pub slow: SlowPath,
     pub nexthops: NextHopKeeper,
     attached: Vec<(Role, u32)>,
+    /// Where the programs go ([`Xdp::attach`]): role, ifindex, name.
+    interfaces: Vec<(Role, u32, String)>,
+    native: bool,
     // The ring's epoll fd is registered before the ring that owns it is dropped.
     ring_fd: AsyncFd<Fd>,
     ring: upf_bpf::libbpf_rs::RingBuffer<'static>,
@@ -126,8 +131,8 @@ impl Drop for Xdp {
 }
 
 impl Xdp {
-    /// Load the data path with tables for `limits.max_sessions`, configure it, attach
-    /// its programs and open its event ring.
+    /// Load the data path with tables for `limits.max_sessions`, configure it and open
+    /// its event ring; [`Xdp::attach`] puts it on the interfaces.
     pub fn start(cfg: &Config, teid_index: TeidIndex) -> anyhow::Result<Xdp> {
         let d = &cfg.datapath;
         let n3_name = d.n3_interface.as_deref().unwrap_or_default();
@@ -144,28 +149,14 @@ impl Xdp {
         dp.configure(dcfg.clone(), n3_if, n6_if, n9_if.unwrap_or(0))
             .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
         let native = d.xdp_attach == XdpAttach::Native;
-        let mut ifs = vec![(Role::Gtpu, n3_if, n3_name), (Role::N6, n6_if, n6_name)];
+        let mut interfaces = vec![
+            (Role::Gtpu, n3_if, n3_name.to_string()),
+            (Role::N6, n6_if, n6_name.to_string()),
+        ];
         if let (Some(i), Some(n)) = (n9_if, d.n9_interface.as_deref()) {
             if i != n3_if {
-                ifs.push((Role::Gtpu, i, n));
+                interfaces.push((Role::Gtpu, i, n.to_string()));
             }
-        }
-        let mut attached = Vec::new();
-        for (role, i, name) in ifs {
-            let mode = match dp.attach(role, i, native) {
-                Ok(m) => m,
-                Err(e) => {
-                    for (r, i) in &attached {
-                        dp.detach(*r, *i);
-                    }
-                    anyhow::bail!("{name}: {e}");
-                }
-            };
-            if native && mode == AttachMode::Generic {
-                warn!("xdp: {name} refused native XDP: attached in generic mode (slower)");
-            }
-            info!("xdp: {role:?} program on {name} (ifindex {i}), {mode:?} mode");
-            attached.push((role, i));
         }
         let nexthops = NextHopKeeper::start(&mut dp);
         let records: Rc<RefCell<VecDeque<Vec<u8>>>> = Rc::default();
@@ -192,11 +183,44 @@ impl Xdp {
             dp: Rc::new(RefCell::new(dp)),
             slow,
             nexthops,
-            attached,
+            attached: Vec::new(),
+            interfaces,
+            native,
             ring_fd,
             ring,
             records,
         })
+    }
+
+    /// Attach the programs to the N3, N6 (and N9) interfaces. A program already there
+    /// (the data path of the upfd that ran before) is replaced at once, interface by
+    /// interface: no packet goes unprocessed.
+    pub fn attach(&mut self) -> anyhow::Result<()> {
+        let dp = self.dp.borrow();
+        for (role, i, name) in &self.interfaces {
+            let mode = match dp.attach(*role, *i, self.native) {
+                Ok(m) => m,
+                Err(e) => {
+                    for (r, i) in &self.attached {
+                        dp.detach(*r, *i);
+                    }
+                    self.attached.clear();
+                    anyhow::bail!("{name}: {e}");
+                }
+            };
+            if self.native && mode == AttachMode::Generic {
+                warn!("xdp: {name} refused native XDP: attached in generic mode (slower)");
+            }
+            info!("xdp: {role:?} program on {name} (ifindex {i}), {mode:?} mode");
+            self.attached.push((*role, *i));
+        }
+        Ok(())
+    }
+
+    /// Leave the programs attached when upfd ends: they keep forwarding until the next
+    /// upfd takes over (state.directory).
+    pub fn keep_attached(&mut self) {
+        self.attached.clear();
     }
 
     /// The next thing the XDP side must act on.

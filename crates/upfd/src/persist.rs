@@ -1,0 +1,259 @@
+//! Keeping sessions across restarts (`state.directory`): the state loaded at start and
+//! handed to the N4 node, the data path of the upfd that ran before replaced without a
+//! lost packet and its last counts carried, and the journal written before every N4
+//! output. The file format is upf::state.
+//!
+//! A restart in order:
+//! 1. load and check the state (a bad one is set aside: a clean start with a new
+//!    Recovery Time Stamp, which tells every CP function; TS 23.527 clause 4.3.2);
+//! 2. load a new data path (not attached: the old one keeps forwarding) and install
+//!    every session into it, with the old data path's counts as they are then;
+//! 3. attach it, replacing the old programs on each interface in one step;
+//! 4. once no packet can still be in the old programs, read their counts again and
+//!    carry what they counted since step 2: the usage reports stay exact;
+//! 5. write a new snapshot, which names the new data path's counters.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use upf::fastpath::Usage;
+use upf::n4::N4;
+use upf::state::{CounterTable, Header, Journal, Saved, StateDir};
+
+use crate::config::Config;
+
+/// A new snapshot once the journal is past this (and at every start).
+const JOURNAL_LIMIT: u64 = 256 << 20;
+
+/// The state being kept.
+pub struct Kept {
+    dir: StateDir,
+    header: Header,
+    journal: Option<Journal>,
+    limit: u64,
+    counters: Option<CounterTable>,
+}
+
+/// What was loaded, or why not.
+pub enum Loaded {
+    /// No state directory configured.
+    Off,
+    /// Nothing kept (first start; false), or a state that could not be used (said, and
+    /// set aside; true): a clean start.
+    Clean(StateDir, bool),
+    Restore(StateDir, Box<Saved>),
+}
+
+/// Load the state of `cfg.state.directory`, if configured.
+pub fn load(cfg: &Config) -> Loaded {
+    let Some(d) = &cfg.state.directory else {
+        return Loaded::Off;
+    };
+    let dir = StateDir::new(d);
+    match dir.load(&cfg.state_fingerprint()) {
+        Ok(None) => {
+            info!("state: none in {} (first start)", d.display());
+            Loaded::Clean(dir, false)
+        }
+        Ok(Some(s)) => {
+            if s.torn_tail {
+                info!(
+                    "state: the journal's last batch was cut short (upfd was killed while writing it) and is dropped: its requests were never answered"
+                );
+            }
+            Loaded::Restore(dir, Box::new(s))
+        }
+        Err(e) => {
+            set_aside(&dir, &e.to_string());
+            Loaded::Clean(dir, true)
+        }
+    }
+}
+
+/// Say why a state is not used and move it out of the way (`.bad`).
+pub fn set_aside(dir: &StateDir, why: &str) {
+    error!(
+        "state: not used: {why}. Starting clean with a new Recovery Time Stamp: CP functions see the restart and set their sessions up again"
+    );
+    if let Err(e) = dir.set_aside() {
+        error!("state: setting the bad state aside: {e}");
+    }
+}
+
+/// Wait for the next second: a Recovery Time Stamp taken then (seconds, clause 8.2.65)
+/// differs from that of any upfd started before, whose state could not be read.
+pub fn next_second() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    std::thread::sleep(Duration::from_nanos(
+        1_000_000_000 - u64::from(now.subsec_nanos()) + 1_000_000,
+    ));
+}
+
+/// The old data path's URR counts (None: not readable), read for every URR of `saved`
+/// that has a handle.
+pub fn read_counts(
+    old: Option<&upf_bpf::datapath::OldCounters>,
+    saved: &Saved,
+) -> HashMap<(u64, u32), Usage> {
+    let mut m = HashMap::new();
+    let Some(old) = old else {
+        return m;
+    };
+    for s in &saved.sessions {
+        for u in &s.urrs {
+            if let Some(c) = u.handle.and_then(|h| old.usage(h)) {
+                m.insert((s.session.up_seid, u.urr_id), c);
+            }
+        }
+    }
+    m
+}
+
+/// Open the counters the state names, if any; a warning if they are gone.
+pub fn old_counters(saved: &Saved) -> Option<upf_bpf::datapath::OldCounters> {
+    let t = saved.counters.as_ref()?;
+    match upf_bpf::datapath::OldCounters::open(t) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            warn!(
+                "state: the previous data path's counters cannot be read ({e}): what it counted since its last report is not in the next usage reports"
+            );
+            None
+        }
+    }
+}
+
+/// Wait until no packet can still be in the programs just replaced (XDP runs in the
+/// kernel's receive path under RCU: a packet is done within one NAPI poll).
+pub fn settle_after_swap() {
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+/// After the swap: carry what the old data path counted since `before` was read.
+pub fn carry_rest(
+    n4: &mut N4,
+    old: Option<&upf_bpf::datapath::OldCounters>,
+    saved: &Saved,
+    before: &HashMap<(u64, u32), Usage>,
+) -> usize {
+    let Some(old) = old else {
+        return 0;
+    };
+    let mut carried = 0;
+    for s in &saved.sessions {
+        for u in &s.urrs {
+            let Some(h) = u.handle else {
+                continue;
+            };
+            let key = (s.session.up_seid, u.urr_id);
+            let (Some(now), Some(then)) = (old.usage(h), before.get(&key)) else {
+                continue;
+            };
+            let more = now.since(then);
+            if more.total_packets() > 0 {
+                n4.carry(key.0, key.1, more);
+                carried += 1;
+            }
+        }
+    }
+    carried
+}
+
+impl Kept {
+    /// Start keeping state in `dir`: a snapshot of everything now (the N4 node tracks
+    /// changes from here on).
+    pub fn start(
+        dir: StateDir,
+        cfg: &Config,
+        recovery_time_stamp: u32,
+        teid_seed: u64,
+        generation: u64,
+        counters: Option<CounterTable>,
+        n4: &mut N4,
+    ) -> anyhow::Result<Kept> {
+        n4.track_changes();
+        let mut k = Kept {
+            dir,
+            header: Header {
+                format: upf::state::FORMAT,
+                generation,
+                recovery_time_stamp,
+                config: cfg.state_fingerprint(),
+                teid_seed,
+                written_unix: 0,
+            },
+            journal: None,
+            limit: cfg.state.journal_limit.unwrap_or(JOURNAL_LIMIT),
+            counters,
+        };
+        k.snapshot(n4)?;
+        Ok(k)
+    }
+
+    /// Write a new snapshot (generation + 1) and start its journal.
+    fn snapshot(&mut self, n4: &mut N4) -> anyhow::Result<()> {
+        let t = Instant::now();
+        self.header.generation += 1;
+        self.header.written_unix = upf::report::unix_now();
+        let mut records = n4.save_all();
+        records.extend(self.counters.map(upf::state::Record::Counters));
+        let n = records.len();
+        let j = self
+            .dir
+            .write_snapshot(&self.header, records)
+            .map_err(|e| {
+                anyhow::anyhow!("state: writing {}: {e}", self.dir.snapshot_path().display())
+            })?;
+        debug!(
+            "state: snapshot {} written ({n} records, {:?})",
+            self.header.generation,
+            t.elapsed()
+        );
+        self.journal = Some(j);
+        Ok(())
+    }
+
+    /// Append what changed to the journal (before anything is sent); a new snapshot when
+    /// the journal is long. An error stops the keeping: the state is removed (a stale
+    /// one would bring back deleted sessions) and said.
+    pub fn persist(&mut self, n4: &mut N4) -> bool {
+        let Some(j) = &mut self.journal else {
+            return false;
+        };
+        let records = n4.take_changes();
+        if let Err(e) = j.append(&records) {
+            let why = format!("appending to {}: {e}", j.path().display());
+            self.fail(&why);
+            return false;
+        }
+        if j.bytes() > self.limit {
+            if let Err(e) = self.snapshot(n4) {
+                self.fail(&e.to_string());
+                return false;
+            }
+        }
+        true
+    }
+
+    fn fail(&mut self, why: &str) {
+        error!("state: {why}: sessions are no longer kept across a restart");
+        self.journal = None;
+        if let Err(e) = self.dir.remove() {
+            error!("state: removing the state: {e}");
+        }
+    }
+
+    /// Whether the state is being kept (no write failed).
+    pub fn working(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Remove the state: upfd ends for good (its sessions released).
+    pub fn remove(self) {
+        if let Err(e) = self.dir.remove() {
+            error!("state: removing the state: {e}");
+        }
+    }
+}
