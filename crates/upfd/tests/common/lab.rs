@@ -48,6 +48,12 @@ pub struct UpfdOptions {
     pub n3_ipv6: bool,
     pub error_indications_per_sec: u32,
     pub poll_interval: &'static str,
+    /// `state.directory`: sessions kept across restarts.
+    pub state_dir: Option<std::path::PathBuf>,
+    /// The upfd binary (None: this build's).
+    pub binary: Option<std::path::PathBuf>,
+    /// `limits.max_sessions` (None: the default, a million).
+    pub max_sessions: Option<usize>,
 }
 
 impl Default for UpfdOptions {
@@ -58,6 +64,9 @@ impl Default for UpfdOptions {
             n3_ipv6: false,
             error_indications_per_sec: 10,
             poll_interval: "100ms",
+            state_dir: None,
+            binary: None,
+            max_sessions: None,
         }
     }
 }
@@ -107,9 +116,19 @@ impl LabUpfd {
             "reporting: {{ poll_interval: {} }}\napi: {{ listen: \"{API}\" }}\nlog: {{ level: debug }}\n",
             o.poll_interval
         ));
+        if let Some(n) = o.max_sessions {
+            y.push_str(&format!("limits: {{ max_sessions: {n} }}\n"));
+        }
+        if let Some(d) = &o.state_dir {
+            y.push_str(&format!("state: {{ directory: {d:?} }}\n"));
+        }
         let cfg = dir.0.join("upfd.yaml");
         std::fs::write(&cfg, &y).expect("writing upfd.yaml");
-        let mut c = lab.command(Ns::Upf, env!("CARGO_BIN_EXE_upfd"));
+        let bin = o
+            .binary
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_upfd")));
+        let mut c = lab.command(Ns::Upf, bin);
         c.arg("--config")
             .arg(&cfg)
             .stdin(Stdio::null())
@@ -149,6 +168,21 @@ impl LabUpfd {
 
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
         self.log.wait_for(needle, timeout)
+    }
+
+    /// Send `signal` and wait up to `timeout` for upfd to end; whether it did.
+    pub fn stop(&mut self, signal: libc::c_int, timeout: Duration) -> bool {
+        // SAFETY: kill(2) on our own child's pid (`ip netns exec` became upfd).
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(50));
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
     }
 
     /// GET /metrics (Prometheus text).

@@ -16,7 +16,7 @@ pub mod tap;
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -129,6 +129,8 @@ pub struct UpfdBuilder {
     pub start_timeout: Duration,
     /// `n4.receive_buffer` (octets), if set.
     pub receive_buffer: Option<usize>,
+    /// The upfd binary to run (None: this build's).
+    pub binary: Option<PathBuf>,
 }
 
 impl Default for UpfdBuilder {
@@ -145,6 +147,7 @@ impl Default for UpfdBuilder {
             extra_yaml: String::new(),
             start_timeout: Duration::from_secs(10),
             receive_buffer: None,
+            binary: None,
         }
     }
 }
@@ -180,6 +183,11 @@ impl UpfdBuilder {
     }
     pub fn receive_buffer(mut self, octets: usize) -> Self {
         self.receive_buffer = Some(octets);
+        self
+    }
+    /// Run another upfd binary (an upgrade).
+    pub fn binary(mut self, p: &Path) -> Self {
+        self.binary = Some(p.to_path_buf());
         self
     }
     pub fn extra_yaml(mut self, y: &str) -> Self {
@@ -241,7 +249,11 @@ impl UpfdBuilder {
             };
             let cfg = dir.0.join("upfd.yaml");
             std::fs::write(&cfg, self.yaml(port)).expect("writing upfd.yaml");
-            let mut child = Command::new(env!("CARGO_BIN_EXE_upfd"))
+            let bin = self
+                .binary
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_upfd")));
+            let mut child = Command::new(bin)
                 .arg("--config")
                 .arg(&cfg)
                 .stdin(Stdio::null())
@@ -320,6 +332,23 @@ impl Upfd {
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Send `signal` (libc::SIGKILL, SIGTERM ...) and wait up to `timeout` for the end;
+    /// whether it ended.
+    pub fn stop(&mut self, signal: libc::c_int, timeout: Duration) -> bool {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                // Let the reader thread drain stderr.
+                std::thread::sleep(Duration::from_millis(50));
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
     }
 }
 

@@ -1,0 +1,295 @@
+//! Restart without loss (issue 14), on loopback without a data path (datapath: none):
+//! upfd with `state.directory` killed (SIGKILL) and stopped for an upgrade (SIGTERM, a
+//! new binary started) keeps every session and association, and its Recovery Time
+//! Stamp, so the SMF sees nothing (TS 23.527 clause 4.3); a corrupt, cut short, newer or
+//! foreign state is set aside and upfd starts clean with a new Recovery Time Stamp,
+//! which tells the SMF. The same with traffic through the XDP data path, and the
+//! counts, is the lab test `restart_under_traffic_keeps_every_session_and_counts_exactly`.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{free_tcp_port, free_udp_port, lab::http_get, TempDir, Upfd, UpfdBuilder};
+use upfbench::smf::{Pace, Smf, SmfConfig};
+
+const UPF: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
+const SMF: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 8);
+
+struct Setup {
+    port: u16,
+    api: String,
+    state: TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        Setup {
+            port: free_udp_port(IpAddr::V4(UPF)),
+            api: format!("{UPF}:{}", free_tcp_port()),
+            state: TempDir::new("upfd-state"),
+        }
+    }
+
+    fn builder(&self, pool: &str) -> UpfdBuilder {
+        Upfd::builder()
+            .port(self.port)
+            .ue_pool("", pool)
+            .heartbeat_interval("1s")
+            .extra_yaml(&format!(
+                "state:\n  directory: {:?}\napi:\n  listen: \"{}\"\n",
+                self.state.0, self.api
+            ))
+    }
+
+    fn start(&self) -> Upfd {
+        self.builder("10.70.0.0/16").start()
+    }
+
+    fn metric(&self, series: &str) -> u64 {
+        common::lab::metric(
+            &http_get(&self.api, "/metrics").expect("GET /metrics"),
+            series,
+        )
+    }
+
+    fn consistent(&self) -> String {
+        http_get(&self.api, "/check").expect("GET /check")
+    }
+
+    fn snapshot(&self) -> std::path::PathBuf {
+        self.state.0.join("state")
+    }
+}
+
+struct LoopSmf {
+    rt: tokio::runtime::Runtime,
+    smf: Smf,
+}
+
+impl LoopSmf {
+    fn associate(upf: SocketAddr) -> LoopSmf {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut cfg = SmfConfig::new(upf);
+        cfg.bind = SocketAddr::new(SMF.into(), 0);
+        cfg.ue_pool = "10.70.0.0/16".parse().unwrap();
+        let mut smf = rt.block_on(Smf::connect(cfg)).expect("SMF socket");
+        let r = rt.block_on(smf.associate());
+        assert_eq!(r.accepted, 1, "{r:?}");
+        LoopSmf { rt, smf }
+    }
+
+    fn heartbeats(&self) -> u64 {
+        self.smf.n4().upf_requests().heartbeats
+    }
+
+    /// Wait for upfd's next Heartbeat Request (a restored upfd sends one at once).
+    fn wait_heartbeat(&self, after: u64) -> bool {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if self.heartbeats() > after {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+fn copy_binary(to: &Path) -> std::path::PathBuf {
+    let p = to.join("upfd-upgraded");
+    std::fs::copy(env!("CARGO_BIN_EXE_upfd"), &p).expect("copying upfd");
+    p
+}
+
+#[test]
+fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() {
+    let setup = Setup::new();
+    let mut upfd = setup.start();
+    let smf = LoopSmf::associate(upfd.n4);
+    let mut smf = smf;
+    let r = smf.rt.block_on(smf.smf.establish(300, Pace::default()));
+    assert_eq!(r.accepted, 300, "{r:?}");
+    let stamps = smf.smf.n4().upf_recovery_time_stamps();
+    assert_eq!(stamps.len(), 1, "{stamps:?}");
+
+    // A crash: SIGKILL, then the same binary again.
+    assert!(upfd.stop(libc::SIGKILL, Duration::from_secs(5)));
+    drop(upfd);
+    let hb = smf.heartbeats();
+    let mut upfd = setup.start();
+    assert!(
+        upfd.wait_for_log(
+            "state: restored 300 session(s) of 1 association(s)",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        upfd.log()
+    );
+    assert!(
+        smf.wait_heartbeat(hb),
+        "a heartbeat from the restarted upfd"
+    );
+    assert_eq!(
+        smf.smf.n4().upf_recovery_time_stamps(),
+        stamps,
+        "the SMF sees the same Recovery Time Stamp"
+    );
+    assert!(setup.consistent().contains("\"consistent\":true"));
+    assert_eq!(setup.metric("upf_sessions"), 300);
+    // Every session answers to its SEID as before.
+    let r = smf.rt.block_on(smf.smf.modify(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (300, 300), "{r:?}");
+
+    // A planned upgrade: SIGTERM, then another binary on the same state.
+    assert!(upfd.stop(libc::SIGTERM, Duration::from_secs(10)));
+    assert!(
+        upfd.log()
+            .contains("exiting with 300 session(s) of 1 association(s) kept"),
+        "{}",
+        upfd.log()
+    );
+    drop(upfd);
+    let bin = copy_binary(&setup.state.0);
+    let hb = smf.heartbeats();
+    let upfd = setup.builder("10.70.0.0/16").binary(&bin).start();
+    assert!(
+        upfd.wait_for_log("state: restored 300 session(s)", Duration::from_secs(5)),
+        "{}",
+        upfd.log()
+    );
+    assert!(smf.wait_heartbeat(hb));
+    assert_eq!(smf.smf.n4().upf_recovery_time_stamps(), stamps);
+    // New sessions take TEIDs and UE addresses the kept ones do not hold.
+    let r = smf.rt.block_on(smf.smf.establish(100, Pace::default()));
+    assert_eq!(r.accepted, 100, "{r:?}");
+    assert!(setup.consistent().contains("\"consistent\":true"));
+    let r = smf.rt.block_on(smf.smf.delete(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (400, 400), "{r:?}");
+    assert_eq!(setup.metric("upf_sessions"), 0);
+    assert!(setup.consistent().contains("\"consistent\":true"));
+    assert_eq!(smf.smf.n4().upf_recovery_time_stamps(), stamps);
+}
+
+/// How a test damages the state.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// One octet changed inside a session's record.
+    Flipped,
+    /// The snapshot cut in half (a disk full, a copy interrupted).
+    CutShort,
+    /// Written by a newer upfd (another format version).
+    NewerFormat,
+    /// Written under another configuration (another UE pool).
+    OtherConfig,
+}
+
+#[test]
+fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean() {
+    for (damage, why) in [
+        (Damage::Flipped, "checksum mismatch"),
+        (Damage::CutShort, "cut short"),
+        (Damage::NewerFormat, "format version 2, this upfd reads 1"),
+        (Damage::OtherConfig, "written for another configuration"),
+    ] {
+        let setup = Setup::new();
+        let mut upfd = setup.start();
+        let mut smf = LoopSmf::associate(upfd.n4);
+        let r = smf.rt.block_on(smf.smf.establish(20, Pace::default()));
+        assert_eq!(r.accepted, 20, "{r:?}");
+        let stamps = smf.smf.n4().upf_recovery_time_stamps();
+        assert!(upfd.stop(libc::SIGKILL, Duration::from_secs(5)));
+        drop(upfd);
+        let path = setup.snapshot();
+        let mut b = std::fs::read(&path).expect("the state file");
+        let pool = match damage {
+            Damage::Flipped => {
+                // Inside the last session record, before the end record.
+                let at = b.len() - 40;
+                b[at] ^= 0x5a;
+                "10.70.0.0/16"
+            }
+            Damage::CutShort => {
+                b.truncate(b.len() / 2);
+                "10.70.0.0/16"
+            }
+            Damage::NewerFormat => {
+                b[8..12].copy_from_slice(&2u32.to_le_bytes());
+                "10.70.0.0/16"
+            }
+            Damage::OtherConfig => "10.71.0.0/16",
+        };
+        std::fs::write(&path, &b).unwrap();
+        let hb = smf.heartbeats();
+        let upfd = setup.builder(pool).start();
+        let log = upfd.log();
+        assert!(
+            log.contains("state: not used: ") && log.contains(why),
+            "{damage:?}: {log}"
+        );
+        assert!(log.contains("Starting clean with a new Recovery Time Stamp"));
+        assert!(
+            !log.contains("state: restored"),
+            "{damage:?}: nothing applied"
+        );
+        assert!(
+            setup.state.0.join("state.bad").exists(),
+            "{damage:?}: set aside"
+        );
+        assert_eq!(setup.metric("upf_sessions"), 0, "{damage:?}");
+        // The SMF learns of the restart: a new time stamp in upfd's heartbeat (the
+        // association is gone, so upfd only answers; ask it).
+        let _ = hb;
+        let ts = heartbeat_time_stamp(upfd.n4).expect("a heartbeat response");
+        assert_ne!(ts, stamps[0], "{damage:?}: a new Recovery Time Stamp");
+        // A fresh state was written: the next restart keeps the new time stamp.
+        let r = smf.rt.block_on(smf.smf.associate());
+        assert_eq!(r.accepted, 1);
+        drop(upfd);
+        let upfd = setup.builder(pool).start();
+        assert!(
+            upfd.wait_for_log(
+                "state: restored 0 session(s) of 1 association(s)",
+                Duration::from_secs(5)
+            ),
+            "{damage:?}: {}",
+            upfd.log()
+        );
+        assert_eq!(heartbeat_time_stamp(upfd.n4), Some(ts));
+        smf.smf.n4().take_session_reports();
+    }
+}
+
+/// The Recovery Time Stamp of upfd's answer to a Heartbeat Request.
+fn heartbeat_time_stamp(to: SocketAddr) -> Option<u32> {
+    use pfcp::msg::{HeartbeatRequest, HeartbeatResponse, Msg};
+    let sock = std::net::UdpSocket::bind((SMF, 0)).ok()?;
+    sock.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let req = pfcp::msg::emit(
+        &pfcp::HeaderRepr::node(pfcp::message_type::HEARTBEAT_REQUEST, 77),
+        &HeartbeatRequest {
+            recovery_time_stamp: 1,
+            source_ip_address: None,
+            other: Vec::new(),
+        },
+    );
+    sock.send_to(&req, to).ok()?;
+    let mut buf = [0u8; 1500];
+    let (n, _) = sock.recv_from(&mut buf).ok()?;
+    match Msg::parse(&buf[..n]).ok()? {
+        (
+            _,
+            Msg::HeartbeatResponse(HeartbeatResponse {
+                recovery_time_stamp,
+                ..
+            }),
+        ) => Some(recovery_time_stamp),
+        _ => None,
+    }
+}
