@@ -1590,6 +1590,12 @@ fn scas_fuzzed_pfcp_and_gtpu_leave_a_running_upfd_up_and_consistent() {
 /// that was replaced are carried); and the SMF emulator sees one Recovery Time Stamp
 /// throughout. Packets the rig loses before upfd (a veth ring on a busy 2-CPU machine:
 /// upfd drops none) fail the trial, which is tried again, three times at most.
+///
+/// As a benchmark (docs/benchmarks.md, "Restart"): UPF_RESTART_RATE (packets/s each
+/// way), UPF_RESTART_MAX_SESSIONS (`limits.max_sessions`: what upfd allocates at start),
+/// UPF_RESTART_SECS (the traffic's length: both restarts must fit in it),
+/// UPF_RESTART_BINARY (the upfd to start first, e.g. a wrapper that pins it to a CPU)
+/// and UPF_RESTART_ATTEMPTS=1 (report the loss rather than retry).
 #[test]
 fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     if !root() {
@@ -1599,8 +1605,9 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     let lab = Lab::up("e-rst-").unwrap().down_on_drop();
     let state = common::TempDir::new("upfd-lab-state");
     let opts = UpfdOptions {
+        binary: std::env::var("UPF_RESTART_BINARY").ok().map(Into::into),
         state_dir: Some(state.0.join("state")),
-        max_sessions: Some(10_000),
+        max_sessions: Some(env_or("UPF_RESTART_MAX_SESSIONS", 10_000) as usize),
         ..UpfdOptions::default()
     };
     let upgraded = state.0.join("upfd-upgraded");
@@ -1630,11 +1637,12 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
         name: "restart",
         sizes: vec![(200, 1)],
     };
+    let rate = env_or("UPF_RESTART_RATE", 4_000);
+    let attempts = env_or("UPF_RESTART_ATTEMPTS", 3);
     // Long enough for two starts of a debug build (about 3 s each here) inside it.
-    const RATE: u64 = 4_000;
-    const SECS: f64 = 15.0;
+    let secs = env_or("UPF_RESTART_SECS", 15) as f64;
     let mut gap_ms = [0.0f64; 2];
-    for attempt in 1..=3 {
+    for attempt in 1..=attempts {
         // The restarts happen while the generators run.
         let began = Instant::now();
         let (t, (up, swaps)) = std::thread::scope(|sc| {
@@ -1672,10 +1680,10 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             let t = rig
                 .trial(
                     &[
-                        (Direction::Uplink, &mix, Some(RATE)),
-                        (Direction::Downlink, &mix, Some(RATE)),
+                        (Direction::Uplink, &mix, Some(rate)),
+                        (Direction::Downlink, &mix, Some(rate)),
                     ],
-                    SECS,
+                    secs,
                 )
                 .unwrap();
             (t, restarts.join().expect("restarts"))
@@ -1695,8 +1703,8 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             let (sent, got) = rig.per_session(d).unwrap();
             let (s, g): (u64, u64) = (sent.iter().sum(), got[..20].iter().sum());
             assert_eq!(s, t.sent[d as usize], "{d}");
-            assert!(s as f64 >= RATE as f64 * SECS * 0.8, "{d}: only {s} sent");
-            gap_ms[d as usize] = (s - g) as f64 / RATE as f64 * 1000.0;
+            assert!(s as f64 >= rate as f64 * secs * 0.8, "{d}: only {s} sent");
+            gap_ms[d as usize] = (s - g) as f64 / rate as f64 * 1000.0;
             eprintln!(
                 "attempt {attempt}: {d}: {s} sent, {g} received: {:.1} ms of traffic lost",
                 gap_ms[d as usize]
@@ -1729,7 +1737,7 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             .filter(|l| l.starts_with("upf_dropped") && !l.ends_with(" 0"))
             .collect();
         assert!(dropped.is_empty(), "upfd dropped: {dropped:?}");
-        if !lost || attempt == 3 {
+        if !lost || attempt == attempts {
             break;
         }
     }
@@ -1771,4 +1779,12 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
         assert_eq!(v.downlink, Some(got[1][i] * per), "session {i}: {v:?}");
     }
     rig.close().unwrap();
+}
+
+/// A number from the environment, else `default`.
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
