@@ -38,6 +38,12 @@ pub struct Config {
     pub api: Api,
     #[serde(default)]
     pub state: State,
+    /// CPUs upfd's process runs on (empty: any). The XDP programs run where the NICs'
+    /// queues are served, not here: keep upfd off those CPUs, or the kernel work of its
+    /// start (verifying the programs, zeroing the tables) delays the packets there
+    /// (docs/benchmarks.md, "Restart").
+    #[serde(default)]
+    pub cpus: Vec<usize>,
     #[serde(default)]
     pub log: Log,
 }
@@ -688,6 +694,18 @@ impl Config {
         if self.limits.max_sessions == 0 {
             return Err(("limits.max_sessions", "must be more than 0".into()));
         }
+        let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: sysconf has no preconditions.
+        let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
+        if let Some(c) = self.cpus.iter().find(|c| **c >= configured.max(ncpus)) {
+            return Err((
+                "cpus",
+                format!(
+                    "CPU {c}: this machine has CPUs 0 to {}",
+                    configured.max(ncpus) - 1
+                ),
+            ));
+        }
         for p in &self.ue_pools {
             let too_small = match p.prefix {
                 IpNet::V4(n) => n.prefix_len() > 30,
@@ -897,6 +915,34 @@ ue_pools:
 
     fn err(text: &str) -> String {
         Config::parse(text, "t.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn state_directory_and_cpus() {
+        let c = Config::parse(
+            &format!("{GOOD}state: {{ directory: /var/lib/upfd }}\ncpus: [0]\n"),
+            "t.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.state.directory.as_deref(),
+            Some(std::path::Path::new("/var/lib/upfd"))
+        );
+        assert_eq!(c.cpus, [0]);
+        let e = err(&format!("{GOOD}cpus: [100000]\n"));
+        assert!(
+            e.contains("cpus: CPU 100000: this machine has CPUs 0 to"),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}state: {{ dir: /x }}\n"));
+        assert!(e.contains("state"), "{e}");
+        // What a kept state depends on: the UE pools are in it, the log level is not.
+        let a = Config::parse(GOOD, "t.yaml").unwrap();
+        let b = Config::parse(&format!("{GOOD}log: {{ level: debug }}\n"), "t.yaml").unwrap();
+        assert_eq!(a.state_fingerprint(), b.state_fingerprint());
+        let mut other = a.clone();
+        other.gtpu.teid_range = [1, 1 << 20];
+        assert_ne!(a.state_fingerprint(), other.state_fingerprint());
     }
 
     #[test]

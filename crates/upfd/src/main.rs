@@ -74,6 +74,10 @@ fn main() -> ExitCode {
                 }
             };
             log::set_level(&cfg.log.level);
+            if let Err(e) = pin_to(&cfg.cpus) {
+                eprintln!("cpus: {e}");
+                return ExitCode::from(1);
+            }
             match runtime::run(cfg) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -83,4 +87,23 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Run upfd's process (every thread it starts later too) on `cpus` only; none: any.
+fn pin_to(cpus: &[usize]) -> std::io::Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it for CPUs the
+    // configuration check bounded; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in cpus {
+            libc::CPU_SET(*c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
