@@ -307,24 +307,25 @@ impl N4 {
         self.sessions.track_changes();
     }
 
-    /// Everything, as records of a state snapshot (state.rs); what changed from now on
-    /// is what [`N4::take_changes`] returns.
-    pub fn save_all(&mut self) -> Vec<Record> {
+    /// Everything, as records of a state snapshot (state.rs), made one at a time as the
+    /// snapshot is written (a million sessions are not copied at once); what changed
+    /// from now on is what [`N4::take_changes`] returns.
+    pub fn save_all(&mut self) -> impl Iterator<Item = Record> + '_ {
         let _ = self.sessions.take_changed();
         self.saved_assocs = self.saved_associations();
         self.saved_seq = self.next_seq;
         let mut reports = self.saved_reports();
-        let mut out = vec![
+        let head = [
             Record::Associations(self.saved_assocs.clone()),
             Record::Sequence(self.next_seq),
         ];
-        for seid in self.sessions.seids() {
-            if let Some(mut s) = self.sessions.save(seid) {
+        let sessions = &self.sessions;
+        head.into_iter()
+            .chain(sessions.seids().into_iter().filter_map(move |seid| {
+                let mut s = sessions.save(seid)?;
                 s.reports = reports.remove(&seid).unwrap_or_default();
-                out.push(Record::Session(Box::new(s)));
-            }
-        }
-        out
+                Some(Record::Session(Box::new(s)))
+            }))
     }
 
     /// What changed since the last call (or [`N4::save_all`]), as records to append to

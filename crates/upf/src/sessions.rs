@@ -68,7 +68,7 @@ impl Sessions {
     pub fn save(&self, seid: u64) -> Option<crate::state::SavedSession> {
         let s = self.sessions.get(&seid)?;
         Some(crate::state::SavedSession {
-            session: (**s).clone(),
+            session: s.clone(),
             urrs: self.reporting.save(&*self.fastpath, s),
             reports: Vec::new(),
         })
@@ -125,7 +125,7 @@ impl Sessions {
             }
             self.res.note_taken_ue_ip(*a);
         }
-        let arc = Arc::new(s.clone());
+        let arc = saved.session.clone();
         if let Err(e) = self.fastpath.install(None, &arc) {
             self.res.rollback();
             return Err(format!("session {seid:#x}: {e}"));

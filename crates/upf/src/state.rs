@@ -139,7 +139,8 @@ pub struct SavedReport {
 /// One session: its rules, its URRs' reporting state and its unanswered reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SavedSession {
-    pub session: Session,
+    /// Shared with the session table: saving a session copies nothing.
+    pub session: std::sync::Arc<Session>,
     pub urrs: Vec<SavedUrr>,
     pub reports: Vec<SavedReport>,
 }
@@ -750,7 +751,7 @@ mod tests {
         s.teids.push(0x1234);
         s.allocated_ue_ips.push("10.45.0.2".parse().unwrap());
         SavedSession {
-            session: s,
+            session: std::sync::Arc::new(s),
             urrs: vec![SavedUrr {
                 urr_id: 1,
                 handle: Some(3),

@@ -197,17 +197,16 @@ impl Kept {
         let t = Instant::now();
         self.header.generation += 1;
         self.header.written_unix = upf::report::unix_now();
-        let mut records = n4.save_all();
-        records.extend(self.counters.map(upf::state::Record::Counters));
-        let n = records.len();
+        let counters = self.counters.map(upf::state::Record::Counters);
+        let n = n4.sessions().len();
         let j = self
             .dir
-            .write_snapshot(&self.header, records)
+            .write_snapshot(&self.header, n4.save_all().chain(counters))
             .map_err(|e| {
                 anyhow::anyhow!("state: writing {}: {e}", self.dir.snapshot_path().display())
             })?;
         debug!(
-            "state: snapshot {} written ({n} records, {:?})",
+            "state: snapshot {} written ({n} sessions, {:?})",
             self.header.generation,
             t.elapsed()
         );
