@@ -6,9 +6,14 @@
 //! - `state`: a snapshot, written to `state.tmp`, synced and renamed over the old one
 //!   (atomic): a header, then every association and session, then an end record that
 //!   counts them, so a snapshot cut short is seen as such.
-//! - `journal`: what changed since that snapshot, one frame per batch of N4 work,
-//!   appended before the batch's responses are sent (so nothing an SMF was told is
-//!   missing). Its first frame names the snapshot's generation.
+//! - `journal.<generation>`: what changed since the snapshot of that generation, one
+//!   frame per batch of N4 work, appended before the batch's responses are sent (so
+//!   nothing an SMF was told is missing). Its first frame names the generation.
+//!
+//! A new snapshot can be written while upfd goes on ([`StateDir::begin_journal`], then
+//! [`StateDir::write_snapshot_file`] on another thread): from the moment its records
+//! are taken, batches go to both the old journal and the new one, so whichever snapshot
+//! is in place when upfd is killed has a complete journal beside it.
 //!
 //! Each frame is `length (u32 LE) | CRC-32 (u32 LE) | postcard of Vec<Record>`. Loading
 //! checks every frame, the format version and the generations; anything wrong and
@@ -178,6 +183,9 @@ pub struct Saved {
     pub sequence: Option<u32>,
     /// An incomplete last journal frame was dropped (upfd killed while writing it).
     pub torn_tail: bool,
+    /// Octets of the journal up to the end of its last complete frame: where appending
+    /// goes on ([`StateDir::begin_journal`] cuts the rest).
+    pub journal_len: u64,
 }
 
 /// Why a state was not loaded. Nothing of it is applied.
@@ -223,8 +231,26 @@ impl StateDir {
         self.dir.join("state")
     }
 
-    pub fn journal_path(&self) -> PathBuf {
-        self.dir.join("journal")
+    /// The journal that follows the snapshot of `generation`.
+    pub fn journal_path(&self, generation: u64) -> PathBuf {
+        self.dir.join(format!("journal.{generation}"))
+    }
+
+    /// The state's files: the snapshot and every journal, whatever its generation.
+    fn files(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.snapshot_path()];
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if let Some(g) = name.strip_prefix("journal.") {
+                    if g.parse::<u64>().is_ok() {
+                        v.push(e.path());
+                    }
+                }
+            }
+        }
+        v
     }
 
     /// The state kept, if there is one. `config` is [`Header::config`] of the running
@@ -244,6 +270,7 @@ impl StateDir {
             return Err(LoadError::Version { path, found });
         }
         let (decoded, torn) = frames(&path, &bytes, 12)?;
+        let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
         if torn {
             return Err(LoadError::Inconsistent {
                 path,
@@ -303,12 +330,15 @@ impl StateDir {
             });
         }
         // The journal: changes since this snapshot.
-        let jpath = self.journal_path();
+        let jpath = self.journal_path(header.generation);
         let mut torn_tail = false;
+        let mut journal_len = 0;
         match std::fs::read(&jpath) {
             Ok(j) => {
                 let (decoded, torn) = frames(&jpath, &j, 0)?;
                 torn_tail = torn;
+                journal_len = decoded.iter().map(|(_, end)| *end).max().unwrap_or(0);
+                let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
                 let mut records = decoded.into_iter().flatten();
                 match records.next() {
                     None => {}
@@ -354,16 +384,48 @@ impl StateDir {
             counters: s.counters,
             sequence: s.sequence,
             torn_tail,
+            journal_len,
         }))
     }
 
-    /// Write a snapshot of `records` (after `header`) atomically and start an empty
-    /// journal after it.
-    pub fn write_snapshot(
+    /// Start the journal that will follow the snapshot of `generation` (empty but for
+    /// its first frame). An existing one is appended to, after `keep` octets (its last
+    /// complete frame, [`Saved::journal_len`]; None: all of it).
+    pub fn begin_journal(&self, generation: u64) -> std::io::Result<Journal> {
+        self.continue_journal(generation, None)
+    }
+
+    /// [`StateDir::begin_journal`] keeping only the first `keep` octets of an existing
+    /// journal (what loaded: an incomplete last frame is cut).
+    pub fn continue_journal(&self, generation: u64, keep: Option<u64>) -> std::io::Result<Journal> {
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.journal_path(generation);
+        let mut file = OpenOptions::new().append(true).create(true).open(&path)?;
+        if let Some(k) = keep {
+            if file.metadata()?.len() > k {
+                file.set_len(k)?;
+            }
+        }
+        let mut bytes = file.metadata()?.len();
+        if bytes == 0 {
+            let mut frame = Vec::new();
+            encode_frame(&[Record::JournalOf { generation }], &mut frame)?;
+            file.write_all(&frame)?;
+            bytes = frame.len() as u64;
+        }
+        Ok(Journal { file, path, bytes })
+    }
+
+    /// Write the snapshot of `header.generation` (`records` after the header), synced,
+    /// and put it in place of the last one in one rename; then the journal of the
+    /// generation before is no longer needed and goes. The new generation's journal
+    /// ([`StateDir::begin_journal`]) must exist before: a crash after the rename finds
+    /// it beside the snapshot.
+    pub fn write_snapshot_file(
         &self,
         header: &Header,
         records: impl IntoIterator<Item = Record>,
-    ) -> std::io::Result<Journal> {
+    ) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let tmp = self.dir.join("state.tmp");
         let mut f = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
@@ -381,33 +443,37 @@ impl StateDir {
         let f = f.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         drop(f);
-        // The new journal is written before either rename; the snapshot is renamed
-        // first, so a crash in between leaves the old journal beside the new snapshot,
-        // which `load` ignores (the snapshot holds all of it).
-        let jtmp = self.dir.join("journal.tmp");
-        let mut j = File::create(&jtmp)?;
-        encode_frame(
-            &[Record::JournalOf {
-                generation: header.generation,
-            }],
-            &mut frame,
-        )?;
-        j.write_all(&frame)?;
-        j.sync_all()?;
         std::fs::rename(&tmp, self.snapshot_path())?;
-        std::fs::rename(&jtmp, self.journal_path())?;
         if let Ok(d) = File::open(&self.dir) {
             let _ = d.sync_all();
         }
-        let path = self.journal_path();
-        let file = OpenOptions::new().append(true).open(&path)?;
-        let bytes = file.metadata()?.len();
-        Ok(Journal { file, path, bytes })
+        // Journals of earlier generations: their snapshot is gone.
+        for p in self.files().into_iter().skip(1) {
+            let older = p
+                .extension()
+                .and_then(|g| g.to_str()?.parse::<u64>().ok())
+                .is_some_and(|g| g < header.generation);
+            if older {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write a snapshot of `records` and start its empty journal, all before returning.
+    pub fn write_snapshot(
+        &self,
+        header: &Header,
+        records: impl IntoIterator<Item = Record>,
+    ) -> std::io::Result<Journal> {
+        let j = self.begin_journal(header.generation)?;
+        self.write_snapshot_file(header, records)?;
+        Ok(j)
     }
 
     /// Remove the state (a clean start that must not come back).
     pub fn remove(&self) -> std::io::Result<()> {
-        for p in [self.snapshot_path(), self.journal_path()] {
+        for p in self.files() {
             match std::fs::remove_file(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -419,7 +485,7 @@ impl StateDir {
 
     /// Set a bad state aside (renamed with `.bad`), for whoever looks into it.
     pub fn set_aside(&self) -> std::io::Result<()> {
-        for p in [self.snapshot_path(), self.journal_path()] {
+        for p in self.files() {
             if p.exists() {
                 let mut bad = p.clone().into_os_string();
                 bad.push(".bad");
@@ -472,8 +538,11 @@ fn encode_frame(records: &[Record], out: &mut Vec<u8>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A frame's records and the offset just past it.
+type Frame = (Vec<Record>, u64);
+
 /// The frames of `bytes` from `at`, decoded, and whether the last one was incomplete.
-fn frames(path: &Path, bytes: &[u8], mut at: usize) -> Result<(Vec<Vec<Record>>, bool), LoadError> {
+fn frames(path: &Path, bytes: &[u8], mut at: usize) -> Result<(Vec<Frame>, bool), LoadError> {
     let mut out = Vec::new();
     while at < bytes.len() {
         let corrupt = |why: String| LoadError::Corrupt {
@@ -497,8 +566,8 @@ fn frames(path: &Path, bytes: &[u8], mut at: usize) -> Result<(Vec<Vec<Record>>,
         }
         let records: Vec<Record> =
             postcard::from_bytes(payload).map_err(|e| corrupt(format!("undecodable: {e}")))?;
-        out.push(records);
         at += 8 + len;
+        out.push((records, at as u64));
     }
     Ok((out, false))
 }
@@ -807,7 +876,7 @@ mod tests {
             Record::SessionGone(1),
         ])
         .unwrap();
-        let p = StateDir::new(&d).journal_path();
+        let p = StateDir::new(&d).journal_path(1);
         let len = std::fs::metadata(&p).unwrap().len();
         let f = OpenOptions::new().write(true).open(&p).unwrap();
         f.set_len(len - 5).unwrap();
@@ -816,6 +885,15 @@ mod tests {
         seids.sort();
         assert_eq!(seids, [1, 2], "the last batch is dropped whole");
         assert!(s.torn_tail);
+        // Appending goes on after the last whole frame: the cut one is gone for good.
+        let mut j = StateDir::new(&d)
+            .continue_journal(1, Some(s.journal_len))
+            .unwrap();
+        j.append(&[Record::SessionGone(2)]).unwrap();
+        let s = StateDir::new(&d).load("cfg").unwrap().unwrap();
+        let seids: Vec<u64> = s.sessions.iter().map(|x| x.session.up_seid).collect();
+        assert_eq!(seids, [1]);
+        assert!(!s.torn_tail);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -826,7 +904,7 @@ mod tests {
         j.append(&[Record::SessionGone(2)]).unwrap();
         let dir = StateDir::new(&d);
         let good = std::fs::read(dir.snapshot_path()).unwrap();
-        let journal = std::fs::read(dir.journal_path()).unwrap();
+        let journal = std::fs::read(dir.journal_path(1)).unwrap();
         // Every single octet of the snapshot changed, one at a time: never loaded as if
         // nothing happened (a changed octet in a length may read as "cut short"; both
         // refuse).
@@ -846,9 +924,9 @@ mod tests {
         let mut jb = journal.clone();
         let at = jb.len() - 2;
         jb[at] ^= 1;
-        std::fs::write(dir.journal_path(), &jb).unwrap();
+        std::fs::write(dir.journal_path(1), &jb).unwrap();
         assert!(matches!(dir.load("cfg"), Err(LoadError::Corrupt { .. })));
-        std::fs::write(dir.journal_path(), &journal).unwrap();
+        std::fs::write(dir.journal_path(1), &journal).unwrap();
         // Another version, another configuration.
         let mut b = good.clone();
         b[8..12].copy_from_slice(&(FORMAT + 1).to_le_bytes());
@@ -864,21 +942,40 @@ mod tests {
     }
 
     #[test]
-    fn a_journal_of_an_older_snapshot_is_ignored() {
-        let d = tmp("gen");
+    fn a_snapshot_written_while_batches_go_on_loses_none_wherever_it_stops() {
+        let d = tmp("bg");
         let dir = StateDir::new(&d);
-        let mut j = write(&d, &[1]);
-        j.append(&[Record::SessionGone(1)]).unwrap();
-        let old_journal = std::fs::read(dir.journal_path()).unwrap();
+        let mut old = write(&d, &[1, 2]);
+        // Generation 2's records are taken; from now on batches go to both journals.
         let mut h = header();
         h.generation = 2;
-        dir.write_snapshot(&h, vec![Record::Session(Box::new(session(1)))])
+        let records = vec![
+            Record::Session(Box::new(session(1))),
+            Record::Session(Box::new(session(2))),
+        ];
+        let mut new = dir.begin_journal(2).unwrap();
+        for j in [&mut old, &mut new] {
+            j.append(&[
+                Record::SessionGone(1),
+                Record::Session(Box::new(session(3))),
+            ])
             .unwrap();
-        // A crash between the two renames leaves the old journal beside the new
-        // snapshot, which holds all of it.
-        std::fs::write(dir.journal_path(), &old_journal).unwrap();
+        }
+        let seids = |s: Saved| {
+            let mut v: Vec<u64> = s.sessions.iter().map(|x| x.session.up_seid).collect();
+            v.sort();
+            v
+        };
+        // Killed before the new snapshot is in place: the old one and its journal.
+        assert_eq!(seids(dir.load("cfg").unwrap().unwrap()), [2, 3]);
+        // In place: the new one and its journal; the old journal is gone.
+        dir.write_snapshot_file(&h, records).unwrap();
         let s = dir.load("cfg").unwrap().unwrap();
-        assert_eq!(s.sessions.len(), 1);
+        assert_eq!(s.header.generation, 2);
+        assert_eq!(seids(s), [2, 3]);
+        assert!(!dir.journal_path(1).exists());
+        dir.set_aside().unwrap();
+        assert!(d.join("journal.2.bad").exists());
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

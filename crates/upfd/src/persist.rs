@@ -11,7 +11,8 @@
 //! 3. attach it, replacing the old programs on each interface in one step;
 //! 4. once no packet can still be in the old programs, read their counts again and
 //!    carry what they counted since step 2: the usage reports stay exact;
-//! 5. write a new snapshot, which names the new data path's counters.
+//! 5. write a new snapshot, which names the new data path's counters, on another
+//!    thread: upfd serves N4 meanwhile, its batches going to both journals.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -32,6 +33,18 @@ pub struct Kept {
     journal: Option<Journal>,
     limit: u64,
     counters: Option<CounterTable>,
+    /// A snapshot being written on another thread.
+    writing: Option<Writing>,
+}
+
+/// A snapshot on its way: its header, the journal that follows it (appended to beside
+/// the current one until it is in place) and the writer's result.
+struct Writing {
+    header: Header,
+    journal: Journal,
+    started: Instant,
+    sessions: usize,
+    done: std::sync::mpsc::Receiver<std::io::Result<()>>,
 }
 
 /// What was loaded, or why not.
@@ -162,72 +175,157 @@ pub fn carry_rest(
 }
 
 impl Kept {
-    /// Start keeping state in `dir`: a snapshot of everything now (the N4 node tracks
-    /// changes from here on).
-    pub fn start(
+    /// Start keeping state in `dir` after a clean start: an empty snapshot, written now.
+    pub fn start_clean(
         dir: StateDir,
         cfg: &Config,
         recovery_time_stamp: u32,
         teid_seed: u64,
-        generation: u64,
         counters: Option<CounterTable>,
         n4: &mut N4,
     ) -> anyhow::Result<Kept> {
         n4.track_changes();
-        let mut k = Kept {
+        let header = Header {
+            format: upf::state::FORMAT,
+            generation: 1,
+            recovery_time_stamp,
+            config: cfg.state_fingerprint(),
+            teid_seed,
+            written_unix: upf::report::unix_now(),
+        };
+        let counters_record = counters.map(upf::state::Record::Counters);
+        let journal = dir
+            .write_snapshot(&header, n4.save_all().chain(counters_record))
+            .map_err(|e| {
+                anyhow::anyhow!("state: writing {}: {e}", dir.snapshot_path().display())
+            })?;
+        Ok(Kept {
             dir,
-            header: Header {
-                format: upf::state::FORMAT,
-                generation,
-                recovery_time_stamp,
-                config: cfg.state_fingerprint(),
-                teid_seed,
-                written_unix: 0,
-            },
-            journal: None,
+            header,
+            journal: Some(journal),
             limit: cfg.state.journal_limit.unwrap_or(JOURNAL_LIMIT),
             counters,
+            writing: None,
+        })
+    }
+
+    /// Go on keeping the state `saved` was loaded from (its journal appended to), and
+    /// write a new snapshot at once: it names the new data path's counters.
+    pub fn resume(
+        dir: StateDir,
+        cfg: &Config,
+        saved: &Saved,
+        counters: Option<CounterTable>,
+        n4: &mut N4,
+    ) -> anyhow::Result<Kept> {
+        n4.track_changes();
+        let journal = dir
+            .continue_journal(saved.header.generation, Some(saved.journal_len))
+            .map_err(|e| anyhow::anyhow!("state: opening the journal: {e}"))?;
+        let mut k = Kept {
+            dir,
+            header: saved.header.clone(),
+            journal: Some(journal),
+            limit: cfg.state.journal_limit.unwrap_or(JOURNAL_LIMIT),
+            counters,
+            writing: None,
         };
+        // The counters of the new data path, and the URRs' new handles, in the journal
+        // too: until the new snapshot is in place the old one is what a restart reads.
         k.snapshot(n4)?;
         Ok(k)
     }
 
-    /// Write a new snapshot (generation + 1) and start its journal.
+    /// Start writing a new snapshot (generation + 1) on another thread. Its records are
+    /// taken now (the sessions shared, not copied); from now on every batch also goes
+    /// to its journal.
     fn snapshot(&mut self, n4: &mut N4) -> anyhow::Result<()> {
-        let t = Instant::now();
-        self.header.generation += 1;
-        self.header.written_unix = upf::report::unix_now();
-        let counters = self.counters.map(upf::state::Record::Counters);
-        let n = n4.sessions().len();
-        let j = self
+        if self.writing.is_some() {
+            return Ok(());
+        }
+        let header = Header {
+            generation: self.header.generation + 1,
+            written_unix: upf::report::unix_now(),
+            ..self.header.clone()
+        };
+        let journal = self
             .dir
-            .write_snapshot(&self.header, n4.save_all().chain(counters))
-            .map_err(|e| {
-                anyhow::anyhow!("state: writing {}: {e}", self.dir.snapshot_path().display())
-            })?;
-        debug!(
-            "state: snapshot {} written ({n} sessions, {:?})",
-            self.header.generation,
-            t.elapsed()
-        );
-        self.journal = Some(j);
+            .begin_journal(header.generation)
+            .map_err(|e| anyhow::anyhow!("state: starting a journal: {e}"))?;
+        let counters = self.counters.map(upf::state::Record::Counters);
+        let records: Vec<upf::state::Record> = n4.save_all().chain(counters).collect();
+        let (tx, done) = std::sync::mpsc::channel();
+        let (dir, h) = (self.dir.clone(), header.clone());
+        std::thread::Builder::new()
+            .name("state".into())
+            .spawn(move || {
+                let _ = tx.send(dir.write_snapshot_file(&h, records));
+            })
+            .map_err(|e| anyhow::anyhow!("state: starting the writer: {e}"))?;
+        self.writing = Some(Writing {
+            header,
+            journal,
+            started: Instant::now(),
+            sessions: n4.sessions().len(),
+            done,
+        });
         Ok(())
     }
 
-    /// Append what changed to the journal (before anything is sent); a new snapshot when
-    /// the journal is long. An error stops the keeping: the state is removed (a stale
-    /// one would bring back deleted sessions) and said.
+    /// Append what changed to the journal(s) (before anything is sent); take the new
+    /// snapshot's journal once it is in place; start a new snapshot when the journal is
+    /// long. An error stops the keeping: the state is removed (a stale one would bring
+    /// back deleted sessions) and said.
     pub fn persist(&mut self, n4: &mut N4) -> bool {
         let Some(j) = &mut self.journal else {
             return false;
         };
         let records = n4.take_changes();
-        if let Err(e) = j.append(&records) {
-            let why = format!("appending to {}: {e}", j.path().display());
-            self.fail(&why);
+        let mut result = j.append(&records);
+        if let Some(w) = &mut self.writing {
+            result = result.and_then(|()| w.journal.append(&records));
+        }
+        if let Err(e) = result {
+            self.fail(&format!("appending to the journal: {e}"));
             return false;
         }
-        if j.bytes() > self.limit {
+        let finished = match &self.writing {
+            Some(w) => match w.done.try_recv() {
+                Ok(r) => Some(r),
+                Err(std::sync::mpsc::TryRecvError::Empty) => None,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    Some(Err(std::io::Error::other("the writer thread ended")))
+                }
+            },
+            None => None,
+        };
+        match finished {
+            Some(Ok(())) => {
+                if let Some(w) = self.writing.take() {
+                    debug!(
+                        "state: snapshot {} written ({} sessions, {:?})",
+                        w.header.generation,
+                        w.sessions,
+                        w.started.elapsed()
+                    );
+                    self.header = w.header;
+                    self.journal = Some(w.journal);
+                }
+            }
+            Some(Err(e)) => {
+                self.fail(&format!(
+                    "writing {}: {e}",
+                    self.dir.snapshot_path().display()
+                ));
+                return false;
+            }
+            None => {}
+        }
+        let long = self
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.bytes() > self.limit);
+        if long && self.writing.is_none() {
             if let Err(e) = self.snapshot(n4) {
                 self.fail(&e.to_string());
                 return false;
@@ -239,6 +337,7 @@ impl Kept {
     fn fail(&mut self, why: &str) {
         error!("state: {why}: sessions are no longer kept across a restart");
         self.journal = None;
+        self.writing = None;
         if let Err(e) = self.dir.remove() {
             error!("state: removing the state: {e}");
         }

@@ -180,15 +180,7 @@ fn restore_or_start(
                         ""
                     }
                 );
-                let kept = Kept::start(
-                    dir,
-                    cfg,
-                    h.recovery_time_stamp,
-                    h.teid_seed,
-                    h.generation,
-                    counters,
-                    &mut n4,
-                )?;
+                let kept = Kept::resume(dir, cfg, &saved, counters, &mut n4)?;
                 return Ok((xdp, n4, Some(kept)));
             }
             Err(why) => {
@@ -213,7 +205,7 @@ fn restore_or_start(
         ),
         None => None,
     };
-    let kept = Kept::start(dir, cfg, fresh_rts, fresh_seed, 0, counters, &mut n4)?;
+    let kept = Kept::start_clean(dir, cfg, fresh_rts, fresh_seed, counters, &mut n4)?;
     Ok((xdp, n4, Some(kept)))
 }
 
