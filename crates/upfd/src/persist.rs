@@ -253,7 +253,14 @@ impl Kept {
             .begin_journal(header.generation)
             .map_err(|e| anyhow::anyhow!("state: starting a journal: {e}"))?;
         let counters = self.counters.map(upf::state::Record::Counters);
+        let t = Instant::now();
         let records: Vec<upf::state::Record> = n4.save_all().chain(counters).collect();
+        debug!(
+            "state: snapshot {}: {} records taken in {:?}",
+            header.generation,
+            records.len(),
+            t.elapsed()
+        );
         let (tx, done) = std::sync::mpsc::channel();
         let (dir, h) = (self.dir.clone(), header.clone());
         std::thread::Builder::new()
