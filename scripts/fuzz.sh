@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pfcp_decode gtpu_decode parse_emit_parse n4_sequences)
+[ ${#targets[@]} -gt 0 ] || targets=(pfcp_decode gtpu_decode parse_emit_parse n4_sequences state_load)
 pcaps=${UPF_INTEROP_PCAPS:-../shared/interop/pcaps}
 
 seed() { # seed DIR DISPLAY_FILTER
@@ -39,6 +39,8 @@ for t in "${targets[@]}"; do
     pfcp_decode|n4_sequences) seed "$corpus" "udp.port==8805" ;;
     gtpu_decode) seed "$corpus" "udp.port==2152" ;;
     parse_emit_parse) seed "$corpus" "udp.port==8805 || udp.port==2152" ;;
+    state_load) mkdir -p "$corpus"
+      UPF_STATE_SEEDS="$PWD/$corpus" cargo test -q -p upf --lib state::tests::write_fuzz_seeds -- --ignored >/dev/null ;;
   esac
   echo "fuzzing $t for ${secs}s ($(ls "$corpus" | wc -l) seeds)"
   (cd fuzz && cargo +nightly fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -max_len=4096 -print_final_stats=1 2>&1 | tail -n 12)

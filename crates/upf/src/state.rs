@@ -262,130 +262,31 @@ impl StateDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(LoadError::Io { path, err }),
         };
-        if bytes.len() < 12 || &bytes[..8] != MAGIC {
-            return Err(LoadError::NotState { path });
-        }
-        let found = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if found != FORMAT {
-            return Err(LoadError::Version { path, found });
-        }
-        let (decoded, torn) = frames(&path, &bytes, 12)?;
-        let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
-        if torn {
-            return Err(LoadError::Inconsistent {
-                path,
-                why: "cut short (no end record)".into(),
-            });
-        }
-        let mut records = decoded.into_iter().flatten();
-        let header = match records.next() {
-            Some(Record::Header(h)) => h,
-            _ => {
-                return Err(LoadError::Inconsistent {
-                    path,
-                    why: "does not start with a header".into(),
-                })
+        let generation = |b: &[u8]| -> Option<u64> {
+            // The header frame follows magic and version: the journal to read is named
+            // by its generation; `parse` checks all of it again.
+            let (f, _) = frames(Path::new(""), b.get(..b.len().min(4096 + 12))?, 12).ok()?;
+            match f.first()?.0.first()? {
+                Record::Header(h) => Some(h.generation),
+                _ => None,
             }
         };
-        if header.format != FORMAT {
-            return Err(LoadError::Version {
-                path,
-                found: header.format,
-            });
-        }
-        if header.config != config {
-            return Err(LoadError::Config {
-                found: header.config,
-                now: config.to_string(),
-            });
-        }
-        let mut s = Builder::default();
-        let mut ended = false;
-        // The header was record 0.
-        for (count, r) in (1u64..).zip(records) {
-            if ended {
-                return Err(LoadError::Inconsistent {
-                    path,
-                    why: "records after the end record".into(),
-                });
-            }
-            match r {
-                Record::End { records } if records == count => ended = true,
-                Record::End { records } => {
-                    return Err(LoadError::Inconsistent {
-                        path,
-                        why: format!("end record counts {records} records, there are {count}"),
-                    })
-                }
-                other => s.apply(other).map_err(|why| LoadError::Inconsistent {
-                    path: path.clone(),
-                    why,
-                })?,
-            }
-        }
-        if !ended {
-            return Err(LoadError::Inconsistent {
-                path,
-                why: "cut short (no end record)".into(),
-            });
-        }
-        // The journal: changes since this snapshot.
-        let jpath = self.journal_path(header.generation);
-        let mut torn_tail = false;
-        let mut journal_len = 0;
-        match std::fs::read(&jpath) {
-            Ok(j) => {
-                let (decoded, torn) = frames(&jpath, &j, 0)?;
-                torn_tail = torn;
-                journal_len = decoded.iter().map(|(_, end)| *end).max().unwrap_or(0);
-                let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
-                let mut records = decoded.into_iter().flatten();
-                match records.next() {
-                    None => {}
-                    Some(Record::JournalOf { generation }) if generation == header.generation => {
-                        for r in records {
-                            match r {
-                                Record::Header(_)
-                                | Record::End { .. }
-                                | Record::JournalOf { .. } => {
-                                    return Err(LoadError::Inconsistent {
-                                        path: jpath,
-                                        why: "a snapshot record in the journal".into(),
-                                    })
-                                }
-                                other => s.apply(other).map_err(|why| LoadError::Inconsistent {
-                                    path: jpath.clone(),
-                                    why,
-                                })?,
-                            }
-                        }
-                    }
-                    // A journal of an older snapshot: written before that snapshot
-                    // replaced it, so the snapshot holds all of it.
-                    Some(Record::JournalOf { generation }) if generation < header.generation => {}
-                    Some(other) => {
-                        return Err(LoadError::Inconsistent {
-                            path: jpath,
-                            why: format!(
-                                "starts with {other:.40?}, not the journal of generation {}",
-                                header.generation
-                            ),
-                        })
-                    }
+        let journal = match generation(&bytes) {
+            Some(g) => {
+                let jpath = self.journal_path(g);
+                match std::fs::read(&jpath) {
+                    Ok(j) => Some((jpath, j)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(err) => return Err(LoadError::Io { path: jpath, err }),
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => return Err(LoadError::Io { path: jpath, err }),
-        }
-        Ok(Some(Saved {
-            header,
-            associations: s.associations,
-            sessions: s.sessions.into_values().collect(),
-            counters: s.counters,
-            sequence: s.sequence,
-            torn_tail,
-            journal_len,
-        }))
+            None => None,
+        };
+        let (jpath, jbytes) = match &journal {
+            Some((p, b)) => (p.clone(), Some(b.as_slice())),
+            None => (PathBuf::new(), None),
+        };
+        parse(&path, &bytes, &jpath, jbytes, config).map(Some)
     }
 
     /// Start the journal that will follow the snapshot of `generation` (empty but for
@@ -496,6 +397,138 @@ impl StateDir {
     }
 }
 
+/// A state from its octets: the snapshot (`path`, for errors) and the journal of its
+/// generation, if there is one. Every check of [`StateDir::load`] is here (and fuzzed:
+/// `fuzz/fuzz_targets/state_load.rs`).
+pub fn parse(
+    path: &Path,
+    bytes: &[u8],
+    jpath: &Path,
+    journal: Option<&[u8]>,
+    config: &str,
+) -> Result<Saved, LoadError> {
+    let path = path.to_path_buf();
+    let jpath = jpath.to_path_buf();
+    if bytes.len() < 12 || &bytes[..8] != MAGIC {
+        return Err(LoadError::NotState { path });
+    }
+    let found = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if found != FORMAT {
+        return Err(LoadError::Version { path, found });
+    }
+    let (decoded, torn) = frames(&path, bytes, 12)?;
+    let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
+    if torn {
+        return Err(LoadError::Inconsistent {
+            path,
+            why: "cut short (no end record)".into(),
+        });
+    }
+    let mut records = decoded.into_iter().flatten();
+    let header = match records.next() {
+        Some(Record::Header(h)) => h,
+        _ => {
+            return Err(LoadError::Inconsistent {
+                path,
+                why: "does not start with a header".into(),
+            })
+        }
+    };
+    if header.format != FORMAT {
+        return Err(LoadError::Version {
+            path,
+            found: header.format,
+        });
+    }
+    if header.config != config {
+        return Err(LoadError::Config {
+            found: header.config,
+            now: config.to_string(),
+        });
+    }
+    let mut s = Builder::default();
+    let mut ended = false;
+    // The header was record 0.
+    for (count, r) in (1u64..).zip(records) {
+        if ended {
+            return Err(LoadError::Inconsistent {
+                path,
+                why: "records after the end record".into(),
+            });
+        }
+        match r {
+            Record::End { records } if records == count => ended = true,
+            Record::End { records } => {
+                return Err(LoadError::Inconsistent {
+                    path,
+                    why: format!("end record counts {records} records, there are {count}"),
+                })
+            }
+            other => s.apply(other).map_err(|why| LoadError::Inconsistent {
+                path: path.clone(),
+                why,
+            })?,
+        }
+    }
+    if !ended {
+        return Err(LoadError::Inconsistent {
+            path,
+            why: "cut short (no end record)".into(),
+        });
+    }
+    let mut torn_tail = false;
+    let mut journal_len = 0;
+    if let Some(j) = journal {
+        {
+            let (decoded, torn) = frames(&jpath, j, 0)?;
+            torn_tail = torn;
+            journal_len = decoded.iter().map(|(_, end)| *end).max().unwrap_or(0);
+            let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
+            let mut records = decoded.into_iter().flatten();
+            match records.next() {
+                None => {}
+                Some(Record::JournalOf { generation }) if generation == header.generation => {
+                    for r in records {
+                        match r {
+                            Record::Header(_) | Record::End { .. } | Record::JournalOf { .. } => {
+                                return Err(LoadError::Inconsistent {
+                                    path: jpath,
+                                    why: "a snapshot record in the journal".into(),
+                                })
+                            }
+                            other => s.apply(other).map_err(|why| LoadError::Inconsistent {
+                                path: jpath.clone(),
+                                why,
+                            })?,
+                        }
+                    }
+                }
+                // A journal of an older snapshot: written before that snapshot
+                // replaced it, so the snapshot holds all of it.
+                Some(Record::JournalOf { generation }) if generation < header.generation => {}
+                Some(other) => {
+                    return Err(LoadError::Inconsistent {
+                        path: jpath,
+                        why: format!(
+                            "starts with {other:.40?}, not the journal of generation {}",
+                            header.generation
+                        ),
+                    })
+                }
+            }
+        }
+    }
+    Ok(Saved {
+        header,
+        associations: s.associations,
+        sessions: s.sessions.into_values().collect(),
+        counters: s.counters,
+        sequence: s.sequence,
+        torn_tail,
+        journal_len,
+    })
+}
+
 impl Journal {
     /// Append one frame of `records` (one write: a batch is kept whole or, cut short by
     /// a kill, dropped whole on load).
@@ -518,6 +551,13 @@ impl Journal {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// One frame of `records`, as the journal holds it (tests and fuzzing).
+pub fn encode_records(records: &[Record]) -> std::io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    encode_frame(records, &mut v)?;
+    Ok(v)
 }
 
 fn encode_frame(records: &[Record], out: &mut Vec<u8>) -> std::io::Result<()> {
@@ -939,6 +979,49 @@ mod tests {
         assert!(dir.load("cfg").unwrap().is_none(), "set aside: no state");
         assert!(d.join("state.bad").exists());
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Seeds for the `state_load` fuzz target (scripts/fuzz.sh runs this): real states,
+    /// as the target reads them (2 octets of snapshot length, snapshot, journal).
+    #[test]
+    #[ignore]
+    fn write_fuzz_seeds() {
+        let Ok(out) = std::env::var("UPF_STATE_SEEDS") else {
+            return;
+        };
+        std::fs::create_dir_all(&out).unwrap();
+        for (k, sessions) in [vec![], vec![1u64], vec![1, 2, 3]].iter().enumerate() {
+            let d = tmp("seed");
+            let mut j = write(&d, sessions);
+            j.append(&[Record::SessionGone(1), Record::Sequence(9)])
+                .unwrap();
+            j.append(&[Record::Associations(vec![SavedAssociation {
+                node: NodeId::Ipv4(Ipv4Addr::new(10, 0, 0, 2)),
+                addr: "10.0.0.2:8805".parse().unwrap(),
+                recovery_time_stamp: 7,
+                cp_features: Some(Flags(vec![1])),
+            }])])
+            .unwrap();
+            // As the target takes them: payloads with a 2-octet length, the snapshot's
+            // then the journal's, an empty one between.
+            let payloads = |b: &[u8], from: usize| -> Vec<u8> {
+                let (f, _) = frames(Path::new(""), b, from).unwrap();
+                let mut out = Vec::new();
+                for (records, _) in f {
+                    let p = postcard::to_allocvec(&records).unwrap();
+                    out.extend_from_slice(&(p.len() as u16).to_le_bytes());
+                    out.extend_from_slice(&p);
+                }
+                out
+            };
+            let snap = std::fs::read(d.join("state")).unwrap();
+            let journal = std::fs::read(d.join("journal.1")).unwrap();
+            let mut seed = payloads(&snap, 12);
+            seed.extend_from_slice(&[0, 0]);
+            seed.extend_from_slice(&payloads(&journal, 0));
+            std::fs::write(Path::new(&out).join(format!("state-{k}")), seed).unwrap();
+            std::fs::remove_dir_all(&d).unwrap();
+        }
     }
 
     #[test]
