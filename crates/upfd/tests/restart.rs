@@ -38,6 +38,7 @@ impl Setup {
             .port(self.port)
             .ue_pool("", pool)
             .heartbeat_interval("1s")
+            .graceful_release_period("1s")
             .extra_yaml(&format!(
                 "state:\n  directory: {:?}\napi:\n  listen: \"{}\"\n",
                 self.state.0, self.api
@@ -175,6 +176,23 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     assert_eq!(setup.metric("upf_sessions"), 0);
     assert!(setup.consistent().contains("\"consistent\":true"));
     assert_eq!(smf.smf.n4().upf_recovery_time_stamps(), stamps);
+
+    // SIGINT ends upfd for good: associations released (the emulator does not release
+    // when asked, so after n4.graceful_release_period), the state removed, and the next
+    // start is a first start with a new Recovery Time Stamp.
+    let mut upfd = upfd;
+    assert!(upfd.stop(libc::SIGINT, Duration::from_secs(10)));
+    assert!(
+        upfd.log().contains("all associations released; exiting"),
+        "{}",
+        upfd.log()
+    );
+    drop(upfd);
+    assert!(!setup.snapshot().exists(), "the state is removed");
+    let upfd = setup.start();
+    assert!(upfd.log().contains("(first start)"), "{}", upfd.log());
+    let ts = heartbeat_time_stamp(upfd.n4).expect("a heartbeat response");
+    assert_ne!(ts, stamps[0]);
 }
 
 /// How a test damages the state.

@@ -131,6 +131,8 @@ pub struct UpfdBuilder {
     pub receive_buffer: Option<usize>,
     /// The upfd binary to run (None: this build's).
     pub binary: Option<PathBuf>,
+    /// `n4.graceful_release_period`, if set (e.g. "1s").
+    pub graceful_release_period: Option<String>,
 }
 
 impl Default for UpfdBuilder {
@@ -148,6 +150,7 @@ impl Default for UpfdBuilder {
             start_timeout: Duration::from_secs(10),
             receive_buffer: None,
             binary: None,
+            graceful_release_period: None,
         }
     }
 }
@@ -185,6 +188,10 @@ impl UpfdBuilder {
         self.receive_buffer = Some(octets);
         self
     }
+    pub fn graceful_release_period(mut self, d: &str) -> Self {
+        self.graceful_release_period = Some(d.into());
+        self
+    }
     /// Run another upfd binary (an upgrade).
     pub fn binary(mut self, p: &Path) -> Self {
         self.binary = Some(p.to_path_buf());
@@ -213,6 +220,12 @@ impl UpfdBuilder {
             hb = self.heartbeat_interval,
             n3 = self.n3,
         );
+        if let Some(g) = &self.graceful_release_period {
+            y = y.replace(
+                "gtpu:\n",
+                &format!("  graceful_release_period: {g}\ngtpu:\n"),
+            );
+        }
         if let Some(b) = self.receive_buffer {
             y = y.replace("gtpu:\n", &format!("  receive_buffer: {b}\ngtpu:\n"));
         }
