@@ -289,15 +289,15 @@ impl StateDir {
         parse(&path, &bytes, &jpath, jbytes, config).map(Some)
     }
 
-    /// Start the journal that will follow the snapshot of `generation` (empty but for
-    /// its first frame). An existing one is appended to, after `keep` octets (its last
-    /// complete frame, [`Saved::journal_len`]; None: all of it).
+    /// Start the journal that will follow the snapshot of `generation`: empty but for
+    /// its first frame (one left by a snapshot that never came into place is stale).
     pub fn begin_journal(&self, generation: u64) -> std::io::Result<Journal> {
-        self.continue_journal(generation, None)
+        self.continue_journal(generation, Some(0))
     }
 
-    /// [`StateDir::begin_journal`] keeping only the first `keep` octets of an existing
-    /// journal (what loaded: an incomplete last frame is cut).
+    /// Go on with the journal of `generation`, keeping only its first `keep` octets
+    /// (what loaded, [`Saved::journal_len`]: an incomplete last frame is cut; None: all
+    /// of it).
     pub fn continue_journal(&self, generation: u64, keep: Option<u64>) -> std::io::Result<Journal> {
         std::fs::create_dir_all(&self.dir)?;
         let path = self.journal_path(generation);
@@ -1057,8 +1057,17 @@ mod tests {
         assert_eq!(s.header.generation, 2);
         assert_eq!(seids(s), [2, 3]);
         assert!(!dir.journal_path(1).exists());
+        // A journal of generation 3 left by a snapshot that never came into place (upfd
+        // ended while writing it) is started afresh, not appended to.
+        let mut stale = dir.begin_journal(3).unwrap();
+        stale.append(&[Record::SessionGone(2)]).unwrap();
+        let mut h3 = header();
+        h3.generation = 3;
+        dir.write_snapshot(&h3, vec![Record::Session(Box::new(session(2)))])
+            .unwrap();
+        assert_eq!(seids(dir.load("cfg").unwrap().unwrap()), [2]);
         dir.set_aside().unwrap();
-        assert!(d.join("journal.2.bad").exists());
+        assert!(d.join("journal.3.bad").exists());
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

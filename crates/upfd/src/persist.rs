@@ -344,7 +344,7 @@ impl Kept {
     fn fail(&mut self, why: &str) {
         error!("state: {why}: sessions are no longer kept across a restart");
         self.journal = None;
-        self.writing = None;
+        self.wait_for_writer();
         if let Err(e) = self.dir.remove() {
             error!("state: removing the state: {e}");
         }
@@ -355,8 +355,17 @@ impl Kept {
         self.journal.is_some()
     }
 
+    /// A snapshot being written is finished (or failed) before the state is removed: it
+    /// would otherwise come into place after.
+    fn wait_for_writer(&mut self) {
+        if let Some(w) = self.writing.take() {
+            let _ = w.done.recv();
+        }
+    }
+
     /// Remove the state: upfd ends for good (its sessions released).
-    pub fn remove(self) {
+    pub fn remove(mut self) {
+        self.wait_for_writer();
         if let Err(e) = self.dir.remove() {
             error!("state: removing the state: {e}");
         }
