@@ -593,6 +593,10 @@ impl N4 {
     pub fn start(&mut self, now: Instant) -> Vec<Out> {
         let mut out = Vec::new();
         for a in self.cfg.smf_peers.clone() {
+            // Associated already: restored after a restart (the heartbeat says so).
+            if self.assocs.values().any(|x| x.addr.ip() == a.ip()) {
+                continue;
+            }
             self.send_setup(a, now, &mut out);
         }
         out

@@ -1572,3 +1572,106 @@ fn overload_refuses_new_sessions_serves_the_rest_and_is_reported() {
     assert_eq!(d.load_control_information.unwrap().metric, 50);
     n.sessions().check().unwrap();
 }
+
+/// A restart with the state kept (upf::state), in-process: everything `save_all` wrote
+/// and the journal's changes after it, restored into a fresh node, give the same
+/// sessions, resources and association; the configured SMF is not asked to associate
+/// again; a heartbeat goes out at once with the same Recovery Time Stamp; the sessions
+/// answer to their SEIDs; the sequence numbers go on from where they were.
+#[test]
+fn a_node_restored_from_its_state_goes_on_where_it_was() {
+    use upf::state::{Header, StateDir, FORMAT};
+    let dir = std::env::temp_dir().join(format!("upf-n4-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let edit = |c: &mut N4Config| c.smf_peers = vec![addr(SMF)];
+    let mut n = node_where(TeidAllocator::new(1, 0xffff_ffff), edit);
+    let now = Instant::now();
+    assert!(matches!(
+        setup(&mut n, SMF, 1, now),
+        Msg::AssociationSetupResponse(_)
+    ));
+    n.track_changes();
+    let ups: Vec<u64> = (0..3)
+        .map(|k| {
+            let r = establish(&mut n, SMF, next_seq(), &establishment(0x50 + k, None), now);
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+            r.up_fseid.unwrap().seid
+        })
+        .collect();
+    let header = Header {
+        format: FORMAT,
+        generation: 1,
+        recovery_time_stamp: n.config().recovery_time_stamp,
+        config: "t".into(),
+        teid_seed: 0,
+        written_unix: 0,
+    };
+    let state = StateDir::new(&dir);
+    let mut journal = state.write_snapshot(&header, n.save_all()).unwrap();
+    // After the snapshot: one session deleted, one more established, a heartbeat sent.
+    assert_eq!(
+        delete(&mut n, SMF, ups[0], next_seq(), now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+    let r = establish(&mut n, SMF, next_seq(), &establishment(0x60, None), now);
+    let fourth = r.up_fseid.unwrap().seid;
+    let _ = n.on_timer(now + Duration::from_secs(6));
+    journal.append(&n.take_changes()).unwrap();
+
+    let saved = state.load("t").unwrap().unwrap();
+    let mut m = node_where(TeidAllocator::new(1, 0xffff_ffff), edit);
+    m.restore(&saved, |_, _| None, now).unwrap();
+    assert!(
+        m.start(now).is_empty(),
+        "associated already: no Association Setup"
+    );
+    let mut want: Vec<u64> = vec![ups[1], ups[2], fourth];
+    want.sort();
+    let mut got: Vec<u64> = m.sessions().iter().map(|s| s.up_seid).collect();
+    got.sort();
+    assert_eq!(got, want);
+    for seid in &want {
+        assert_eq!(
+            m.sessions().get(*seid),
+            n.sessions().get(*seid),
+            "{seid:#x}"
+        );
+    }
+    assert_eq!(
+        m.sessions().resources().teids.in_use(),
+        n.sessions().resources().teids.in_use()
+    );
+    assert_eq!(
+        m.sessions().resources().ue_ips.in_use(),
+        n.sessions().resources().ue_ips.in_use()
+    );
+    m.sessions().check().unwrap();
+    assert_eq!(m.associations(), n.associations());
+    // A heartbeat at once, with the time stamp the SMF knows, after n's sequence numbers.
+    let out = m.on_timer(now);
+    let hb: Vec<_> = out
+        .iter()
+        .filter_map(|o| match Msg::parse(&o.data).ok()? {
+            (h, Msg::HeartbeatRequest(r)) => Some((h.sequence, r.recovery_time_stamp)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hb.len(), 1, "{hb:?}");
+    assert_eq!(hb[0].1, 3_900_000_000);
+    let n_hb: Vec<u32> = n
+        .on_timer(now + Duration::from_secs(20))
+        .iter()
+        .filter_map(|o| Some(Msg::parse(&o.data).ok()?.0.sequence))
+        .collect();
+    assert!(n_hb.iter().all(|s| hb[0].0 >= *s), "{hb:?} after {n_hb:?}");
+    // The sessions answer to their SEIDs; a TEID or UE address they hold is not handed
+    // out again.
+    assert_eq!(
+        delete(&mut m, SMF, ups[1], next_seq(), now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+    let r = establish(&mut m, SMF, next_seq(), &establishment(0x70, None), now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+    m.sessions().check().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
