@@ -1606,6 +1606,13 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
         teid_seed: 0,
         written_unix: 0,
     };
+    // A Session Report Request the SMF has not answered yet.
+    let report = n.send_report(
+        ups[1],
+        msg::SessionReportRequest::new(Flags::from_bits(&[pfcp::ie::report_type::DLDR], 1)),
+        now,
+    );
+    let report_seq = Msg::parse(&report[0].data).unwrap().0.sequence;
     let state = StateDir::new(&dir);
     let mut journal = state.write_snapshot(&header, n.save_all()).unwrap();
     // After the snapshot: one session deleted, one more established, a heartbeat sent.
@@ -1647,8 +1654,17 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
     );
     m.sessions().check().unwrap();
     assert_eq!(m.associations(), n.associations());
-    // A heartbeat at once, with the time stamp the SMF knows, after n's sequence numbers.
+    // A heartbeat at once, with the time stamp the SMF knows, after n's sequence numbers;
+    // the unanswered report again, with its sequence number.
     let out = m.on_timer(now);
+    let reports: Vec<u32> = out
+        .iter()
+        .filter_map(|o| match Msg::parse(&o.data).ok()? {
+            (h, Msg::SessionReportRequest(_)) => Some(h.sequence),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reports, [report_seq]);
     let hb: Vec<_> = out
         .iter()
         .filter_map(|o| match Msg::parse(&o.data).ok()? {
