@@ -332,8 +332,17 @@ impl N4 {
     /// the state's journal before anything is sent.
     pub fn take_changes(&mut self) -> Vec<Record> {
         let mut out = Vec::new();
-        let assocs = self.saved_associations();
-        if assocs != self.saved_assocs {
+        // Compared in place: this runs after everything upfd does.
+        let same = self.saved_assocs.len() == self.assocs.len()
+            && self.saved_assocs.iter().all(|s| {
+                self.assocs.get(&s.node).is_some_and(|a| {
+                    a.addr == s.addr
+                        && a.recovery_time_stamp == s.recovery_time_stamp
+                        && a.cp_features == s.cp_features
+                })
+            });
+        if !same {
+            let assocs = self.saved_associations();
             self.saved_assocs = assocs.clone();
             out.push(Record::Associations(assocs));
         }
