@@ -215,8 +215,8 @@ impl Reporting {
                     handle: fp.urr_handle(s.up_seid, *id),
                     seqn: st.seqn,
                     start: st.start,
-                    reported: st.reported.into(),
-                    carried: st.carried.into(),
+                    reported: st.reported,
+                    carried: st.carried,
                     active_secs: st.active_secs,
                     quota_reported: st.quota_reported,
                 })
@@ -240,8 +240,7 @@ impl Reporting {
             if !s.urrs.contains_key(&u.urr_id) {
                 continue;
             }
-            let reported: Usage = u.reported.into();
-            let carried: Usage = u.carried.into();
+            let (reported, carried) = (u.reported, u.carried);
             let before = match counted(u) {
                 Some(c) => add(c, &carried),
                 None => reported,

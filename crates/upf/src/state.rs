@@ -88,48 +88,11 @@ pub struct SavedUrr {
     pub handle: Option<u32>,
     pub seqn: u32,
     pub start: u64,
-    pub reported: SavedUsage,
+    pub reported: Usage,
     /// Counted by data paths before the current one and not reported yet.
-    pub carried: SavedUsage,
+    pub carried: Usage,
     pub active_secs: u64,
     pub quota_reported: bool,
-}
-
-/// [`Usage`] as kept on disk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedUsage {
-    pub ul_packets: u64,
-    pub ul_bytes: u64,
-    pub dl_packets: u64,
-    pub dl_bytes: u64,
-    pub first_packet: Option<u64>,
-    pub last_packet: Option<u64>,
-}
-
-impl From<Usage> for SavedUsage {
-    fn from(u: Usage) -> Self {
-        SavedUsage {
-            ul_packets: u.ul_packets,
-            ul_bytes: u.ul_bytes,
-            dl_packets: u.dl_packets,
-            dl_bytes: u.dl_bytes,
-            first_packet: u.first_packet,
-            last_packet: u.last_packet,
-        }
-    }
-}
-
-impl From<SavedUsage> for Usage {
-    fn from(u: SavedUsage) -> Self {
-        Usage {
-            ul_packets: u.ul_packets,
-            ul_bytes: u.ul_bytes,
-            dl_packets: u.dl_packets,
-            dl_bytes: u.dl_bytes,
-            first_packet: u.first_packet,
-            last_packet: u.last_packet,
-        }
-    }
 }
 
 /// A Session Report Request sent and not answered yet: sent again after a restart,
@@ -865,9 +828,9 @@ mod tests {
                 urr_id: 1,
                 handle: Some(3),
                 seqn: 2,
-                reported: SavedUsage {
+                reported: Usage {
                     ul_packets: 5,
-                    ..SavedUsage::default()
+                    ..Usage::default()
                 },
                 ..SavedUrr::default()
             }],

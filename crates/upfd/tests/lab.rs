@@ -1073,6 +1073,24 @@ use upfbench::report::Direction;
 /// The XDP generators of `upfbench capacity` at a low rate through upfd, both directions
 /// at once, 100 sessions: every session receives exactly what was sent to it, per
 /// direction (the sinks count per session from the payload).
+/// The capacity rig's generators and sinks, loaded with the SMF emulator's sessions,
+/// upf's forwarding pinned to its CPU.
+fn rig_for(lab: &Lab, smf: &LabSmf) -> Rig {
+    let sessions: Vec<GenSession> = smf
+        .smf
+        .sessions()
+        .iter()
+        .map(|s| GenSession {
+            teid: s.n3_fteid.and_then(|f| f.teid).expect("uplink TEID"),
+            ue: s.ue_ip,
+        })
+        .collect();
+    let mut rig = Rig::new(lab, 0, 1, 1000, true).expect("sinks");
+    rig.pin_forwarder();
+    rig.set_sessions(&sessions).unwrap();
+    rig
+}
+
 #[test]
 fn generators_through_upfd_count_exactly_per_session() {
     if !root() {
@@ -1083,18 +1101,7 @@ fn generators_through_upfd_count_exactly_per_session() {
     let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
     let mut smf = LabSmf::associate(&lab, |_| {});
     smf.establish(100);
-    let sessions: Vec<GenSession> = smf
-        .smf
-        .sessions()
-        .iter()
-        .map(|s| GenSession {
-            teid: s.n3_fteid.and_then(|f| f.teid).expect("uplink TEID"),
-            ue: s.ue_ip,
-        })
-        .collect();
-    let mut rig = Rig::new(&lab, 0, 1, 1000, true).expect("sinks");
-    rig.pin_forwarder();
-    rig.set_sessions(&sessions).unwrap();
+    let mut rig = rig_for(&lab, &smf);
     let mix = Mix {
         name: "test",
         sizes: vec![(100, 3), (1000, 1)],
@@ -1621,18 +1628,7 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     smf.establish(20);
     let stamps = smf.smf.n4().upf_recovery_time_stamps();
     assert_eq!(stamps.len(), 1);
-    let sessions: Vec<GenSession> = smf
-        .smf
-        .sessions()
-        .iter()
-        .map(|s| GenSession {
-            teid: s.n3_fteid.and_then(|f| f.teid).expect("uplink TEID"),
-            ue: s.ue_ip,
-        })
-        .collect();
-    let mut rig = Rig::new(&lab, 0, 1, 1000, true).expect("sinks");
-    rig.pin_forwarder();
-    rig.set_sessions(&sessions).unwrap();
+    let mut rig = rig_for(&lab, &smf);
     let mix = Mix {
         name: "restart",
         sizes: vec![(200, 1)],

@@ -103,8 +103,9 @@ pub enum Event {
     },
 }
 
-/// Counts of one URR, summed over the data path's CPUs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Counts of one URR, summed over the data path's CPUs (kept in the state as they are:
+/// upf::state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     pub ul_packets: u64,
     pub ul_bytes: u64,

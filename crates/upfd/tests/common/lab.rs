@@ -170,19 +170,10 @@ impl LabUpfd {
         self.log.wait_for(needle, timeout)
     }
 
-    /// Send `signal` and wait up to `timeout` for upfd to end; whether it did.
+    /// Send `signal` and wait up to `timeout` for upfd to end (`ip netns exec` became
+    /// upfd: same pid); whether it did.
     pub fn stop(&mut self, signal: libc::c_int, timeout: Duration) -> bool {
-        // SAFETY: kill(2) on our own child's pid (`ip netns exec` became upfd).
-        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-        let end = Instant::now() + timeout;
-        while Instant::now() < end {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                std::thread::sleep(Duration::from_millis(50));
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        false
+        super::stop_child(&mut self.child, signal, timeout)
     }
 
     /// GET /metrics (Prometheus text).

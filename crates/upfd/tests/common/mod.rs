@@ -350,19 +350,24 @@ impl Upfd {
     /// Send `signal` (libc::SIGKILL, SIGTERM ...) and wait up to `timeout` for the end;
     /// whether it ended.
     pub fn stop(&mut self, signal: libc::c_int, timeout: Duration) -> bool {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-        let end = Instant::now() + timeout;
-        while Instant::now() < end {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                // Let the reader thread drain stderr.
-                std::thread::sleep(Duration::from_millis(50));
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        false
+        stop_child(&mut self.child, signal, timeout)
     }
+}
+
+/// Send `signal` to `child` and wait up to `timeout` for it to end; whether it did.
+pub fn stop_child(child: &mut Child, signal: libc::c_int, timeout: Duration) -> bool {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            // Let the reader thread drain stderr.
+            std::thread::sleep(Duration::from_millis(50));
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
 }
 
 impl Drop for Upfd {
