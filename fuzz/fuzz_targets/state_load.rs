@@ -31,12 +31,10 @@ fuzz_target!(|data: &[u8]| {
     let mut snapshot = b"UPFDSTAT".to_vec();
     snapshot.extend_from_slice(&upf::state::FORMAT.to_le_bytes());
     snapshot.extend_from_slice(&frames);
-    let journal = (!journal.is_empty()).then_some(journal.as_slice());
     let loaded = upf::state::parse(
         Path::new("state"),
         &snapshot,
-        Path::new("journal"),
-        journal,
+        |_| Ok((!journal.is_empty()).then(|| ("journal".into(), journal))),
         "cfg",
     );
     if let Ok(s) = loaded {

@@ -567,15 +567,9 @@ impl Datapath {
     /// A URR slot's counts, summed over the CPUs, with the times of its first and last
     /// packet in seconds since the UNIX epoch.
     fn read_urr(&self, slot: u32) -> Usage {
-        let Some((mut u, times)) = self.urr_mem.counters(slot, self.ncpus) else {
-            return Usage::default();
-        };
-        let to_unix = |ns: u64| ((ns as i128 + self.boot_offset_ns) / 1_000_000_000) as u64;
-        if let Some((first, last)) = times {
-            u.first_packet = Some(to_unix(first));
-            u.last_packet = Some(to_unix(last));
-        }
-        u
+        self.urr_mem
+            .usage(slot, self.ncpus, self.boot_offset_ns)
+            .unwrap_or_default()
     }
 
     /// Where this data path counts URRs (the `urr_state` map's kernel ID and layout):
@@ -1109,12 +1103,6 @@ impl OldCounters {
         if handle >= self.slots {
             return None;
         }
-        let (mut u, times) = self.mem.counters(handle, self.ncpus)?;
-        let to_unix = |ns: u64| ((ns as i128 + self.boot_offset_ns) / 1_000_000_000) as u64;
-        if let Some((first, last)) = times {
-            u.first_packet = Some(to_unix(first));
-            u.last_packet = Some(to_unix(last));
-        }
-        Some(u)
+        self.mem.usage(handle, self.ncpus, self.boot_offset_ns)
     }
 }

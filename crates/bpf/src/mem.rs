@@ -228,9 +228,22 @@ impl UrrMem {
         Some(())
     }
 
+    /// The counts of a slot summed over `ncpus` CPUs, with the times of its first and
+    /// last packet in seconds since the UNIX epoch (the data path's clock is monotonic
+    /// nanoseconds: `boot_offset_ns` turns it into UNIX time). None: no such slot.
+    pub(crate) fn usage(&self, slot: u32, ncpus: usize, boot_offset_ns: i128) -> Option<Usage> {
+        let (mut u, times) = self.counters(slot, ncpus)?;
+        let to_unix = |ns: u64| ((ns as i128 + boot_offset_ns) / 1_000_000_000) as u64;
+        if let Some((first, last)) = times {
+            u.first_packet = Some(to_unix(first));
+            u.last_packet = Some(to_unix(last));
+        }
+        Some(u)
+    }
+
     /// The counters of a slot summed over `ncpus` CPUs, times as the data path's
     /// monotonic nanoseconds (first: the earliest non-zero, last: the latest).
-    pub(crate) fn counters(&self, slot: u32, ncpus: usize) -> Option<(Usage, Option<(u64, u64)>)> {
+    fn counters(&self, slot: u32, ncpus: usize) -> Option<(Usage, Option<(u64, u64)>)> {
         let mut u = Usage::default();
         let (mut first, mut last) = (u64::MAX, 0u64);
         for cpu in 0..ncpus {

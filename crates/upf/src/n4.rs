@@ -240,6 +240,18 @@ pub struct N4 {
     saved_seq: u32,
 }
 
+/// Session `seid` as the state keeps it, with its unanswered reports (taken from
+/// `reports`); None: no such session.
+fn session_record(
+    sessions: &Sessions,
+    reports: &mut HashMap<u64, Vec<SavedReport>>,
+    seid: u64,
+) -> Option<Record> {
+    let mut s = sessions.save(seid)?;
+    s.reports = reports.remove(&seid).unwrap_or_default();
+    Some(Record::Session(Box::new(s)))
+}
+
 /// Unknown Network Instance names reported one by one; past that, only counted.
 const REPORTED_NAMES: usize = 256;
 
@@ -320,12 +332,12 @@ impl N4 {
             Record::Sequence(self.next_seq),
         ];
         let sessions = &self.sessions;
-        head.into_iter()
-            .chain(sessions.seids().into_iter().filter_map(move |seid| {
-                let mut s = sessions.save(seid)?;
-                s.reports = reports.remove(&seid).unwrap_or_default();
-                Some(Record::Session(Box::new(s)))
-            }))
+        head.into_iter().chain(
+            sessions
+                .seids()
+                .into_iter()
+                .filter_map(move |seid| session_record(sessions, &mut reports, seid)),
+        )
     }
 
     /// What changed since the last call (or [`N4::save_all`]), as records to append to
@@ -356,13 +368,10 @@ impl N4 {
         }
         let mut reports = self.saved_reports();
         for seid in changed {
-            match self.sessions.save(seid) {
-                Some(mut s) => {
-                    s.reports = reports.remove(&seid).unwrap_or_default();
-                    out.push(Record::Session(Box::new(s)));
-                }
-                None => out.push(Record::SessionGone(seid)),
-            }
+            out.push(
+                session_record(&self.sessions, &mut reports, seid)
+                    .unwrap_or(Record::SessionGone(seid)),
+            );
         }
         out
     }

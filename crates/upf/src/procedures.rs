@@ -238,17 +238,6 @@ impl Resources {
         self.ue_hint = None;
     }
 
-    /// Note a TEID claimed outside a procedure (a restored session), so that
-    /// [`Resources::rollback`] gives it back.
-    pub fn note_taken_teid(&mut self, t: u32) {
-        self.taken_teids.push(t);
-    }
-
-    /// As [`Resources::note_taken_teid`], for a UE address.
-    pub fn note_taken_ue_ip(&mut self, a: IpAddr) {
-        self.taken_ue_ips.push(a);
-    }
-
     /// Release what a session held and its new version no longer does.
     pub fn release_dropped(&mut self, old: &Session, new: Option<&Session>) {
         for t in &old.teids {
@@ -297,9 +286,21 @@ impl Resources {
         Some(t)
     }
 
-    fn claim_teid(&mut self, t: u32) -> bool {
+    /// Claim a given TEID (the CP function's, or a restored session's); false if it is
+    /// taken or out of range. [`Resources::rollback`] gives it back.
+    pub fn claim_teid(&mut self, t: u32) -> bool {
         if self.teids.claim(t) {
             self.taken_teids.push(t);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// As [`Resources::claim_teid`], for a UE address of the pools (a restored session's).
+    pub fn claim_ue_ip(&mut self, a: IpAddr) -> bool {
+        if self.ue_ips.claim(a) {
+            self.taken_ue_ips.push(a);
             true
         } else {
             false

@@ -117,23 +117,7 @@ struct UrrState {
 impl UrrState {
     /// What was counted for the URR in all: the data path's counts and the carried ones.
     fn total(&self, fp: &dyn FastPath, seid: u64, urr_id: u32) -> Usage {
-        add(fp.usage(seid, urr_id), &self.carried)
-    }
-}
-
-/// `a` with `b`'s counts added (first and last packet: the earliest and the latest).
-fn add(a: Usage, b: &Usage) -> Usage {
-    let earliest = match (a.first_packet, b.first_packet) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, y) => x.or(y),
-    };
-    Usage {
-        ul_packets: a.ul_packets + b.ul_packets,
-        ul_bytes: a.ul_bytes + b.ul_bytes,
-        dl_packets: a.dl_packets + b.dl_packets,
-        dl_bytes: a.dl_bytes + b.dl_bytes,
-        first_packet: earliest,
-        last_packet: a.last_packet.max(b.last_packet),
+        fp.usage(seid, urr_id).plus(&self.carried)
     }
 }
 
@@ -242,7 +226,7 @@ impl Reporting {
             }
             let (reported, carried) = (u.reported, u.carried);
             let before = match counted(u) {
-                Some(c) => add(c, &carried),
+                Some(c) => c.plus(&carried),
                 None => reported,
             };
             let st = UrrState {
@@ -265,7 +249,7 @@ impl Reporting {
     /// session's quotas and thresholds.
     pub fn carry(&mut self, fp: &mut dyn FastPath, s: &Session, urr_id: u32, more: Usage) {
         if let Some(st) = self.urrs.get_mut(&(s.up_seid, urr_id)) {
-            st.carried = add(more, &st.carried);
+            st.carried = more.plus(&st.carried);
         }
         self.refresh(fp, s);
     }

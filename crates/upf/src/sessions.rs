@@ -108,22 +108,20 @@ impl Sessions {
             ));
         }
         for t in &s.teids {
-            if !self.res.teids.claim(*t) {
+            if !self.res.claim_teid(*t) {
                 self.res.rollback();
                 return Err(format!(
                     "session {seid:#x}: TEID {t:#x} taken or outside gtpu.teid_range"
                 ));
             }
-            self.res.note_taken_teid(*t);
         }
         for a in &s.allocated_ue_ips {
-            if !self.res.ue_ips.claim(*a) {
+            if !self.res.claim_ue_ip(*a) {
                 self.res.rollback();
                 return Err(format!(
                     "session {seid:#x}: UE address {a} taken or in no pool of ue_pools"
                 ));
             }
-            self.res.note_taken_ue_ip(*a);
         }
         let arc = saved.session.clone();
         if let Err(e) = self.fastpath.install(None, &arc) {

@@ -26,7 +26,7 @@
 //! data-path program or map layout is installed from the same state.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -225,31 +225,15 @@ impl StateDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(LoadError::Io { path, err }),
         };
-        let generation = |b: &[u8]| -> Option<u64> {
-            // The header frame follows magic and version: the journal to read is named
-            // by its generation; `parse` checks all of it again.
-            let (f, _) = frames(Path::new(""), b.get(..b.len().min(4096 + 12))?, 12).ok()?;
-            match f.first()?.0.first()? {
-                Record::Header(h) => Some(h.generation),
-                _ => None,
+        let journal = |generation| {
+            let jpath = self.journal_path(generation);
+            match std::fs::read(&jpath) {
+                Ok(j) => Ok(Some((jpath, j))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(err) => Err(LoadError::Io { path: jpath, err }),
             }
         };
-        let journal = match generation(&bytes) {
-            Some(g) => {
-                let jpath = self.journal_path(g);
-                match std::fs::read(&jpath) {
-                    Ok(j) => Some((jpath, j)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                    Err(err) => return Err(LoadError::Io { path: jpath, err }),
-                }
-            }
-            None => None,
-        };
-        let (jpath, jbytes) = match &journal {
-            Some((p, b)) => (p.clone(), Some(b.as_slice())),
-            None => (PathBuf::new(), None),
-        };
-        parse(&path, &bytes, &jpath, jbytes, config).map(Some)
+        parse(&path, &bytes, journal, config).map(Some)
     }
 
     /// Start the journal that will follow the snapshot of `generation`: empty but for
@@ -360,18 +344,16 @@ impl StateDir {
     }
 }
 
-/// A state from its octets: the snapshot (`path`, for errors) and the journal of its
-/// generation, if there is one. Every check of [`StateDir::load`] is here (and fuzzed:
-/// `fuzz/fuzz_targets/state_load.rs`).
+/// A state from its octets: the snapshot (`path`, for errors), and the journal of its
+/// generation as `journal` reads it (its path and octets; None: there is none). Every
+/// check of [`StateDir::load`] is here (and fuzzed: `fuzz/fuzz_targets/state_load.rs`).
 pub fn parse(
     path: &Path,
     bytes: &[u8],
-    jpath: &Path,
-    journal: Option<&[u8]>,
+    journal: impl FnOnce(u64) -> Result<Option<(PathBuf, Vec<u8>)>, LoadError>,
     config: &str,
 ) -> Result<Saved, LoadError> {
     let path = path.to_path_buf();
-    let jpath = jpath.to_path_buf();
     if bytes.len() < 12 || &bytes[..8] != MAGIC {
         return Err(LoadError::NotState { path });
     }
@@ -380,14 +362,13 @@ pub fn parse(
         return Err(LoadError::Version { path, found });
     }
     let (decoded, torn) = frames(&path, bytes, 12)?;
-    let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
     if torn {
         return Err(LoadError::Inconsistent {
             path,
             why: "cut short (no end record)".into(),
         });
     }
-    let mut records = decoded.into_iter().flatten();
+    let mut records = decoded.into_iter().flat_map(|(r, _)| r);
     let header = match records.next() {
         Some(Record::Header(h)) => h,
         _ => {
@@ -441,43 +422,37 @@ pub fn parse(
     }
     let mut torn_tail = false;
     let mut journal_len = 0;
-    if let Some(j) = journal {
-        {
-            let (decoded, torn) = frames(&jpath, j, 0)?;
-            torn_tail = torn;
-            journal_len = decoded.iter().map(|(_, end)| *end).max().unwrap_or(0);
-            let decoded: Vec<Vec<Record>> = decoded.into_iter().map(|(r, _)| r).collect();
-            let mut records = decoded.into_iter().flatten();
-            match records.next() {
-                None => {}
-                Some(Record::JournalOf { generation }) if generation == header.generation => {
-                    for r in records {
-                        match r {
-                            Record::Header(_) | Record::End { .. } | Record::JournalOf { .. } => {
-                                return Err(LoadError::Inconsistent {
-                                    path: jpath,
-                                    why: "a snapshot record in the journal".into(),
-                                })
-                            }
-                            other => s.apply(other).map_err(|why| LoadError::Inconsistent {
-                                path: jpath.clone(),
-                                why,
-                            })?,
+    if let Some((jpath, j)) = journal(header.generation)? {
+        let (decoded, torn) = frames(&jpath, &j, 0)?;
+        torn_tail = torn;
+        journal_len = decoded.last().map_or(0, |(_, end)| *end);
+        let mut records = decoded.into_iter().flat_map(|(r, _)| r);
+        match records.next() {
+            None => {}
+            Some(Record::JournalOf { generation }) if generation == header.generation => {
+                for r in records {
+                    match r {
+                        Record::Header(_) | Record::End { .. } | Record::JournalOf { .. } => {
+                            return Err(LoadError::Inconsistent {
+                                path: jpath,
+                                why: "a snapshot record in the journal".into(),
+                            })
                         }
+                        other => s.apply(other).map_err(|why| LoadError::Inconsistent {
+                            path: jpath.clone(),
+                            why,
+                        })?,
                     }
                 }
-                // A journal of an older snapshot: written before that snapshot
-                // replaced it, so the snapshot holds all of it.
-                Some(Record::JournalOf { generation }) if generation < header.generation => {}
-                Some(other) => {
-                    return Err(LoadError::Inconsistent {
-                        path: jpath,
-                        why: format!(
-                            "starts with {other:.40?}, not the journal of generation {}",
-                            header.generation
-                        ),
-                    })
-                }
+            }
+            Some(other) => {
+                return Err(LoadError::Inconsistent {
+                    path: jpath,
+                    why: format!(
+                        "starts with {other:.40?}, not the journal of generation {}",
+                        header.generation
+                    ),
+                })
             }
         }
     }
@@ -607,13 +582,6 @@ impl Builder {
         }
         Ok(())
     }
-}
-
-/// Read a whole file (tests).
-pub fn read_all(p: &Path) -> std::io::Result<Vec<u8>> {
-    let mut v = Vec::new();
-    File::open(p)?.read_to_end(&mut v)?;
-    Ok(v)
 }
 
 /// Serde for PFCP values in their wire encoding (TS 29.244 clause 8.2): the codec is the

@@ -694,16 +694,12 @@ impl Config {
         if self.limits.max_sessions == 0 {
             return Err(("limits.max_sessions", "must be more than 0".into()));
         }
-        let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         // SAFETY: sysconf has no preconditions.
         let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
-        if let Some(c) = self.cpus.iter().find(|c| **c >= configured.max(ncpus)) {
+        if let Some(c) = self.cpus.iter().find(|c| **c >= configured) {
             return Err((
                 "cpus",
-                format!(
-                    "CPU {c}: this machine has CPUs 0 to {}",
-                    configured.max(ncpus) - 1
-                ),
+                format!("CPU {c}: this machine has CPUs 0 to {}", configured - 1),
             ));
         }
         for p in &self.ue_pools {

@@ -104,24 +104,27 @@ pub fn next_second() {
     ));
 }
 
+/// Every URR of `saved` the old data path counted: (SEID, URR ID) and its handle.
+fn handles(saved: &Saved) -> impl Iterator<Item = ((u64, u32), u32)> + '_ {
+    saved.sessions.iter().flat_map(|s| {
+        s.urrs
+            .iter()
+            .filter_map(move |u| Some(((s.session.up_seid, u.urr_id), u.handle?)))
+    })
+}
+
 /// The old data path's URR counts (None: not readable), read for every URR of `saved`
 /// that has a handle.
 pub fn read_counts(
     old: Option<&upf_bpf::datapath::OldCounters>,
     saved: &Saved,
 ) -> HashMap<(u64, u32), Usage> {
-    let mut m = HashMap::new();
     let Some(old) = old else {
-        return m;
+        return HashMap::new();
     };
-    for s in &saved.sessions {
-        for u in &s.urrs {
-            if let Some(c) = u.handle.and_then(|h| old.usage(h)) {
-                m.insert((s.session.up_seid, u.urr_id), c);
-            }
-        }
-    }
-    m
+    handles(saved)
+        .filter_map(|(key, h)| Some((key, old.usage(h)?)))
+        .collect()
 }
 
 /// Open the counters the state names, if any; a warning if they are gone.
@@ -155,20 +158,14 @@ pub fn carry_rest(
         return 0;
     };
     let mut carried = 0;
-    for s in &saved.sessions {
-        for u in &s.urrs {
-            let Some(h) = u.handle else {
-                continue;
-            };
-            let key = (s.session.up_seid, u.urr_id);
-            let (Some(now), Some(then)) = (old.usage(h), before.get(&key)) else {
-                continue;
-            };
-            let more = now.since(then);
-            if more.total_packets() > 0 {
-                n4.carry(key.0, key.1, more);
-                carried += 1;
-            }
+    for (key, h) in handles(saved) {
+        let (Some(now), Some(then)) = (old.usage(h), before.get(&key)) else {
+            continue;
+        };
+        let more = now.since(then);
+        if more.total_packets() > 0 {
+            n4.carry(key.0, key.1, more);
+            carried += 1;
         }
     }
     carried

@@ -123,10 +123,7 @@ fn restore_or_start(
     let mut fresh_rts = to_ntp(unix_now());
     let (dir, saved) = match loaded {
         Loaded::Off => {
-            let (mut xdp, n4) = build(cfg, fresh_seed, fresh_rts)?;
-            if let Some(x) = &mut xdp {
-                x.attach()?;
-            }
+            let (xdp, n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
             return Ok((xdp, n4, None));
         }
         Loaded::Clean(dir, after_bad) => {
@@ -155,13 +152,7 @@ fn restore_or_start(
                 } else {
                     0
                 };
-                let counters =
-                    match &xdp {
-                        Some(x) => Some(x.dp.borrow().counter_table().map_err(|e| {
-                            anyhow::anyhow!("state: the data path's counters: {e}")
-                        })?),
-                        None => None,
-                    };
+                let counters = counter_table(&xdp)?;
                 info!(
                     "state: restored {} session(s) of {} association(s) in {:?} (Recovery Time Stamp {} kept; {}{} URR(s) counted during the handover){}",
                     n4.sessions().len(),
@@ -193,20 +184,34 @@ fn restore_or_start(
             }
         }
     }
-    let (mut xdp, mut n4) = build(cfg, fresh_seed, fresh_rts)?;
+    let (xdp, mut n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
+    let counters = counter_table(&xdp)?;
+    let kept = Kept::start_clean(dir, cfg, fresh_rts, fresh_seed, counters, &mut n4)?;
+    Ok((xdp, n4, Some(kept)))
+}
+
+/// [`build`], with the data path attached at once (a clean start).
+fn build_attached(
+    cfg: &Config,
+    teid_seed: u64,
+    recovery_time_stamp: u32,
+) -> anyhow::Result<(Option<Xdp>, N4)> {
+    let (mut xdp, n4) = build(cfg, teid_seed, recovery_time_stamp)?;
     if let Some(x) = &mut xdp {
         x.attach()?;
     }
-    let counters = match &xdp {
-        Some(x) => Some(
+    Ok((xdp, n4))
+}
+
+/// Where the data path counts URRs, for the state (None: no data path).
+fn counter_table(xdp: &Option<Xdp>) -> anyhow::Result<Option<upf::state::CounterTable>> {
+    xdp.as_ref()
+        .map(|x| {
             x.dp.borrow()
                 .counter_table()
-                .map_err(|e| anyhow::anyhow!("state: the data path's counters: {e}"))?,
-        ),
-        None => None,
-    };
-    let kept = Kept::start_clean(dir, cfg, fresh_rts, fresh_seed, counters, &mut n4)?;
-    Ok((xdp, n4, Some(kept)))
+                .map_err(|e| anyhow::anyhow!("state: the data path's counters: {e}"))
+        })
+        .transpose()
 }
 
 /// PFCP datagrams handled per wakeup of the event loop, at most.

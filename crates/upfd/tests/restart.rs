@@ -12,7 +12,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_tcp_port, free_udp_port, lab::http_get, TempDir, Upfd, UpfdBuilder};
+use common::{
+    free_tcp_port, free_udp_port, heartbeat_time_stamp, lab::http_get, TempDir, Upfd, UpfdBuilder,
+};
 use upfbench::smf::{Pace, Smf, SmfConfig};
 
 const UPF: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
@@ -191,7 +193,7 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     assert!(!setup.snapshot().exists(), "the state is removed");
     let upfd = setup.start();
     assert!(upfd.log().contains("(first start)"), "{}", upfd.log());
-    let ts = heartbeat_time_stamp(upfd.n4).expect("a heartbeat response");
+    let ts = heartbeat_time_stamp(upfd.n4, Duration::from_secs(2)).expect("a heartbeat response");
     assert_ne!(ts, stamps[0]);
 }
 
@@ -264,7 +266,8 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
         // The SMF learns of the restart: a new time stamp in upfd's heartbeat (the
         // association is gone, so upfd only answers; ask it).
         let _ = hb;
-        let ts = heartbeat_time_stamp(upfd.n4).expect("a heartbeat response");
+        let ts =
+            heartbeat_time_stamp(upfd.n4, Duration::from_secs(2)).expect("a heartbeat response");
         assert_ne!(ts, stamps[0], "{damage:?}: a new Recovery Time Stamp");
         // A fresh state was written: the next restart keeps the new time stamp.
         let r = smf.rt.block_on(smf.smf.associate());
@@ -279,35 +282,10 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
             "{damage:?}: {}",
             upfd.log()
         );
-        assert_eq!(heartbeat_time_stamp(upfd.n4), Some(ts));
+        assert_eq!(
+            heartbeat_time_stamp(upfd.n4, Duration::from_secs(2)),
+            Some(ts)
+        );
         smf.smf.n4().take_session_reports();
-    }
-}
-
-/// The Recovery Time Stamp of upfd's answer to a Heartbeat Request.
-fn heartbeat_time_stamp(to: SocketAddr) -> Option<u32> {
-    use pfcp::msg::{HeartbeatRequest, HeartbeatResponse, Msg};
-    let sock = std::net::UdpSocket::bind((SMF, 0)).ok()?;
-    sock.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let req = pfcp::msg::emit(
-        &pfcp::HeaderRepr::node(pfcp::message_type::HEARTBEAT_REQUEST, 77),
-        &HeartbeatRequest {
-            recovery_time_stamp: 1,
-            source_ip_address: None,
-            other: Vec::new(),
-        },
-    );
-    sock.send_to(&req, to).ok()?;
-    let mut buf = [0u8; 1500];
-    let (n, _) = sock.recv_from(&mut buf).ok()?;
-    match Msg::parse(&buf[..n]).ok()? {
-        (
-            _,
-            Msg::HeartbeatResponse(HeartbeatResponse {
-                recovery_time_stamp,
-                ..
-            }),
-        ) => Some(recovery_time_stamp),
-        _ => None,
     }
 }

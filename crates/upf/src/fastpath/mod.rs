@@ -123,6 +123,22 @@ impl Usage {
     pub fn total_packets(&self) -> u64 {
         self.ul_packets + self.dl_packets
     }
+    /// These counts and `other`'s together (first and last packet: the earliest and the
+    /// latest): what two data paths counted for one URR, one after the other.
+    pub fn plus(&self, other: &Usage) -> Usage {
+        let earliest = match (self.first_packet, other.first_packet) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        Usage {
+            ul_packets: self.ul_packets + other.ul_packets,
+            ul_bytes: self.ul_bytes + other.ul_bytes,
+            dl_packets: self.dl_packets + other.dl_packets,
+            dl_bytes: self.dl_bytes + other.dl_bytes,
+            first_packet: earliest,
+            last_packet: self.last_packet.max(other.last_packet),
+        }
+    }
     /// What was counted since `before` was read.
     pub fn since(&self, before: &Usage) -> Usage {
         Usage {

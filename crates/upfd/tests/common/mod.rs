@@ -396,14 +396,17 @@ pub fn free_tcp_port() -> u16 {
 /// Send a PFCP Heartbeat Request (clause 7.4.2.1) to `to`; true if a Heartbeat Response
 /// with the same sequence number comes back within `timeout`.
 pub fn heartbeat(to: SocketAddr, timeout: Duration) -> bool {
+    heartbeat_time_stamp(to, timeout).is_some()
+}
+
+/// [`heartbeat`], returning the Recovery Time Stamp of the response.
+pub fn heartbeat_time_stamp(to: SocketAddr, timeout: Duration) -> Option<u32> {
     let local: SocketAddr = if to.is_ipv4() {
         (Ipv4Addr::LOCALHOST, 0).into()
     } else {
         (std::net::Ipv6Addr::LOCALHOST, 0).into()
     };
-    let Ok(sock) = UdpSocket::bind(local) else {
-        return false;
-    };
+    let sock = UdpSocket::bind(local).ok()?;
     let _ = sock.set_read_timeout(Some(timeout));
     let seq = 0x00ab_cdef;
     let req = pfcp::msg::emit(
@@ -414,22 +417,16 @@ pub fn heartbeat(to: SocketAddr, timeout: Duration) -> bool {
             other: Vec::new(),
         },
     );
-    if sock.send_to(&req, to).is_err() {
-        return false;
-    }
+    sock.send_to(&req, to).ok()?;
     let mut buf = [0u8; 2048];
     let end = Instant::now() + timeout;
     while Instant::now() < end {
-        let Ok((n, _)) = sock.recv_from(&mut buf) else {
-            return false;
-        };
-        if let Ok(m) = pfcp::Message::parse(&buf[..n]) {
-            if m.header.message_type == pfcp::message_type::HEARTBEAT_RESPONSE
-                && m.header.sequence == seq
-            {
-                return true;
+        let (n, _) = sock.recv_from(&mut buf).ok()?;
+        if let Ok((h, pfcp::msg::Msg::HeartbeatResponse(r))) = pfcp::msg::Msg::parse(&buf[..n]) {
+            if h.sequence == seq {
+                return Some(r.recovery_time_stamp);
             }
         }
     }
-    false
+    None
 }
