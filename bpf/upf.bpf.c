@@ -386,6 +386,7 @@ int xdp_n3(struct xdp_md *ctx)
 
 	if (!cfg)
 		return XDP_PASS;
+	count(STAT_RECEIVED_N3, frame);
 	o.family = parse_eth(data, data_end, &l3);
 	if (!o.family)
 		return pass_up(STAT_PASSED_TO_KERNEL, frame);
@@ -421,6 +422,7 @@ int xdp_n6(struct xdp_md *ctx)
 
 	if (!cfg)
 		return XDP_PASS;
+	count(STAT_RECEIVED_N6, frame);
 	__u8 family = parse_eth(data, data_end, &l3);
 
 	if (!family)

@@ -149,7 +149,8 @@ enum drop_reason {
 };
 
 /* Other counters, after the drop reasons in the stats table (names as for drops, without
- * STAT_). */
+ * STAT_). A frame counts once under its outcome (a drop reason or one of the first seven)
+ * and once more under RECEIVED_*, the program that saw it. */
 enum stat_index {
 	STAT_FORWARDED_UPLINK = DROP_MAX, /* decapsulated towards the data network */
 	STAT_FORWARDED_DOWNLINK,          /* encapsulated towards the access network */
@@ -158,6 +159,8 @@ enum stat_index {
 	STAT_TO_SLOWPATH,                 /* GTP-U for upfd: echo, unknown TEID, ... */
 	STAT_PASSED_TO_KERNEL,            /* not for the UPF, or next hop unresolved */
 	STAT_ICMP_SENT,                   /* ICMP errors sent */
+	STAT_RECEIVED_N3,                 /* every frame xdp_n3 saw (N3, and N9's interface) */
+	STAT_RECEIVED_N6,                 /* every frame xdp_n6 saw (N6) */
 	STAT_MAX,
 };
 

@@ -123,6 +123,7 @@ impl Model {
 
     /// A frame arriving on an N3/N9 interface (the program `xdp_n3`) at time `now` (ns).
     pub fn process_n3(&mut self, frame: &[u8], now: u64) -> Verdict {
+        self.count(Stat::ReceivedN3.index(), frame.len());
         let Some((family, l3)) = parse_eth(frame) else {
             return self.passed(Stat::PassedToKernel, frame.len());
         };
@@ -154,6 +155,7 @@ impl Model {
 
     /// A frame arriving on the N6 interface (the program `xdp_n6`) at time `now` (ns).
     pub fn process_n6(&mut self, frame: &[u8], now: u64) -> Verdict {
+        self.count(Stat::ReceivedN6.index(), frame.len());
         let Some((_, l3)) = parse_eth(frame) else {
             return self.passed(Stat::PassedToKernel, frame.len());
         };
