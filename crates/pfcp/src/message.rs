@@ -79,6 +79,25 @@ pub mod message_type {
     }
 }
 
+/// The value of the first IE of type `ie_type` at the top level of the PFCP message in
+/// `buf`, without decoding the rest (for counting messages by Cause, clause 8.2.1, or
+/// reports by Report Type, clause 8.2.21). None: no such IE, or the message is cut short.
+pub fn top_level_ie(buf: &[u8], ie_type: u16) -> Option<&[u8]> {
+    let h = Header::new_checked(buf).ok()?;
+    let end = (4 + h.length() as usize).min(buf.len());
+    let mut at = h.header_len();
+    while at + 4 <= end {
+        let t = u16::from_be_bytes([buf[at], buf[at + 1]]);
+        let len = u16::from_be_bytes([buf[at + 2], buf[at + 3]]) as usize;
+        let value = buf.get(at + 4..at + 4 + len)?;
+        if t == ie_type {
+            return Some(value);
+        }
+        at += 4 + len;
+    }
+    None
+}
+
 /// A PFCP message: header and IEs in wire order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {

@@ -142,6 +142,21 @@ pub enum Event {
     },
 }
 
+/// An association as [`N4::association_info`] shows it.
+#[derive(Debug, Clone)]
+pub struct AssociationInfo {
+    pub node_id: NodeId,
+    /// Where requests to the CP function go.
+    pub address: SocketAddr,
+    /// The CP function's Recovery Time Stamp (NTP seconds).
+    pub recovery_time_stamp: u32,
+    /// This UP function asked it to release (SIGINT, or SIGTERM without state).
+    pub releasing: bool,
+    /// A Heartbeat Request to it is unanswered.
+    pub heartbeat_pending: bool,
+    pub sessions: usize,
+}
+
 /// Counters for metrics.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -159,6 +174,9 @@ pub struct Stats {
     pub unknown_network_instances: u64,
     /// Session Establishment Requests refused with Cause 74 while overloaded.
     pub congestion_rejections: u64,
+    /// Session Report Requests sent (not counting retransmissions), by the Report Type
+    /// bits they carry (clause 8.2.21: index 0 is DLDR, 1 USAR, ...).
+    pub reports_sent: [u64; 8],
 }
 
 #[derive(Debug, Clone)]
@@ -594,6 +612,24 @@ impl N4 {
             .collect()
     }
 
+    /// Every association as an operator sees it (the API, the metrics), by Node ID.
+    pub fn association_info(&self) -> Vec<AssociationInfo> {
+        let mut v: Vec<AssociationInfo> = self
+            .assocs
+            .iter()
+            .map(|(n, a)| AssociationInfo {
+                node_id: n.clone(),
+                address: a.addr,
+                recovery_time_stamp: a.recovery_time_stamp,
+                releasing: a.release_deadline.is_some(),
+                heartbeat_pending: a.heartbeat_pending,
+                sessions: self.sessions.count_of_node(n),
+            })
+            .collect();
+        v.sort_by_key(|a| a.node_id.to_string());
+        v
+    }
+
     pub fn is_associated(&self, node: &NodeId) -> bool {
         self.assocs.contains_key(node)
     }
@@ -648,6 +684,13 @@ impl N4 {
         now: Instant,
         out: &mut Vec<Out>,
     ) {
+        if let Pending::SessionReport(_) = what {
+            let types = pfcp::message::top_level_ie(&data, pfcp::ie::types::REPORT_TYPE);
+            let bits = types.and_then(|v| v.first().copied()).unwrap_or(0);
+            for (i, n) in self.stats.reports_sent.iter_mut().enumerate() {
+                *n += u64::from(bits >> i & 1);
+            }
+        }
         out.push(Out {
             to,
             data: data.clone(),

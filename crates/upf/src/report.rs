@@ -131,6 +131,19 @@ impl UrrState {
     }
 }
 
+/// A URR's measurement now ([`Reporting::measurement`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Measurement {
+    /// Counted since the URR was created.
+    pub total: Usage,
+    /// Counted since its last usage report (what the next one will say).
+    pub unreported: Usage,
+    /// Usage reports sent for it (the last UR-SEQN + 1).
+    pub reports: u32,
+    /// When the current measurement period started (seconds since the UNIX epoch).
+    pub start: u64,
+}
+
 /// The reporting state of every URR of every session, and which sessions need polling.
 #[derive(Debug, Default)]
 pub struct Reporting {
@@ -154,6 +167,28 @@ impl Reporting {
         match self.urrs.get(&(seid, urr_id)) {
             Some(st) => st.total(fp, seid, urr_id).since(&st.reported),
             None => fp.usage(seid, urr_id),
+        }
+    }
+
+    /// A URR's measurement as an operator sees it (the API): what was counted since the
+    /// URR was created (across restarts), since its last report, and the reports sent.
+    pub fn measurement(&self, fp: &dyn FastPath, seid: u64, urr_id: u32) -> Measurement {
+        match self.urrs.get(&(seid, urr_id)) {
+            Some(st) => {
+                let total = st.total(fp, seid, urr_id);
+                Measurement {
+                    unreported: total.since(&st.reported),
+                    total,
+                    reports: st.seqn,
+                    start: st.start,
+                }
+            }
+            None => Measurement {
+                total: fp.usage(seid, urr_id),
+                unreported: fp.usage(seid, urr_id),
+                reports: 0,
+                start: 0,
+            },
         }
     }
 

@@ -174,6 +174,16 @@ impl Sessions {
         self.reporting.unreported(&*self.fastpath, seid, urr_id)
     }
 
+    /// A URR's measurement now, for the API (see [`Reporting::measurement`]).
+    pub fn measurement(&self, seid: u64, urr_id: u32) -> crate::report::Measurement {
+        self.reporting.measurement(&*self.fastpath, seid, urr_id)
+    }
+
+    /// How many sessions CP function `node` has.
+    pub fn count_of_node(&self, node: &NodeId) -> usize {
+        self.by_node.get(node).map_or(0, |s| s.len())
+    }
+
     /// Network Instances requests named that the configuration does not (see
     /// [`Resources::take_unknown_network_instances`]).
     pub fn take_unknown_network_instances(&mut self) -> Vec<crate::rules::NetworkInstance> {

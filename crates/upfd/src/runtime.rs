@@ -22,6 +22,7 @@ use upf::sessions::Sessions;
 use crate::api;
 use crate::config::{Config, DatapathMode};
 use crate::gtpu_sockets::{Datagram, GtpuSockets};
+use crate::metrics::N4Metrics;
 use crate::overload::N4Queue;
 use crate::xdp::{self, Xdp, XdpWake};
 
@@ -30,11 +31,12 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    rt.block_on(serve(cfg))
+    // A LocalSet: the API's connections are tasks of their own on this thread.
+    rt.block_on(tokio::task::LocalSet::new().run_until(serve(cfg)))
 }
 
 /// The N4 node over a session table on `fastpath`, as the configuration says.
-fn build_n4(
+pub(crate) fn build_n4(
     cfg: &Config,
     fastpath: Box<dyn FastPath>,
     teid_index: TeidIndex,
@@ -226,11 +228,17 @@ enum Wake {
     Xdp(XdpWake),
     /// Time to poll the URRs, expire buffers and settle the direct slots.
     Poll,
+    /// A new API connection (its request is read on a task of its own).
     Api(std::io::Result<(TcpStream, SocketAddr)>),
+    /// An API request read, to answer.
+    ApiRequest(api::Request, TcpStream),
     /// An N4 timer (retransmission, heartbeat, release) is due.
     Timer,
     Shutdown(Stop),
 }
+
+/// An API request read, and the connection to answer it on.
+type ApiRequest = (api::Request, TcpStream);
 
 /// upfd running: its sockets, the N4 node and the XDP side.
 struct Daemon {
@@ -250,22 +258,51 @@ struct Daemon {
     /// The state kept across restarts (`state.directory`).
     kept: Option<crate::persist::Kept>,
     rejections: LogBudget,
+    /// PFCP messages by type and Cause, request latencies (/metrics).
+    n4_metrics: N4Metrics,
+    /// API requests read by their connections' tasks, for the loop to answer.
+    api_requests: (
+        tokio::sync::mpsc::Sender<ApiRequest>,
+        tokio::sync::mpsc::Receiver<ApiRequest>,
+    ),
+    /// API connections being read or answered.
+    api_open: std::rc::Rc<std::cell::Cell<usize>>,
+    started: Instant,
+    /// When the release's progress was last said (SIGTERM/SIGINT, see `on_poll`).
+    release_said: Option<Instant>,
+    /// A second signal came while releasing: end now.
+    exit_now: bool,
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
     let mut d = Daemon::start(cfg).await?;
-    let mut shutdown = std::pin::pin!(shutdown_signal());
+    let mut signals = Signals::new()?;
     let out = d.n4.start(Instant::now());
     d.send_n4(out).await;
     loop {
-        let wake = d.next(shutdown.as_mut()).await;
+        let wake = d.next(&mut signals).await;
         if let Wake::Shutdown(Stop::Keep) = wake {
-            if d.kept.as_ref().is_some_and(|k| k.working()) {
+            if d.releasing.is_none() && d.kept.as_ref().is_some_and(|k| k.working()) {
                 d.exit_keeping_state();
                 return Ok(());
             }
         }
         d.handle(wake).await;
+        if d.exit_now {
+            let left = d.n4.association_info();
+            warn!(
+                "second signal: exiting now, {} association(s) not released ({}); their SMFs will find upfd gone by their heartbeats",
+                left.len(),
+                describe_associations(&left)
+            );
+            if let Some(x) = &d.xdp {
+                x.log_drops();
+            }
+            if let Some(k) = d.kept.take() {
+                k.remove();
+            }
+            return Ok(());
+        }
         if d.releasing.is_some() && d.n4.all_released() {
             info!("all associations released; exiting");
             if let Some(x) = &d.xdp {
@@ -342,14 +379,17 @@ impl Daemon {
             releasing: None,
             kept,
             rejections: LogBudget::new(),
+            n4_metrics: N4Metrics::default(),
+            api_requests: tokio::sync::mpsc::channel(api::MAX_CONNECTIONS),
+            api_open: Default::default(),
+            started: Instant::now(),
+            release_said: None,
+            exit_now: false,
         })
     }
 
     /// Wait for the next thing to act on.
-    async fn next(
-        &mut self,
-        shutdown: std::pin::Pin<&mut impl std::future::Future<Output = Stop>>,
-    ) -> Wake {
+    async fn next(&mut self, signals: &mut Signals) -> Wake {
         let deadline = self
             .n4
             .next_deadline()
@@ -372,8 +412,9 @@ impl Daemon {
             w = xdp => Wake::Xdp(w),
             _ = self.poll.tick() => Wake::Poll,
             r = api => Wake::Api(r),
+            Some((req, conn)) = self.api_requests.1.recv() => Wake::ApiRequest(req, conn),
             _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
-            stop = shutdown, if self.releasing.is_none() => Wake::Shutdown(stop),
+            stop = signals.next() => Wake::Shutdown(stop),
         }
     }
 
@@ -389,18 +430,27 @@ impl Daemon {
                 }
             }
             Wake::Poll => self.on_poll(now).await,
-            Wake::Api(r) => self.on_api(r).await,
+            Wake::Api(r) => self.on_api(r),
+            Wake::ApiRequest(req, conn) => self.answer_api(req, conn),
             Wake::Timer => {
                 let out = self.n4.on_timer(now);
                 self.send_n4(out).await;
             }
-            Wake::Shutdown(_) => {
+            Wake::Shutdown(_) if self.releasing.is_some() => self.exit_now = true,
+            Wake::Shutdown(stop) => {
+                let assocs = self.n4.association_info();
                 info!(
-                    "shutting down: asking {} SMF(s) to release within {:?}",
-                    self.n4.associations().len(),
-                    self.cfg.n4.graceful_release_period
+                    "shutting down ({}): asking {} SMF(s) to release their sessions within {:?}: {}; upfd ends when each has released or the period is over (send SIGTERM or SIGINT again to end now)",
+                    match stop {
+                        Stop::Keep => "SIGTERM",
+                        Stop::Release => "SIGINT",
+                    },
+                    assocs.len(),
+                    self.cfg.n4.graceful_release_period,
+                    describe_associations(&assocs)
                 );
                 self.releasing = Some(now);
+                self.release_said = Some(now);
                 let out = self.n4.release_all(now);
                 self.send_n4(out).await;
             }
@@ -441,6 +491,7 @@ impl Daemon {
     async fn send_n4(&mut self, outs: Vec<Out>) {
         self.persist();
         for o in outs {
+            self.n4_metrics.sent(&o.data);
             if let Err(e) = self.n4_sock.send_to(&o.data, o.to).await {
                 warn!("n4: send to {}: {e}", o.to);
             }
@@ -461,14 +512,38 @@ impl Daemon {
             }
         };
         self.measure_load(now);
-        let mut outs = self.n4.on_datagram(from, &self.n4_buf[..n], now);
+        // The requests of the batch and when each arrived, for their latency.
+        let mut requests: Vec<(u8, Instant)> = Vec::new();
+        let mut outs = self.on_n4_datagram(from, n, now, &mut requests);
         for _ in 1..N4_BATCH {
             let Ok((n, from)) = self.n4_sock.try_recv_from(&mut self.n4_buf) else {
                 break;
             };
-            outs.extend(self.n4.on_datagram(from, &self.n4_buf[..n], Instant::now()));
+            outs.extend(self.on_n4_datagram(from, n, Instant::now(), &mut requests));
         }
         self.send_n4(outs).await;
+        let sent = Instant::now();
+        for (t, at) in requests {
+            self.n4_metrics.answered(t, sent.duration_since(at));
+        }
+    }
+
+    /// One PFCP datagram (in `n4_buf`), counted.
+    fn on_n4_datagram(
+        &mut self,
+        from: SocketAddr,
+        n: usize,
+        now: Instant,
+        requests: &mut Vec<(u8, Instant)>,
+    ) -> Vec<Out> {
+        let data = &self.n4_buf[..n];
+        self.n4_metrics.received(data);
+        if let Some(&t) = data.get(1) {
+            if pfcp::message_type::is_request(t) {
+                requests.push((t, now));
+            }
+        }
+        self.n4.on_datagram(from, data, now)
     }
 
     /// The load now (queue and session table), for the N4 node's reports and its
@@ -523,6 +598,7 @@ impl Daemon {
     /// to settle.
     async fn on_poll(&mut self, now: Instant) {
         self.rejections.roll(now, REJECTIONS);
+        self.say_release_progress(now);
         self.measure_load(now);
         let outs = self.n4.poll_reports(now, None);
         self.send_n4(outs).await;
@@ -532,26 +608,94 @@ impl Daemon {
         }
     }
 
-    async fn on_api(&mut self, r: std::io::Result<(TcpStream, SocketAddr)>) {
+    /// A new API connection: its request is read on a task of its own (a slow client
+    /// must not hold up N4), then answered by [`Daemon::answer_api`].
+    fn on_api(&mut self, r: std::io::Result<(TcpStream, SocketAddr)>) {
         let Ok((mut conn, _)) = r else {
             return;
         };
-        let page = api::request(&mut conn).await;
+        if self.api_open.get() >= api::MAX_CONNECTIONS {
+            return; // dropped: closed at once
+        }
+        let open = self.api_open.clone();
+        open.set(open.get() + 1);
+        let tx = self.api_requests.0.clone();
+        tokio::task::spawn_local(async move {
+            match api::read_request(&mut conn).await {
+                Some(req) => {
+                    if tx.send((req, conn)).await.is_err() {
+                        open.set(open.get() - 1);
+                    }
+                }
+                None => {
+                    let bad = api::Response::error(400, "not an HTTP/1.x request");
+                    api::write_response(conn, bad, false).await;
+                    open.set(open.get() - 1);
+                }
+            }
+        });
+    }
+
+    /// Answer an API request from upfd's state now; the writing is a task of its own.
+    fn answer_api(&mut self, req: api::Request, conn: TcpStream) {
         let x = self.xdp.as_ref();
-        let body = match page {
-            api::Page::Metrics => crate::metrics::render(
-                &self.n4,
-                x.map(|x| x.dp.borrow().stats()).as_deref(),
-                x.map(|x| &x.slow),
-                x.map(|x| x.nexthops.state()).as_ref(),
-                x.map(|x| x.dp.borrow().direct_keys()),
-                &self.n4_queue,
-            ),
-            api::Page::Status => crate::metrics::status(&self.n4),
-            api::Page::Check => crate::metrics::check(&self.n4),
-            api::Page::NotFound => String::new(),
+        let stats = x.map(|x| x.dp.borrow().stats());
+        let nexthops = x.map(|x| x.nexthops.state());
+        let ready = if self.releasing.is_some() {
+            Err("shutting down: releasing the associations".to_string())
+        } else if x.is_some_and(|x| x.modes.is_empty()) {
+            Err("the data path is not attached".to_string())
+        } else {
+            Ok(())
         };
-        api::answer(conn, page, body).await;
+        let cx = api::views::Context {
+            metrics: crate::metrics::Sources {
+                n4: &self.n4,
+                n4_metrics: &self.n4_metrics,
+                n4_queue: &self.n4_queue,
+                datapath: stats.as_deref(),
+                attached: x.map(|x| x.modes.as_slice()).unwrap_or_default(),
+                slow: x.map(|x| &x.slow),
+                nexthops: nexthops.as_ref(),
+                direct: x.map(|x| x.dp.borrow().direct_keys()),
+            },
+            ready,
+            node_id: &self.cfg.node_id,
+            n4_address: SocketAddr::new(self.cfg.n4.address, self.cfg.n4.port),
+            datapath_mode: match self.cfg.datapath.mode {
+                DatapathMode::Xdp => "xdp",
+                DatapathMode::None => "none",
+            },
+            state_directory: self.cfg.state.directory.as_deref(),
+            started: self.started,
+            now: Instant::now(),
+        };
+        let resp = api::views::route(&req, &cx);
+        let head_only = req.method == "HEAD";
+        let open = self.api_open.clone();
+        tokio::task::spawn_local(async move {
+            api::write_response(conn, resp, head_only).await;
+            open.set(open.get() - 1);
+        });
+    }
+
+    /// While releasing: every 5 s, which associations upfd still waits for.
+    fn say_release_progress(&mut self, now: Instant) {
+        let (Some(since), Some(said)) = (self.releasing, self.release_said) else {
+            return;
+        };
+        if now.duration_since(said) < Duration::from_secs(5) {
+            return;
+        }
+        self.release_said = Some(now);
+        let left = self.n4.association_info();
+        let period = self.cfg.n4.graceful_release_period;
+        info!(
+            "still waiting for {} SMF(s) to release: {}; {:?} of the {period:?} period left (SIGTERM or SIGINT again ends now)",
+            left.len(),
+            describe_associations(&left),
+            period.saturating_sub(now.duration_since(since))
+        );
     }
 
     /// What the N4 node tells the rest of upfd.
@@ -684,15 +828,37 @@ impl LogBudget {
     }
 }
 
-async fn shutdown_signal() -> Stop {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => Stop::Release,
-        _ = term.recv() => Stop::Keep,
+/// "10.0.0.2 (120 sessions), smf.example (3 sessions)".
+fn describe_associations(a: &[upf::n4::AssociationInfo]) -> String {
+    if a.is_empty() {
+        return "none".into();
+    }
+    a.iter()
+        .map(|a| format!("{} at {} ({} sessions)", a.node_id, a.address, a.sessions))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// SIGTERM and SIGINT, every time they come (a second one ends a graceful release).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+        })
+    }
+
+    async fn next(&mut self) -> Stop {
+        tokio::select! {
+            _ = self.int.recv() => Stop::Release,
+            _ = self.term.recv() => Stop::Keep,
+        }
     }
 }
 

@@ -60,6 +60,17 @@ struct SessionBuffer {
     notified: bool,
 }
 
+/// One session's buffer as [`SlowPath::buffers`] shows it.
+#[derive(Debug, Clone)]
+pub struct BufferInfo {
+    pub seid: u64,
+    pub far_id: u32,
+    pub packets: usize,
+    pub octets: usize,
+    pub oldest: Option<std::time::Duration>,
+    pub notified: bool,
+}
+
 /// Counters of the slow path, for /metrics.
 #[derive(Debug, Default, Clone)]
 pub struct Counters {
@@ -118,6 +129,28 @@ impl SlowPath {
 
     pub fn buffered_packets(&self) -> usize {
         self.total
+    }
+
+    /// Each session's buffer, for the API: SEID, FAR, packets, octets, how long the
+    /// oldest packet has waited, whether the SMF was notified (Downlink Data Report).
+    pub fn buffers(&self, now: Instant) -> Vec<BufferInfo> {
+        let mut v: Vec<BufferInfo> = self
+            .buffers
+            .iter()
+            .map(|(seid, b)| BufferInfo {
+                seid: *seid,
+                far_id: b.far_id,
+                packets: b.packets.len(),
+                octets: b.packets.iter().map(|(_, p)| p.len()).sum(),
+                oldest: b
+                    .packets
+                    .front()
+                    .map(|(t, _)| now.saturating_duration_since(*t)),
+                notified: b.notified,
+            })
+            .collect();
+        v.sort_by_key(|b| b.seid);
+        v
     }
 
     /// An event of the data path.

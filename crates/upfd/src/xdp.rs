@@ -112,8 +112,12 @@ pub struct Xdp {
     pub slow: SlowPath,
     pub nexthops: NextHopKeeper,
     attached: Vec<(Role, u32)>,
-    /// Where the programs go ([`Xdp::attach`]): role, ifindex, name.
-    interfaces: Vec<(Role, u32, String)>,
+    /// Where the programs go ([`Xdp::attach`]): role, ifindex, name, reference point
+    /// ("n3", "n6", "n9").
+    interfaces: Vec<(Role, u32, String, &'static str)>,
+    /// How each interface's program is attached: name, reference point, mode (the
+    /// metrics' `upf_xdp_attached`).
+    pub modes: Vec<(String, &'static str, AttachMode)>,
     native: bool,
     // The ring's epoll fd is registered before the ring that owns it is dropped.
     ring_fd: AsyncFd<Fd>,
@@ -150,12 +154,12 @@ impl Xdp {
             .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
         let native = d.xdp_attach == XdpAttach::Native;
         let mut interfaces = vec![
-            (Role::Gtpu, n3_if, n3_name.to_string()),
-            (Role::N6, n6_if, n6_name.to_string()),
+            (Role::Gtpu, n3_if, n3_name.to_string(), "n3"),
+            (Role::N6, n6_if, n6_name.to_string(), "n6"),
         ];
         if let (Some(i), Some(n)) = (n9_if, d.n9_interface.as_deref()) {
             if i != n3_if {
-                interfaces.push((Role::Gtpu, i, n.to_string()));
+                interfaces.push((Role::Gtpu, i, n.to_string(), "n9"));
             }
         }
         let nexthops = NextHopKeeper::start(&mut dp);
@@ -185,6 +189,7 @@ impl Xdp {
             nexthops,
             attached: Vec::new(),
             interfaces,
+            modes: Vec::new(),
             native,
             ring_fd,
             ring,
@@ -197,7 +202,7 @@ impl Xdp {
     /// interface: no packet goes unprocessed.
     pub fn attach(&mut self) -> anyhow::Result<()> {
         let dp = self.dp.borrow();
-        for (role, i, name) in &self.interfaces {
+        for (role, i, name, point) in &self.interfaces {
             let mode = match dp.attach(*role, *i, self.native) {
                 Ok(m) => m,
                 Err(e) => {
@@ -213,6 +218,7 @@ impl Xdp {
             }
             info!("xdp: {role:?} program on {name} (ifindex {i}), {mode:?} mode");
             self.attached.push((*role, *i));
+            self.modes.push((name.clone(), point, mode));
         }
         Ok(())
     }

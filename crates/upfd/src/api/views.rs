@@ -1,0 +1,564 @@
+//! What each route answers, built from upfd's state at the moment of the request. The
+//! shapes are those of openapi.json; a session shows its rules as the SMF installed them
+//! (TS 29.244 clause 5.2) and its URRs' counts as the data path has them now.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use pfcp::ie::Flags;
+use serde_json::{json, Value};
+use upf::abi::{DropReason, Stat};
+use upf::n4::N4;
+use upf::rules::{interface, Session};
+
+use super::{Request, Response};
+use crate::metrics;
+use crate::slowpath::SlowPath;
+
+/// Every route (as openapi.json names them).
+pub const ROUTES: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/status",
+    "/check",
+    "/api/v1/status",
+    "/api/v1/associations",
+    "/api/v1/sessions",
+    "/api/v1/sessions/{seid}",
+    "/api/v1/stats",
+    "/api/v1/buffers",
+];
+
+/// Sessions in one page of `/api/v1/sessions`: by default, and at most.
+const PAGE: usize = 100;
+const PAGE_MAX: usize = 1000;
+
+/// upfd as the API sees it.
+pub struct Context<'a> {
+    pub metrics: metrics::Sources<'a>,
+    /// Ok: ready to serve (data path attached, N4 listening, not shutting down); Err: why
+    /// not.
+    pub ready: Result<(), String>,
+    pub node_id: &'a str,
+    pub n4_address: std::net::SocketAddr,
+    pub datapath_mode: &'a str,
+    pub state_directory: Option<&'a std::path::Path>,
+    pub started: Instant,
+    pub now: Instant,
+}
+
+impl Context<'_> {
+    fn n4(&self) -> &N4 {
+        self.metrics.n4
+    }
+    fn slow(&self) -> Option<&SlowPath> {
+        self.metrics.slow
+    }
+}
+
+/// The answer to `req`.
+pub fn route(req: &Request, cx: &Context) -> Response {
+    if req.method != "GET" && req.method != "HEAD" {
+        return Response::error(
+            405,
+            format!("{} is not served: the API is read-only (GET)", req.method),
+        );
+    }
+    let path = req.path.trim_end_matches('/');
+    match path {
+        "/healthz" => Response::json(200, &json!({ "status": "ok" })),
+        "/readyz" => match &cx.ready {
+            Ok(()) => Response::json(200, &json!({ "ready": true })),
+            Err(why) => Response::json(503, &json!({ "ready": false, "reason": why })),
+        },
+        "/metrics" => Response::text(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics::render(&cx.metrics),
+        ),
+        "/openapi.json" => Response::text(200, "application/json", super::OPENAPI.to_string()),
+        "/status" | "/api/v1/status" => Response::json(200, &status(cx)),
+        "/check" => Response::json(200, &check(cx.n4())),
+        "/api/v1/associations" => Response::json(200, &associations(cx.n4())),
+        "/api/v1/sessions" => sessions(req, cx),
+        "/api/v1/stats" => Response::json(200, &stats(cx)),
+        "/api/v1/buffers" => Response::json(200, &buffers(cx)),
+        _ => match path.strip_prefix("/api/v1/sessions/") {
+            Some(s) => match parse_u64(s) {
+                Some(seid) => match cx.n4().sessions().get(seid) {
+                    Some(sess) => Response::json(200, &session(cx.n4(), sess)),
+                    None => Response::error(404, format!("no session has SEID {}", hex(seid))),
+                },
+                None => Response::error(400, format!("{s:?} is not a SEID (decimal or 0x-hex)")),
+            },
+            None => Response::error(
+                404,
+                format!(
+                    "no route {path}: see /openapi.json (routes: {})",
+                    ROUTES.join(", ")
+                ),
+            ),
+        },
+    }
+}
+
+/// A 64-bit SEID as the API writes it: JSON numbers lose precision past 2^53.
+fn hex(v: u64) -> String {
+    format!("{v:#018x}")
+}
+
+/// Decimal or 0x-hexadecimal.
+fn parse_u64(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+fn status(cx: &Context) -> Value {
+    let n4 = cx.n4();
+    let rts = n4.config().recovery_time_stamp;
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "node_id": cx.node_id,
+        "n4_address": cx.n4_address.to_string(),
+        "ready": cx.ready.is_ok(),
+        "not_ready_because": cx.ready.as_ref().err(),
+        "uptime_seconds": cx.now.duration_since(cx.started).as_secs(),
+        "recovery_time_stamp": rts,
+        "recovery_time": metrics::ntp_to_rfc3339(rts),
+        "sessions": n4.sessions().len(),
+        "associations": associations(n4),
+        "datapath": {
+            "mode": cx.datapath_mode,
+            "attached": cx.metrics.attached.iter().map(|(name, point, mode)| json!({
+                "interface": name, "reference_point": point,
+                "mode": format!("{mode:?}").to_lowercase(),
+            })).collect::<Vec<_>>(),
+        },
+        "state_directory": cx.state_directory.map(|d| d.display().to_string()),
+        "overloaded": n4.overloaded(),
+    })
+}
+
+fn check(n4: &N4) -> Value {
+    match n4.sessions().check() {
+        Ok(()) => json!({"consistent": true, "sessions": n4.sessions().len()}),
+        Err(e) => json!({"consistent": false, "error": e}),
+    }
+}
+
+fn associations(n4: &N4) -> Value {
+    n4.association_info()
+        .into_iter()
+        .map(|a| {
+            json!({
+                "node_id": a.node_id.to_string(),
+                "address": a.address.to_string(),
+                "state": if a.releasing { "releasing" } else { "associated" },
+                "recovery_time_stamp": a.recovery_time_stamp,
+                "recovery_time": metrics::ntp_to_rfc3339(a.recovery_time_stamp),
+                "heartbeat_pending": a.heartbeat_pending,
+                "sessions": a.sessions,
+            })
+        })
+        .collect()
+}
+
+/// `/api/v1/sessions`: by `seid`, `teid` or `ue` (whole sessions), else a page of
+/// summaries in SEID order after `after`, `limit` long.
+fn sessions(req: &Request, cx: &Context) -> Response {
+    let n4 = cx.n4();
+    let table = n4.sessions();
+    if let Some(s) = req.param("seid") {
+        let Some(seid) = parse_u64(s) else {
+            return Response::error(400, format!("seid={s:?}: not a SEID (decimal or 0x-hex)"));
+        };
+        let found: Vec<Value> = table
+            .get(seid)
+            .map(|x| session(n4, x))
+            .into_iter()
+            .collect();
+        return Response::json(200, &json!({ "sessions": found }));
+    }
+    if let Some(t) = req.param("teid") {
+        let Some(teid) = parse_u64(t).and_then(|v| u32::try_from(v).ok()) else {
+            return Response::error(
+                400,
+                format!("teid={t:?}: not a TEID (0-4294967295, or 0x-hex)"),
+            );
+        };
+        let found: Vec<Value> = table
+            .iter()
+            .filter(|s| has_teid(s, teid))
+            .map(|s| session(n4, s))
+            .collect();
+        return Response::json(200, &json!({ "sessions": found }));
+    }
+    if let Some(u) = req.param("ue") {
+        let Ok(addr) = u.parse::<IpAddr>() else {
+            return Response::error(400, format!("ue={u:?}: not an IPv4 or IPv6 address"));
+        };
+        let found: Vec<Value> = table
+            .iter()
+            .filter(|s| has_ue(s, addr))
+            .map(|s| session(n4, s))
+            .collect();
+        return Response::json(200, &json!({ "sessions": found }));
+    }
+    let limit = match req.param("limit").map(|l| l.parse::<usize>()) {
+        None => PAGE,
+        Some(Ok(l)) if (1..=PAGE_MAX).contains(&l) => l,
+        Some(_) => {
+            return Response::error(400, format!("limit: a whole number 1-{PAGE_MAX}"));
+        }
+    };
+    let after = match req.param("after").map(parse_u64) {
+        None => None,
+        Some(Some(a)) => Some(a),
+        Some(None) => return Response::error(400, "after: a SEID (decimal or 0x-hex)"),
+    };
+    // The `limit` smallest SEIDs past the cursor, in one pass (a bounded heap), not a
+    // sort of the whole table.
+    let mut heap = std::collections::BinaryHeap::with_capacity(limit + 1);
+    for s in table.iter() {
+        if after.is_some_and(|a| s.up_seid <= a) {
+            continue;
+        }
+        heap.push(s.up_seid);
+        if heap.len() > limit {
+            heap.pop();
+        }
+    }
+    let page = heap.into_sorted_vec();
+    let more = page.len() == limit
+        && table
+            .iter()
+            .any(|s| s.up_seid > *page.last().unwrap_or(&u64::MAX));
+    let items: Vec<Value> = page
+        .iter()
+        .filter_map(|seid| table.get(*seid))
+        .map(summary)
+        .collect();
+    Response::json(
+        200,
+        &json!({
+            "total": table.len(),
+            "sessions": items,
+            "next": if more { page.last().map(|s| hex(*s)) } else { None },
+        }),
+    )
+}
+
+fn has_teid(s: &Session, teid: u32) -> bool {
+    s.teids.contains(&teid)
+        || s.pdrs
+            .values()
+            .any(|p| p.pdi.local_fteid.is_some_and(|f| f.teid == teid))
+}
+
+fn has_ue(s: &Session, addr: IpAddr) -> bool {
+    s.allocated_ue_ips.contains(&addr)
+        || s.pdrs.values().any(|p| {
+            p.pdi
+                .ue_ips
+                .iter()
+                .any(|u| match (addr, u.ipv6_prefix_len) {
+                    (IpAddr::V6(a), Some(len)) => u.ipv6.is_some_and(|p| {
+                        ipnet::Ipv6Net::new(p, len).is_ok_and(|n| n.trunc().contains(&a))
+                    }),
+                    _ => u.addrs().any(|x| x == addr),
+                })
+        })
+}
+
+/// The UE addresses a session's PDRs name.
+fn ue_addresses(s: &Session) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .pdrs
+        .values()
+        .flat_map(|p| p.pdi.ue_ips.iter())
+        .flat_map(|u| {
+            let v6 = u.ipv6.map(|a| match u.ipv6_prefix_len {
+                Some(l) => format!("{a}/{l}"),
+                None => a.to_string(),
+            });
+            u.ipv4.map(|a| a.to_string()).into_iter().chain(v6)
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn local_teids(s: &Session) -> Vec<u32> {
+    let mut v: Vec<u32> = s
+        .pdrs
+        .values()
+        .filter_map(|p| p.pdi.local_fteid.map(|f| f.teid))
+        .chain(s.teids.iter().copied())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// A session in a listing.
+fn summary(s: &Session) -> Value {
+    json!({
+        "seid": hex(s.up_seid),
+        "cp_seid": hex(s.cp_fseid.seid),
+        "cp_node_id": s.cp_node.to_string(),
+        "ue_addresses": ue_addresses(s),
+        "teids": local_teids(s),
+        "dnn": s.apn_dnn,
+        "rules": { "pdrs": s.pdrs.len(), "fars": s.fars.len(), "qers": s.qers.len(), "urrs": s.urrs.len() },
+    })
+}
+
+fn interface_name(i: u8) -> &'static str {
+    match i {
+        interface::ACCESS => "access",
+        interface::CORE => "core",
+        interface::SGI_LAN => "sgi_lan",
+        interface::CP_FUNCTION => "cp_function",
+        interface::VN_INTERNAL => "5g_vn_internal",
+        _ => "spare",
+    }
+}
+
+/// The names of the bits set in a flags IE (the specification's: "VOLUM", "PERIO").
+fn flag_names(f: &Flags, names: &[(u16, &'static str)]) -> Vec<&'static str> {
+    names
+        .iter()
+        .filter(|(b, _)| f.get(*b))
+        .map(|(_, n)| *n)
+        .collect()
+}
+
+/// A whole session: identities, every rule, and each URR's counts now.
+pub fn session(n4: &N4, s: &Session) -> Value {
+    let table = n4.sessions();
+    let pdrs: Vec<Value> = s
+        .pdrs
+        .values()
+        .map(|p| {
+            let d = &p.pdi;
+            json!({
+                "id": p.id,
+                "precedence": p.precedence,
+                "source_interface": interface_name(d.source_interface),
+                "local_fteid": d.local_fteid.map(|f| json!({
+                    "teid": f.teid, "ipv4": f.ipv4, "ipv6": f.ipv6,
+                })),
+                "network_instance": d.network_instance.as_deref(),
+                "ue_ip": d.ue_ips.iter().map(|u| json!({
+                    "ipv4": u.ipv4, "ipv6": u.ipv6, "ipv6_prefix_length": u.ipv6_prefix_len,
+                    "destination": u.is_destination,
+                })).collect::<Vec<_>>(),
+                "sdf_filters": d.sdf_filters.iter().map(|f| serde_json::to_value(f).unwrap_or_default()).collect::<Vec<_>>(),
+                "application_id": d.application_id,
+                "qfis": d.qfis.to_vec(),
+                "framed_routes": d.framed_routes.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+                "outer_header_removal": p.outer_header_removal.map(|o| serde_json::to_value(o).unwrap_or_default()),
+                "far_id": p.far_id,
+                "qer_ids": p.qer_ids.to_vec(),
+                "urr_ids": p.urr_ids.to_vec(),
+            })
+        })
+        .collect();
+    let fars: Vec<Value> = s
+        .fars
+        .values()
+        .map(|f| {
+            let a = f.action;
+            let actions: Vec<&str> = [
+                (a.drop, "drop"),
+                (a.forw, "forw"),
+                (a.buff, "buff"),
+                (a.nocp, "nocp"),
+                (a.dupl, "dupl"),
+                (a.bdpn, "bdpn"),
+                (a.ddpn, "ddpn"),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| *n)
+            .collect();
+            json!({
+                "id": f.id,
+                "apply_action": actions,
+                "forwarding": f.forwarding.as_ref().map(|w| json!({
+                    "destination_interface": interface_name(w.destination_interface),
+                    "network_instance": w.network_instance.as_deref(),
+                    "outer_header_creation": w.outer_header_creation.as_ref().map(|o| serde_json::to_value(o).unwrap_or_default()),
+                    "transport_level_marking": w.transport_level_marking,
+                })),
+                "bar_id": f.bar_id,
+            })
+        })
+        .collect();
+    let qers: Vec<Value> = s
+        .qers
+        .values()
+        .map(|q| {
+            let gate = |open: bool| if open { "open" } else { "closed" };
+            json!({
+                "id": q.id,
+                "gate_ul": gate(q.gate_ul_open),
+                "gate_dl": gate(q.gate_dl_open),
+                "mbr_ul_kbps": q.mbr.map(|b| b.ul_kbps),
+                "mbr_dl_kbps": q.mbr.map(|b| b.dl_kbps),
+                "gbr_ul_kbps": q.gbr.map(|b| b.ul_kbps),
+                "gbr_dl_kbps": q.gbr.map(|b| b.dl_kbps),
+                "qfi": q.qfi,
+                "correlation_id": q.correlation_id,
+            })
+        })
+        .collect();
+    let urrs: Vec<Value> = s
+        .urrs
+        .values()
+        .map(|u| {
+            let r = &u.rule;
+            let m = table.measurement(s.up_seid, u.id);
+            let usage = |x: &upf::fastpath::Usage| {
+                json!({
+                    "ul_packets": x.ul_packets, "ul_bytes": x.ul_bytes,
+                    "dl_packets": x.dl_packets, "dl_bytes": x.dl_bytes,
+                    "total_bytes": x.total_bytes(),
+                })
+            };
+            json!({
+                "id": u.id,
+                "measurement_method": flag_names(&r.measurement_method, pfcp::ie::measurement_method::NAMES),
+                "reporting_triggers": flag_names(&r.reporting_triggers, pfcp::ie::reporting_triggers::NAMES),
+                "measurement_period_seconds": r.measurement_period,
+                "volume_threshold": r.volume_threshold.map(|v| json!({"total": v.total, "ul": v.uplink, "dl": v.downlink})),
+                "volume_quota": r.volume_quota.map(|v| json!({"total": v.total, "ul": v.uplink, "dl": v.downlink})),
+                "time_threshold_seconds": r.time_threshold,
+                "time_quota_seconds": r.time_quota,
+                "measured": {
+                    "since_created": usage(&m.total),
+                    "since_last_report": usage(&m.unreported),
+                    "reports_sent": m.reports,
+                    "first_packet": m.total.first_packet,
+                    "last_packet": m.total.last_packet,
+                },
+            })
+        })
+        .collect();
+    let bars: Vec<Value> = s
+        .bars
+        .values()
+        .map(|b| {
+            json!({
+                "id": b.id,
+                "downlink_data_notification_delay": b.downlink_data_notification_delay,
+                "suggested_buffering_packets_count": b.suggested_buffering_packets_count,
+            })
+        })
+        .collect();
+    json!({
+        "seid": hex(s.up_seid),
+        "cp_seid": hex(s.cp_fseid.seid),
+        "cp_address": s.cp_fseid.ipv4.map(IpAddr::V4).or(s.cp_fseid.ipv6.map(IpAddr::V6)),
+        "cp_node_id": s.cp_node.to_string(),
+        "dnn": s.apn_dnn,
+        "pdn_type": s.pdn_type,
+        "ue_addresses": ue_addresses(s),
+        "teids": local_teids(s),
+        "user_plane_inactivity_timer": s.user_plane_inactivity_timer,
+        "predefined_rules": s.predefined.iter().map(|(pdr, a)| json!({"pdr_id": pdr, "rules": format!("{a:?}")})).collect::<Vec<_>>(),
+        "pdrs": pdrs,
+        "fars": fars,
+        "qers": qers,
+        "urrs": urrs,
+        "bars": bars,
+    })
+}
+
+fn stats(cx: &Context) -> Value {
+    let n4 = cx.n4();
+    let st = n4.stats();
+    let mut requests: Vec<(&u8, &u64)> = st.requests.iter().collect();
+    requests.sort();
+    let mut rejected: Vec<(&u8, &u64)> = st.rejected.iter().collect();
+    rejected.sort();
+    let by_type = |v: Vec<(&u8, &u64)>| {
+        v.into_iter()
+            .map(|(t, n)| json!({"type": pfcp::message_type::name(*t).unwrap_or("unknown"), "count": n}))
+            .collect::<Vec<_>>()
+    };
+    let datapath = cx.metrics.datapath.map(|d| {
+        let at = |i: usize| d.get(i).copied().unwrap_or_default();
+        let pb = |(p, b): (u64, u64)| json!({"packets": p, "bytes": b});
+        json!({
+            "interfaces": [
+                {"interface": "n3", "in": pb(at(Stat::ReceivedN3.index())), "out": pb(at(Stat::ForwardedDownlink.index()))},
+                {"interface": "n6", "in": pb(at(Stat::ReceivedN6.index())), "out": pb(at(Stat::ForwardedUplink.index()))},
+                {"interface": "n9", "out": pb(at(Stat::ForwardedN9.index()))},
+            ],
+            "drops": DropReason::ALL.iter().map(|r| {
+                let (p, b) = at(r.index());
+                json!({"reason": r.name(), "packets": p, "bytes": b})
+            }).collect::<Vec<_>>(),
+            "outcomes": Stat::ALL.iter().filter(|o| !matches!(o, Stat::ReceivedN3 | Stat::ReceivedN6)).map(|o| {
+                let (p, b) = at(o.index());
+                json!({"outcome": o.name(), "packets": p, "bytes": b})
+            }).collect::<Vec<_>>(),
+        })
+    });
+    json!({
+        "n4": {
+            "requests": by_type(requests),
+            "rejections": by_type(rejected),
+            "malformed": st.malformed,
+            "duplicates": st.duplicates,
+            "timeouts": st.timeouts,
+            "congestion_rejections": st.congestion_rejections,
+            "receive_drops": cx.metrics.n4_queue.drops,
+            "load_percent": cx.metrics.n4_queue.load.metric,
+        },
+        "datapath": datapath,
+        "slow_path": cx.slow().map(|sp| {
+            let c = &sp.counters;
+            json!({
+                "echo_requests_answered": c.echo_requests_answered,
+                "echo_requests_sent": c.echo_requests_sent,
+                "error_indications_sent": c.error_indications_sent,
+                "error_indications_suppressed": c.error_indications_suppressed,
+                "error_indications_received": c.error_indications_received,
+                "end_markers_sent": c.end_markers_sent,
+            })
+        }),
+    })
+}
+
+fn buffers(cx: &Context) -> Value {
+    let Some(sp) = cx.slow() else {
+        return json!({"buffered_packets": 0, "sessions": [], "note": "no data path (datapath.mode: none): nothing is buffered"});
+    };
+    let c = &sp.counters;
+    json!({
+        "buffered_packets": sp.buffered_packets(),
+        "sessions": sp.buffers(cx.now).iter().map(|b| json!({
+            "seid": hex(b.seid),
+            "far_id": b.far_id,
+            "packets": b.packets,
+            "octets": b.octets,
+            "oldest_ms": b.oldest.map(|d| d.as_millis() as u64),
+            "smf_notified": b.notified,
+        })).collect::<Vec<_>>(),
+        "totals": {
+            "buffered": c.buffered,
+            "released": c.buffer_released,
+            "dropped_full": c.buffer_dropped_full,
+            "dropped_expired": c.buffer_dropped_expired,
+            "discarded": c.buffer_discarded,
+            "downlink_data_reports": c.downlink_data_reports,
+        },
+    })
+}
