@@ -409,12 +409,12 @@ fn buffering_notifies_once_and_releases_in_order() {
     );
     let m = upfd.metrics();
     assert_eq!(
-        common::lab::metric(&m, "upf_slowpath_buffered_total"),
+        common::lab::metric(&m, "upf_buffer_packets_total{event=\"buffered\"}"),
         50,
         "{m}"
     );
     assert_eq!(
-        common::lab::metric(&m, "upf_slowpath_buffer_dropped_full_total"),
+        common::lab::metric(&m, "upf_buffer_packets_total{event=\"dropped_full\"}"),
         30,
         "{m}"
     );
@@ -434,7 +434,10 @@ fn buffering_notifies_once_and_releases_in_order() {
     let seqs: Vec<u32> = got.iter().map(|p| seq_of(p)).collect();
     assert_eq!(seqs, (80..85).collect::<Vec<u32>>(), "after the release");
     assert!(smf.reports().is_empty(), "no second Downlink Data Report");
-    assert_eq!(upfd.metric("upf_slowpath_buffer_released_total"), 50);
+    assert_eq!(
+        upfd.metric("upf_buffer_packets_total{event=\"released\"}"),
+        50
+    );
     assert_eq!(upfd.metric("upf_buffered_packets"), 0);
     drop(g);
 }
@@ -619,7 +622,10 @@ fn path_switch_sends_end_marker_to_old_gnb() {
         "End Marker at the old gNB: {:?}",
         g.stats()
     );
-    assert_eq!(upfd.metric("upf_slowpath_end_markers_sent_total"), 1);
+    assert_eq!(
+        upfd.metric("upf_slowpath_gtpu_messages_total{kind=\"end_marker_sent\"}"),
+        1
+    );
 
     let dn = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 0));
     dn.send_to(b"after the switch", SocketAddr::new(ue0.into(), 9))
@@ -917,7 +923,9 @@ fn echo_spoofing_unknown_teid_and_error_indication_rate() {
         "600 G-PDUs with an unknown TEID: {} Error Indications in {elapsed:.2} s",
         eis.len()
     );
-    assert!(upfd.metric("upf_slowpath_error_indications_suppressed_total") > 0);
+    assert!(
+        upfd.metric("upf_slowpath_gtpu_messages_total{kind=\"error_indication_suppressed\"}") > 0
+    );
 
     // A downlink packet of the N3 MTU cannot take the 36 octets of GTP-U/UDP/IPv4 and
     // container: dropped and counted (not fragmented, not passed to the kernel).
@@ -1367,7 +1375,10 @@ fn n3_over_ipv6_carries_ping_iperf3_and_end_marker() {
         "End Marker over IPv6: {:?}",
         g.stats()
     );
-    assert_eq!(upfd.metric("upf_slowpath_end_markers_sent_total"), 1);
+    assert_eq!(
+        upfd.metric("upf_slowpath_gtpu_messages_total{kind=\"end_marker_sent\"}"),
+        1
+    );
     g.stop();
     delete(&smf, up);
 }
@@ -1783,4 +1794,281 @@ fn env_or(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+// ---------------------------------------------------------------------------------------
+// The operator surface: API, upfctl, metrics.
+
+/// promtool (Prometheus's linter): `.tools/bin/promtool` (scripts/ops-tools.sh) or PATH.
+fn promtool() -> Option<std::path::PathBuf> {
+    let local = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/promtool");
+    if local.exists() {
+        return Some(local);
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("promtool"))
+            .find(|f| f.exists())
+    })
+}
+
+/// A UE's session through the API and upfctl: the rules the SMF emulator installed, and
+/// URR counts equal to what the gNB/UE emulator sent and received; /metrics families
+/// move with the traffic, pass promtool's linter, and include every family the Grafana
+/// dashboard queries.
+#[test]
+fn the_api_and_upfctl_show_a_live_session_with_its_rules_and_exact_counters() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-api-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    assert_eq!(upfd.api("/readyz").0, 200, "ready once attached");
+    let mut smf = LabSmf::associate(&lab, |_| {});
+    smf.establish(2);
+    smf.modify();
+    let sessions = smf.ue_sessions();
+    let g = gnb(&lab, &sessions);
+    let before = upfd.metrics();
+
+    // Traffic of one UE only, both ways; the other UE's session stays at zero.
+    let (s0, s1) = (&sessions[0], &sessions[1]);
+    assert_eq!(ping(&lab, Ns::Gnb, Some(ue(s0)), addr::DN_N6, 5), 5);
+    assert_eq!(ping(&lab, Ns::Dn, None, ue(s0), 3), 3);
+    std::thread::sleep(Duration::from_millis(300));
+    let st = g.stats();
+    let u0 = st
+        .ues
+        .iter()
+        .find(|u| u.ue_ip == s0.ue_ip)
+        .expect("UE 0 stats");
+    assert!(u0.ul_packets >= 8 && u0.dl_packets >= 8, "{u0:?}");
+
+    // By UE address, whole, as JSON.
+    let o = upfd.upfctl(&["--json", "sessions", "--ue", &ue(s0).to_string()]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("upfctl --json");
+    let found = v["sessions"].as_array().expect("sessions");
+    assert_eq!(found.len(), 1, "{v:#}");
+    let sess = &found[0];
+    let seid = sess["seid"].as_str().expect("seid").to_string();
+    // The rules as the SMF emulator installed them (and upfd chose the uplink TEID).
+    let pdrs = sess["pdrs"].as_array().expect("pdrs");
+    let ul = pdrs
+        .iter()
+        .find(|p| p["source_interface"] == "access")
+        .expect("uplink PDR");
+    assert_eq!(ul["local_fteid"]["teid"], u64::from(s0.ul_teid), "{sess:#}");
+    let dl = pdrs
+        .iter()
+        .find(|p| p["source_interface"] == "core")
+        .expect("downlink PDR");
+    assert_eq!(dl["ue_ip"][0]["ipv4"], ue(s0).to_string(), "{sess:#}");
+    let fars = sess["fars"].as_array().expect("fars");
+    let to_gnb = fars
+        .iter()
+        .find(|f| f["forwarding"]["destination_interface"] == "access")
+        .expect("downlink FAR");
+    assert_eq!(
+        to_gnb["apply_action"],
+        serde_json::json!(["forw"]),
+        "{sess:#}"
+    );
+    assert_eq!(
+        to_gnb["forwarding"]["outer_header_creation"]["teid"],
+        u64::from(s0.gnb_teid),
+        "{sess:#}"
+    );
+    assert_eq!(sess["qers"][0]["gate_ul"], "open", "{sess:#}");
+    // The URR counted exactly what crossed: the emulator's TUN counts, both ways.
+    let urr = &sess["urrs"][0]["measured"]["since_created"];
+    assert_eq!(
+        (
+            urr["ul_packets"].as_u64(),
+            urr["ul_bytes"].as_u64(),
+            urr["dl_packets"].as_u64(),
+            urr["dl_bytes"].as_u64()
+        ),
+        (
+            Some(u0.ul_packets),
+            Some(u0.ul_bytes),
+            Some(u0.dl_packets),
+            Some(u0.dl_bytes)
+        ),
+        "URR {urr} against the UE's TUN {u0:?}"
+    );
+
+    // The same session by SEID and by TEID; the table says the same numbers.
+    let by_teid = upfd.upfctl(&["--json", "sessions", "--teid", &s0.ul_teid.to_string()]);
+    assert!(by_teid.stdout.contains(&seid), "{by_teid:?}");
+    let t = upfd.upfctl(&["session", &seid]);
+    assert_eq!(t.code, 0, "{t:?}");
+    for needle in [
+        seid.clone(),
+        ue(s0).to_string(),
+        u0.ul_bytes.to_string(),
+        u0.dl_bytes.to_string(),
+        format!("{}@", s0.gnb_teid),
+    ] {
+        assert!(t.stdout.contains(&needle), "no {needle} in\n{}", t.stdout);
+    }
+    eprintln!("upfctl session {seid}:\n{}", t.stdout);
+    // The idle UE's session counted nothing.
+    let idle = upfd.upfctl(&["--json", "sessions", "--ue", &ue(s1).to_string()]);
+    let iv: serde_json::Value = serde_json::from_str(&idle.stdout).expect("JSON");
+    assert_eq!(
+        iv["sessions"][0]["urrs"][0]["measured"]["since_created"]["total_bytes"],
+        0
+    );
+
+    // Listing, associations, stats, buffers, an unknown SEID.
+    let list = upfd.upfctl(&["sessions", "--limit", "1"]);
+    assert!(
+        list.stdout
+            .contains("1 of 2 session(s); next page: --after"),
+        "{list:?}"
+    );
+    let assoc = upfd.upfctl(&["associations"]);
+    assert!(assoc.stdout.contains("associated  2"), "{assoc:?}");
+    let stats = upfd.upfctl(&["stats"]);
+    assert!(
+        stats.stdout.contains("Session Establishment Request  2"),
+        "{stats:?}"
+    );
+    assert!(upfd
+        .upfctl(&["buffers"])
+        .stdout
+        .contains("0 packet(s) buffered"));
+    let missing = upfd.upfctl(&["session", "0x1"]);
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing.stderr.contains("no session has SEID"),
+        "{missing:?}"
+    );
+    assert_eq!(upfd.upfctl(&["ready"]).stdout, "ready\n");
+
+    // Metrics: the families moved with the traffic.
+    let after = upfd.metrics();
+    let grew = |series: &str, by: u64| {
+        let (b, a) = (
+            common::lab::metric(&before, series),
+            common::lab::metric(&after, series),
+        );
+        assert!(a >= b + by, "{series}: {b} -> {a}, expected +{by}\n{after}");
+    };
+    let (ul, dl) = (u0.ul_packets, u0.dl_packets);
+    grew(
+        "upf_interface_packets_total{interface=\"n3\",direction=\"in\"}",
+        ul,
+    );
+    grew(
+        "upf_interface_packets_total{interface=\"n6\",direction=\"out\"}",
+        ul,
+    );
+    grew(
+        "upf_interface_packets_total{interface=\"n6\",direction=\"in\"}",
+        dl,
+    );
+    grew(
+        "upf_interface_packets_total{interface=\"n3\",direction=\"out\"}",
+        dl,
+    );
+    grew(
+        "upf_interface_bytes_total{interface=\"n6\",direction=\"out\"}",
+        u0.ul_bytes,
+    );
+    grew(
+        "upf_datapath_packets_total{outcome=\"forwarded_uplink\"}",
+        ul,
+    );
+    assert_eq!(
+        common::lab::metric(
+            &after,
+            "upf_n4_messages_total{direction=\"sent\",type=\"session_establishment_response\",cause=\"request_accepted\"}"
+        ),
+        2,
+        "{after}"
+    );
+    assert_eq!(
+        common::lab::metric(
+            &after,
+            "upf_n4_request_duration_seconds_count{type=\"session_modification_request\"}"
+        ),
+        2
+    );
+    assert!(
+        after.contains("upf_xdp_attached{interface=\"n3\",reference_point=\"n3\""),
+        "{after}"
+    );
+    assert!(
+        after.contains("upf_n4_association_info{node_id="),
+        "{after}"
+    );
+    // Every family once with HELP and TYPE, every family the dashboard queries present.
+    let helps: Vec<&str> = after
+        .lines()
+        .filter_map(|l| l.strip_prefix("# HELP "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let types = after.lines().filter(|l| l.starts_with("# TYPE ")).count();
+    assert_eq!(helps.len(), types, "HELP and TYPE pair up");
+    let mut unique = helps.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), helps.len(), "a family twice");
+    let dash = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana/upfd-dashboard.json"
+    ))
+    .expect("the Grafana dashboard");
+    for word in dash.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if !word.starts_with("upf_") {
+            continue;
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| word.strip_suffix(s))
+            .filter(|f| helps.contains(f))
+            .unwrap_or(word);
+        assert!(
+            helps.contains(&family),
+            "the dashboard queries {word}, which this upfd does not export"
+        );
+    }
+    // Prometheus's own linter.
+    match promtool() {
+        Some(p) => {
+            let mut c = std::process::Command::new(p);
+            c.args(["check", "metrics"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = c.spawn().expect("promtool");
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(after.as_bytes())
+                .expect("to promtool");
+            let out = child.wait_with_output().expect("promtool");
+            assert!(
+                out.status.success(),
+                "promtool check metrics: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        None if std::env::var_os("UPF_REQUIRE_ORACLES").is_some() => {
+            panic!("promtool is missing: scripts/deps.sh installs it (scripts/ops-tools.sh)")
+        }
+        None => {
+            eprintln!("SKIP promtool check metrics: promtool not installed (scripts/ops-tools.sh)")
+        }
+    }
+    g.stop();
+    drop(smf);
+    drop(upfd);
+    lab.down().unwrap();
 }

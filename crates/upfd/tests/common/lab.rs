@@ -192,6 +192,22 @@ impl LabUpfd {
             .unwrap_or_else(|e| panic!("GET /check: {e}\n{}", self.log.tail(30)))
     }
 
+    /// upfctl (its library, as the binary runs it) inside upf, against this upfd's API.
+    pub fn upfctl(&self, args: &[&str]) -> upfctl::Outcome {
+        let ns = self.upf_ns.clone();
+        let mut argv = vec!["upfctl", "--api", API];
+        argv.extend_from_slice(args);
+        in_netns(Some(&ns), || upfctl::execute(argv)).expect("entering upf")
+    }
+
+    /// GET `path` from the API inside upf: status code and body, whatever the status.
+    pub fn api(&self, path: &str) -> (u16, String) {
+        let ns = self.upf_ns.clone();
+        in_netns(Some(&ns), || http_get_any(API, path))
+            .expect("entering upf")
+            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log.tail(30)))
+    }
+
     /// The value of one series, e.g. `upf_dropped_packets_total{reason="unknown_teid"}`;
     /// 0 if absent.
     pub fn metric(&self, series: &str) -> u64 {
@@ -216,6 +232,25 @@ pub fn metric(text: &str, series: &str) -> u64 {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map(|v| v as u64)
         .unwrap_or(0)
+}
+
+/// A minimal HTTP/1.0 GET: the status code and body, whatever the status.
+pub fn http_get_any(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let a: SocketAddr = addr.parse().map_err(std::io::Error::other)?;
+    let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut r = String::new();
+    s.read_to_string(&mut r)?;
+    let (head, body) = r
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("bad response: {r:.200}")))?;
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status: {head:.100}")))?;
+    Ok((code, body.to_string()))
 }
 
 /// A minimal HTTP/1.0 GET; the body.
