@@ -1,5 +1,9 @@
-//! upfd's configuration file (YAML). Every key is documented here and in
-//! docs/configuration.md; every error names the key path and what is wrong.
+//! upfd's configuration file (YAML), with overrides of any key from the environment
+//! (`UPFD_N4__HEARTBEAT_INTERVAL=5s`) and `--set n4.heartbeat_interval=5s`, applied to the
+//! file's YAML tree before it is read. Every key is documented here and in
+//! docs/configuration.md; every error is one line naming where the value came from, the
+//! key path, the value and what is allowed. [`Config::check_host`] checks what can be
+//! checked on this host without starting (interfaces, local addresses, state directory).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
@@ -7,6 +11,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::Deserialize;
+use serde_norway::Value;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,6 +51,9 @@ pub struct Config {
     pub cpus: Vec<usize>,
     #[serde(default)]
     pub log: Log,
+    /// Where the values came from (the file, the environment, `--set`), for errors.
+    #[serde(skip)]
+    pub sources: Sources,
 }
 
 /// N4 / Sx: PFCP towards SMFs (SGW-C/PGW-C in 4G).
@@ -597,185 +605,1023 @@ fn default_teid_range() -> [u32; 2] {
     [1, 0xffff_ffff]
 }
 
-/// A configuration error: the key path (e.g. `gtpu.n3.ipv4`) and what is wrong.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}: {path}: {message}")]
+/// A configuration error, on one line: where the value came from (the file, with the
+/// line when known; an environment variable; `--set`), the key path, the value and what
+/// is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    pub file: String,
+    /// The file's path, `environment UPFD_...` or `--set`.
+    pub origin: String,
+    /// The line in the file, when known.
+    pub line: Option<usize>,
+    /// The key path (`gtpu.n3.ipv4`, `ue_pools[1].prefix`); empty: the file or variable
+    /// as a whole.
     pub path: String,
     pub message: String,
 }
 
-impl Config {
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: file.clone(),
-            path: "(file)".into(),
-            message: e.to_string(),
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.origin)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Where an override came from (the file's values are named by the file's path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// An environment variable, by its name.
+    Env(String),
+    /// A `--set` flag.
+    Set,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Origin::Env(n) => write!(f, "environment {n}"),
+            Origin::Set => f.write_str("--set"),
+        }
+    }
+}
+
+/// Environment variables with this prefix override keys of the file.
+pub const ENV_PREFIX: &str = "UPFD_";
+
+/// One step of a key path: a map's key or a list's index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// A key path as errors print it: `n4.port`, `ue_pools[1].prefix`.
+fn path_string(segs: &[Seg]) -> String {
+    let mut s = String::new();
+    for g in segs {
+        match g {
+            Seg::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// Key path steps from their text: lower-case keys (`a-z`, `0-9`, `_`), a number
+/// indexing a list; the first a key. None if malformed.
+fn segments<'a>(parts: impl Iterator<Item = &'a str>) -> Option<Vec<Seg>> {
+    let mut v = Vec::new();
+    for p in parts {
+        let ok = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+        if p.is_empty() || !p.bytes().all(ok) {
+            return None;
+        }
+        if p.bytes().all(|b| b.is_ascii_digit()) {
+            v.push(Seg::Index(p.parse().ok()?));
+        } else {
+            v.push(Seg::Key(p.to_string()));
+        }
+    }
+    matches!(v.first(), Some(Seg::Key(_))).then_some(v)
+}
+
+/// A value given for one key besides the file: `UPFD_<PATH>` in the environment or
+/// `--set KEY.PATH=VALUE`. It replaces the key's value in the file's YAML tree (maps on
+/// the way are created) before the tree is read, so every key can be overridden and is
+/// checked as in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// The key path, as errors print it.
+    pub key: String,
+    segs: Vec<Seg>,
+    /// The value as given, read as YAML (`5s`, `[10.0.0.0/8]`, `{ ipv4: 10.0.0.7 }`).
+    pub value: String,
+    pub origin: Origin,
+}
+
+impl Override {
+    /// `UPFD_N4__HEARTBEAT_INTERVAL=5s`: the key path upper-cased, `.` written `__`, a
+    /// list's entry by its index (`UPFD_UE_POOLS__0__PREFIX`).
+    pub fn from_env(name: &str, value: &str) -> Result<Override, ConfigError> {
+        let origin = Origin::Env(name.to_string());
+        let key = name
+            .strip_prefix(ENV_PREFIX)
+            .unwrap_or(name)
+            .to_ascii_lowercase();
+        let segs = segments(key.split("__")).ok_or_else(|| ConfigError {
+            origin: origin.to_string(),
+            line: None,
+            path: String::new(),
+            message: format!(
+                "not a key path: expected {ENV_PREFIX} and the key path upper-cased with `.` as `__`, e.g. UPFD_N4__HEARTBEAT_INTERVAL"
+            ),
         })?;
-        Self::parse(&text, &file)
+        Ok(Override {
+            key: path_string(&segs),
+            segs,
+            value: value.to_string(),
+            origin,
+        })
     }
 
-    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let de = serde_norway::Deserializer::from_str(text);
-        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            ConfigError {
-                file: file.into(),
-                path: if path == "." {
-                    "(top level)".into()
-                } else {
-                    path
-                },
-                message: e.into_inner().to_string(),
-            }
-        })?;
-        cfg.check().map_err(|(path, message)| ConfigError {
-            file: file.into(),
-            path: path.into(),
+    /// `--set n4.heartbeat_interval=5s`; a list's entry by its index
+    /// (`ue_pools[0].prefix=...` or `ue_pools.0.prefix=...`).
+    pub fn from_set(arg: &str) -> Result<Override, ConfigError> {
+        let bad = |message: String| ConfigError {
+            origin: Origin::Set.to_string(),
+            line: None,
+            path: String::new(),
             message,
+        };
+        let Some((key, value)) = arg.split_once('=') else {
+            return Err(bad(format!(
+                "{arg:?}: expected KEY.PATH=VALUE, e.g. n4.heartbeat_interval=5s"
+            )));
+        };
+        let dotted = key.trim().replace('[', ".").replace(']', "");
+        let segs = segments(dotted.split('.')).ok_or_else(|| {
+            bad(format!(
+                "{key:?}: not a key path: expected keys separated by `.`, e.g. n4.heartbeat_interval or ue_pools[0].prefix"
+            ))
         })?;
+        Ok(Override {
+            key: path_string(&segs),
+            segs,
+            value: value.to_string(),
+            origin: Origin::Set,
+        })
+    }
+
+    fn error(&self, message: String) -> ConfigError {
+        ConfigError {
+            origin: self.origin.to_string(),
+            line: None,
+            path: self.key.clone(),
+            message,
+        }
+    }
+
+    /// Put the value into `tree`.
+    fn apply(&self, tree: &mut Value) -> Result<(), ConfigError> {
+        let value: Value = serde_norway::from_str(&self.value).map_err(|e| {
+            self.error(format!(
+                "{:?}: not a YAML value: {}",
+                self.value,
+                yaml_message(&e.to_string())
+            ))
+        })?;
+        let mut cur = tree;
+        for (i, seg) in self.segs.iter().enumerate() {
+            if cur.is_null() && matches!(seg, Seg::Key(_)) {
+                *cur = Value::Mapping(serde_norway::Mapping::new());
+            }
+            let here = match path_string(&self.segs[..i]) {
+                p if p.is_empty() => "the file".to_string(),
+                p => p,
+            };
+            cur = match (seg, cur) {
+                (Seg::Key(k), Value::Mapping(m)) => {
+                    m.entry(Value::String(k.clone())).or_insert(Value::Null)
+                }
+                (Seg::Index(n), Value::Sequence(s)) => {
+                    let len = s.len();
+                    match s.get_mut(*n) {
+                        Some(v) => v,
+                        None => {
+                            return Err(self.error(format!(
+                                "{here} has {len} entries: an index 0-{} (an override replaces an entry, it adds none)",
+                                len.saturating_sub(1)
+                            )))
+                        }
+                    }
+                }
+                (Seg::Key(_), other) => {
+                    return Err(self.error(format!("{here} is {}, not a map", kind(other))))
+                }
+                (Seg::Index(_), other) => {
+                    return Err(self.error(format!("{here} is {}, not a list", kind(other))))
+                }
+            };
+        }
+        *cur = value;
+        Ok(())
+    }
+}
+
+/// The overrides in the environment: every variable whose name begins with `UPFD_`, in
+/// name order.
+pub fn env_overrides() -> Result<Vec<Override>, ConfigError> {
+    let mut vars: Vec<(String, std::ffi::OsString)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+        .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+        .collect();
+    vars.sort();
+    vars.into_iter()
+        .map(|(k, v)| match v.into_string() {
+            Ok(v) => Override::from_env(&k, &v),
+            Err(_) => Err(ConfigError {
+                origin: Origin::Env(k).to_string(),
+                line: None,
+                path: String::new(),
+                message: "the value is not UTF-8".into(),
+            }),
+        })
+        .collect()
+}
+
+/// Where a loaded configuration's values came from: the file, and the overrides in the
+/// order applied (the last of a key wins).
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    pub file: String,
+    pub overrides: Vec<Override>,
+}
+
+impl Sources {
+    /// The override that set `path` (or a key above it), the last one applied; None:
+    /// the file.
+    fn override_of(&self, path: &str) -> Option<&Override> {
+        let below = |a: &str, b: &str| {
+            a.strip_prefix(b)
+                .is_some_and(|r| r.starts_with('.') || r.starts_with('['))
+        };
+        self.overrides
+            .iter()
+            .rev()
+            .find(|o| path == o.key || below(path, &o.key))
+            // A value an override made a map of (`--set n4.port.x=1`).
+            .or_else(|| {
+                self.overrides
+                    .iter()
+                    .rev()
+                    .find(|o| !path.is_empty() && below(&o.key, path))
+            })
+    }
+
+    /// An error about the value at `path`, saying where the value came from.
+    fn error(&self, path: &str, message: String) -> ConfigError {
+        ConfigError {
+            origin: match self.override_of(path) {
+                Some(o) => o.origin.to_string(),
+                None => self.file.clone(),
+            },
+            line: None,
+            path: path.to_string(),
+            message,
+        }
+    }
+}
+
+/// What a YAML value is, for "not a map" and the like.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "empty",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a map",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// A YAML value on one line, as short as it stays readable: strings quoted, lists and
+/// maps in flow style.
+fn show(v: &Value) -> String {
+    let s = match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Sequence(s) => {
+            let items: Vec<String> = s.iter().map(show).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Mapping(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| {
+                    let k = match k {
+                        Value::String(s) => s.clone(),
+                        other => show(other),
+                    };
+                    format!("{k}: {}", show(v))
+                })
+                .collect();
+            format!("{{ {} }}", items.join(", "))
+        }
+        Value::Tagged(t) => format!("{} {}", t.tag, show(&t.value)),
+    };
+    if s.chars().count() > 60 {
+        let cut: String = s.chars().take(57).collect();
+        format!("{cut}...")
+    } else {
+        s
+    }
+}
+
+/// The value at `segs` in `tree`, if there is one.
+fn lookup<'a>(tree: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
+    let mut cur = tree;
+    for g in segs {
+        cur = match (g, cur) {
+            (Seg::Key(k), Value::Mapping(m)) => m.get(k.as_str())?,
+            (Seg::Index(i), Value::Sequence(s)) => s.get(*i)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// A YAML library message without the key path and position it may carry (both are
+/// said once, by the error itself).
+fn yaml_message(m: &str) -> String {
+    let m = m.trim();
+    let digits = |s: &str| s.bytes().take_while(u8::is_ascii_digit).count();
+    if let Some(i) = m.find(" at line ") {
+        let rest = &m[i + " at line ".len()..];
+        let l = digits(rest);
+        if l > 0 {
+            if let Some(rest) = rest[l..].strip_prefix(" column ") {
+                let c = digits(rest);
+                if c > 0 {
+                    return format!("{}{}", &m[..i], &rest[c..]);
+                }
+            }
+        }
+    }
+    m.to_string()
+}
+
+/// The text between `start` and the next `end` in `s`.
+fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let i = s.find(start)? + start.len();
+    let j = s[i..].find(end)?;
+    Some(&s[i..i + j])
+}
+
+const DURATION: &str = "a duration with units: 10s, 500ms, 2m";
+const WHOLE: &str = "a whole number 0-18446744073709551615";
+const IP: &str = "an IP address, e.g. 192.0.2.7 or \"2001:db8::7\"";
+const IPV4: &str = "an IPv4 address, e.g. 192.0.2.7";
+const IPV6: &str = "an IPv6 address, e.g. \"2001:db8::7\"";
+const PREFIX: &str = "a prefix, e.g. 10.45.0.0/16 or \"2001:db8:cafe::/48\"";
+const NAME: &str = "a name (text)";
+const RULE_ID: &str = "an ID, a whole number 1-2147483647";
+const NODE_ID: &str = "an IPv4 or IPv6 address or an FQDN, e.g. upf1.example.org";
+
+/// What a key takes, in words (ranges, units, examples); None for a key not listed.
+fn allowed(path: &str) -> Option<String> {
+    // Indices do not matter: `ue_pools[3].prefix` is `ue_pools[].prefix`.
+    let mut p = String::new();
+    let mut skip = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                p.push('[');
+                skip = true;
+            }
+            ']' => {
+                p.push(']');
+                skip = false;
+            }
+            _ if skip => {}
+            _ => p.push(c),
+        }
+    }
+    let s = match p.as_str() {
+        "node_id" => NODE_ID,
+        "n4.address" | "datapath.protected_addresses[]" => IP,
+        "n4.port" => "a UDP port, 1-65535",
+        "n4.allowed_peers" => "a list of prefixes, e.g. [10.0.0.0/8]",
+        "n4.allowed_peers[]" | "ue_pools[].prefix" => PREFIX,
+        "n4.associate_with" => "a list of IP:port, e.g. [\"10.0.0.2:8805\"]",
+        "n4.associate_with[]" => "IP:port, e.g. \"10.0.0.2:8805\" or \"[2001:db8::2]:8805\"",
+        "n4.heartbeat_interval"
+        | "n4.t1"
+        | "n4.response_cache_ttl"
+        | "n4.graceful_release_period"
+        | "buffering.duration"
+        | "reporting.poll_interval"
+        | "predefined_rules.urrs[].measurement_period" => DURATION,
+        "n4.n1" => "a whole number of retransmissions 0-10",
+        "n4.response_cache_max" => "a whole number of responses 0-18446744073709551615",
+        "n4.strict" => "true or false",
+        "n4.receive_buffer" | "state.journal_limit" => {
+            "a size in octets, a whole number, e.g. 8388608"
+        }
+        "gtpu.n3" | "gtpu.n9" | "network_instances[].n3" | "network_instances[].n9" => {
+            "a map { ipv4, ipv6 }, e.g. { ipv4: 192.0.2.7 }"
+        }
+        "gtpu.n3.ipv4"
+        | "gtpu.n9.ipv4"
+        | "network_instances[].n3.ipv4"
+        | "network_instances[].n9.ipv4" => IPV4,
+        "gtpu.n3.ipv6"
+        | "gtpu.n9.ipv6"
+        | "network_instances[].n3.ipv6"
+        | "network_instances[].n9.ipv6" => IPV6,
+        "gtpu.teid_range" => "[min, max], whole numbers 1-4294967295, at least 1024 TEIDs",
+        "gtpu.teid_range[]" => "a TEID, a whole number 1-4294967295",
+        "ue_pools" => "a list of { network_instance, prefix }",
+        "network_instances" => "a list of { name, n3, n9 }",
+        "ue_pools[].network_instance"
+        | "network_instances[].name"
+        | "predefined_rules.fars[].network_instance"
+        | "predefined_rules.rules[].name" => NAME,
+        "predefined_rules.fars[].id"
+        | "predefined_rules.qers[].id"
+        | "predefined_rules.urrs[].id"
+        | "predefined_rules.rules[].far"
+        | "predefined_rules.rules[].qers[]"
+        | "predefined_rules.rules[].urrs[]" => RULE_ID,
+        "predefined_rules.fars[].action" => "forward or drop",
+        "predefined_rules.fars[].destination_interface" => "access, core, sgi-lan or cp-function",
+        "predefined_rules.qers[].gate_ul" | "predefined_rules.qers[].gate_dl" => "open or closed",
+        "predefined_rules.qers[].mbr_ul_kbps" | "predefined_rules.qers[].mbr_dl_kbps" => {
+            "kbit/s, a whole number 0-18446744073709551615"
+        }
+        "predefined_rules.qers[].qfi" => "a QFI, a whole number 0-63",
+        "predefined_rules.urrs[].measurement_method" => "a list of volume, duration",
+        "predefined_rules.urrs[].measurement_method[]" => "volume or duration",
+        "predefined_rules.urrs[].volume_threshold_bytes" => {
+            "octets, a whole number 0-18446744073709551615"
+        }
+        "predefined_rules.rules[].sdf_filters" => {
+            "a list of IPFilterRules, e.g. [\"permit out ip from any to assigned\"]"
+        }
+        "limits.max_sessions" => "a whole number 1-4294967295",
+        "limits.max_pdrs_per_session"
+        | "limits.max_fars_per_session"
+        | "limits.max_qers_per_session"
+        | "limits.max_urrs_per_session"
+        | "limits.max_sdf_filters_per_pdr"
+        | "buffering.packets_per_session"
+        | "buffering.packets_total"
+        | "datapath.unknown_teid_to_slowpath_per_sec"
+        | "datapath.error_indications_per_sec" => WHOLE,
+        "datapath.mode" => "none or xdp",
+        "datapath.n3_interface" | "datapath.n9_interface" | "datapath.n6_interface" => {
+            "an interface name, e.g. eth1"
+        }
+        "datapath.xdp_attach" => "native or generic",
+        "datapath.protected_addresses" => "a list of IP addresses, e.g. [10.0.0.2]",
+        "api.listen" => "IP:port, e.g. \"127.0.0.1:9100\" or \"0.0.0.0:9100\"",
+        "state.directory" => "a directory path, e.g. /var/lib/upfd",
+        "cpus" => "a list of CPU numbers, e.g. [0, 1]",
+        "cpus[]" => return Some(format!("a CPU number 0-{}", cpus_configured() - 1)),
+        "log.level" => "error, warn, info or debug",
+        _ => return None,
+    };
+    Some(s.to_string())
+}
+
+/// What serde's "expected ..." says, in words of this file (for keys [`allowed`] does
+/// not list).
+fn expected_in_words(raw: &str) -> String {
+    let e = raw.rsplit("expected ").next().unwrap_or(raw).trim();
+    match e {
+        "u8" => "a whole number 0-255".into(),
+        "u16" => "a whole number 0-65535".into(),
+        "u32" => "a whole number 0-4294967295".into(),
+        "u64" | "usize" => WHOLE.into(),
+        "a boolean" => "true or false".into(),
+        "a sequence" => "a list".into(),
+        "a string" => "text".into(),
+        _ if e.starts_with("struct ") || e == "a map" => "a map".into(),
+        _ => e.replace('`', ""),
+    }
+}
+
+/// A deserialising error in words: the key path and the message (value, what is wrong,
+/// what is allowed).
+fn describe(e: &serde_path_to_error::Error<serde_norway::Error>, tree: &Value) -> (String, String) {
+    use serde_path_to_error::Segment;
+    let mut segs: Vec<Seg> = e
+        .path()
+        .iter()
+        .filter_map(|s| match s {
+            Segment::Seq { index } => Some(Seg::Index(*index)),
+            Segment::Map { key } | Segment::Enum { variant: key } => Some(Seg::Key(key.clone())),
+            Segment::Unknown => None,
+        })
+        .collect();
+    let raw = yaml_message(&e.inner().to_string());
+    // The library may start with the path too: say it once.
+    let raw = match raw.split_once(": ") {
+        Some((p, rest)) if p == path_string(&segs) => rest.to_string(),
+        _ => raw,
+    };
+    if let Some(field) = between(&raw, "missing field `", "`") {
+        segs.push(Seg::Key(field.to_string()));
+        let path = path_string(&segs);
+        let want = allowed(&path).unwrap_or_else(|| "a value".into());
+        return (path, format!("missing: required, {want}"));
+    }
+    if let Some(field) = between(&raw, "unknown field `", "`") {
+        if segs.last() != Some(&Seg::Key(field.to_string())) {
+            segs.push(Seg::Key(field.to_string()));
+        }
+        let parent = match path_string(&segs[..segs.len() - 1]) {
+            p if p.is_empty() => "the top level".to_string(),
+            p => p,
+        };
+        let keys: Vec<&str> = raw
+            .split_once("expected")
+            .map(|(_, k)| k.split('`').skip(1).step_by(2).collect())
+            .unwrap_or_default();
+        let message = if keys.is_empty() {
+            format!("unknown key: {parent} has no keys")
+        } else {
+            format!("unknown key: {parent} has {}", keys.join(", "))
+        };
+        return (path_string(&segs), message);
+    }
+    let path = path_string(&segs);
+    let want = allowed(&path).unwrap_or_else(|| expected_in_words(&raw));
+    let Some(value) = lookup(tree, &segs) else {
+        return (path, format!("{raw}: expected {want}"));
+    };
+    let shown = show(value);
+    let number = match value {
+        Value::Number(_) => true,
+        Value::String(s) => s.trim().parse::<f64>().is_ok(),
+        _ => false,
+    };
+    if want == DURATION && number {
+        return (
+            path,
+            format!("{shown}: a duration needs units: 10s, 500ms, 2m"),
+        );
+    }
+    if raw.starts_with("invalid value: integer") {
+        return (path, format!("{shown} is out of range: {want}"));
+    }
+    (path, format!("{shown}: expected {want}"))
+}
+
+/// The CPUs of this machine (configured, online or not).
+fn cpus_configured() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize
+}
+
+/// A duration as the file writes them.
+fn show_duration(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".into()
+    } else {
+        format!("{d:?}")
+    }
+}
+
+impl Config {
+    /// The file alone (no overrides).
+    #[cfg(test)]
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_with(path, &[])
+    }
+
+    /// The file with the overrides applied in order (the environment's first, then
+    /// `--set`'s: the last of a key wins).
+    pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: file.clone(),
+            line: None,
+            path: String::new(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        Self::parse_with(&text, &file, overrides)
+    }
+
+    #[cfg(test)]
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        Self::parse_with(text, file, &[])
+    }
+
+    /// `text` is the file's (named `file` in errors), then the overrides.
+    pub fn parse_with(
+        text: &str,
+        file: &str,
+        overrides: &[Override],
+    ) -> Result<Config, ConfigError> {
+        let sources = Sources {
+            file: file.to_string(),
+            overrides: overrides.to_vec(),
+        };
+        let mut tree: Value = serde_norway::from_str(text).map_err(|e| ConfigError {
+            origin: file.to_string(),
+            line: e.location().map(|l| l.line()),
+            path: String::new(),
+            message: format!("not YAML: {}", yaml_message(&e.to_string())),
+        })?;
+        for o in overrides {
+            o.apply(&mut tree)?;
+        }
+        let mut cfg: Config = serde_path_to_error::deserialize(tree.clone()).map_err(|e| {
+            let (path, message) = describe(&e, &tree);
+            let mut err = sources.error(&path, message);
+            if sources.override_of(&path).is_none() {
+                err.line = file_line(text, &path);
+            }
+            err
+        })?;
+        cfg.check()
+            .map_err(|(path, message)| sources.error(&path, message))?;
+        cfg.sources = sources;
         Ok(cfg)
     }
 
-    /// Checks that need more than one key's type.
-    fn check(&self) -> Result<(), (&'static str, String)> {
+    /// Checks that need more than one key's type; the first error.
+    fn check(&self) -> Result<(), (String, String)> {
+        fn err(path: impl Into<String>, message: String) -> Result<(), (String, String)> {
+            Err((path.into(), message))
+        }
         if self.node_id.trim().is_empty() {
-            return Err(("node_id", "must be an IP address or an FQDN".into()));
+            return err("node_id", format!("{:?}: expected {NODE_ID}", self.node_id));
         }
-        if self.gtpu.n3.ipv4.is_none() && self.gtpu.n3.ipv6.is_none() {
-            return Err(("gtpu.n3", "needs ipv4 or ipv6".into()));
+        if self.n4.address.is_unspecified() {
+            return err(
+                "n4.address",
+                format!(
+                    "{}: expected an address of this host that SMFs reach (it is in UP F-SEIDs), not a wildcard",
+                    self.n4.address
+                ),
+            );
         }
-        if let Some(n9) = &self.gtpu.n9 {
-            if n9.ipv4.is_none() && n9.ipv6.is_none() {
-                return Err(("gtpu.n9", "needs ipv4 or ipv6".into()));
+        if self.n4.port == 0 {
+            return err("n4.port", "0 is out of range: a UDP port, 1-65535".into());
+        }
+        let endpoints = [
+            ("gtpu.n3", Some(&self.gtpu.n3)),
+            ("gtpu.n9", self.gtpu.n9.as_ref()),
+        ];
+        for (key, e) in endpoints {
+            if e.is_some_and(|e| e.ipv4.is_none() && e.ipv6.is_none()) {
+                return err(
+                    key,
+                    "{}: needs ipv4 or ipv6, e.g. { ipv4: 192.0.2.7 }".into(),
+                );
             }
         }
         let [lo, hi] = self.gtpu.teid_range;
-        if lo == 0 || lo > hi {
-            return Err((
+        if lo == 0 || lo > hi || hi - lo < 1023 {
+            return err(
                 "gtpu.teid_range",
-                format!("[{lo}, {hi}] must be [min, max] with 1 <= min <= max"),
-            ));
+                format!(
+                    "[{lo}, {hi}]: expected [min, max] with 1 <= min <= max <= 4294967295 and at least 1024 TEIDs (unpredictable ones)"
+                ),
+            );
         }
-        if hi - lo < 1023 {
-            return Err((
-                "gtpu.teid_range",
-                "must hold at least 1024 TEIDs so that they stay unpredictable".into(),
-            ));
-        }
-        if self.n4.t1.is_zero() {
-            return Err(("n4.t1", "must be more than 0".into()));
-        }
-        if self.n4.heartbeat_interval.is_zero() {
-            return Err(("n4.heartbeat_interval", "must be more than 0".into()));
+        for (key, d) in [
+            ("n4.t1", self.n4.t1),
+            ("n4.heartbeat_interval", self.n4.heartbeat_interval),
+        ] {
+            if d.is_zero() {
+                return err(
+                    key,
+                    format!("{}: expected more than 0, {DURATION}", show_duration(d)),
+                );
+            }
         }
         if self.n4.n1 > 10 {
-            return Err(("n4.n1", "at most 10 retransmissions".into()));
+            return err(
+                "n4.n1",
+                format!(
+                    "{} is out of range: a whole number of retransmissions 0-10",
+                    self.n4.n1
+                ),
+            );
         }
         if self.datapath.mode == DatapathMode::Xdp {
-            if self.datapath.n3_interface.is_none() {
-                return Err(("datapath.n3_interface", "needed with mode: xdp".into()));
-            }
-            if self.datapath.n6_interface.is_none() {
-                return Err(("datapath.n6_interface", "needed with mode: xdp".into()));
+            for (key, i) in [
+                ("datapath.n3_interface", &self.datapath.n3_interface),
+                ("datapath.n6_interface", &self.datapath.n6_interface),
+            ] {
+                if i.is_none() {
+                    return err(
+                        key,
+                        "missing: required with datapath.mode xdp, an interface name, e.g. eth1"
+                            .into(),
+                    );
+                }
             }
         }
         if self.reporting.poll_interval < Duration::from_millis(10) {
-            return Err(("reporting.poll_interval", "at least 10ms".into()));
+            return err(
+                "reporting.poll_interval",
+                format!(
+                    "{}: expected at least 10ms, {DURATION}",
+                    show_duration(self.reporting.poll_interval)
+                ),
+            );
         }
         if self.buffering.packets_per_session > self.buffering.packets_total {
-            return Err((
+            return err(
                 "buffering.packets_per_session",
-                "more than buffering.packets_total".into(),
-            ));
+                format!(
+                    "{}: expected at most buffering.packets_total ({})",
+                    self.buffering.packets_per_session, self.buffering.packets_total
+                ),
+            );
         }
-        if self.limits.max_sessions == 0 {
-            return Err(("limits.max_sessions", "must be more than 0".into()));
+        let m = self.limits.max_sessions;
+        if m == 0 || m > u32::MAX as usize {
+            return err(
+                "limits.max_sessions",
+                format!("{m} is out of range: a whole number 1-4294967295"),
+            );
         }
-        // SAFETY: sysconf has no preconditions.
-        let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
-        if let Some(c) = self.cpus.iter().find(|c| **c >= configured) {
-            return Err((
-                "cpus",
-                format!("CPU {c}: this machine has CPUs 0 to {}", configured - 1),
-            ));
+        let configured = cpus_configured();
+        if let Some((i, c)) = self
+            .cpus
+            .iter()
+            .enumerate()
+            .find(|(_, c)| **c >= configured)
+        {
+            return err(
+                format!("cpus[{i}]"),
+                format!(
+                    "{c} is out of range: a CPU number 0-{} (this machine's)",
+                    configured - 1
+                ),
+            );
         }
-        for p in &self.ue_pools {
+        for (i, p) in self.ue_pools.iter().enumerate() {
+            let key = format!("ue_pools[{i}].prefix");
             let too_small = match p.prefix {
                 IpNet::V4(n) => n.prefix_len() > 30,
                 IpNet::V6(n) => n.prefix_len() > 126,
             };
             if too_small {
-                return Err((
-                    "ue_pools[].prefix",
-                    format!("{} leaves no room for UE addresses", p.prefix),
-                ));
+                return err(
+                    key,
+                    format!(
+                        "{}: leaves no room for UE addresses: expected an IPv4 prefix of /30 or shorter, IPv6 /126 or shorter",
+                        p.prefix
+                    ),
+                );
+            }
+            for (j, q) in self.ue_pools[..i].iter().enumerate() {
+                let (a, b) = (p.prefix.trunc(), q.prefix.trunc());
+                if a.contains(&b.network()) || b.contains(&a.network()) {
+                    return err(
+                        key,
+                        format!(
+                            "{}: overlaps ue_pools[{j}].prefix {}: UE pools must not overlap, in one network instance or across (the data path finds a session by its UE address alone)",
+                            p.prefix, q.prefix
+                        ),
+                    );
+                }
+                if p.network_instance == q.network_instance
+                    && p.prefix.addr().is_ipv4() == q.prefix.addr().is_ipv4()
+                {
+                    return err(
+                        key,
+                        format!(
+                            "{}: network instance {:?} has an {} pool already (ue_pools[{j}]): one prefix per IP version and network instance",
+                            p.prefix,
+                            p.network_instance,
+                            if p.prefix.addr().is_ipv4() { "IPv4" } else { "IPv6" }
+                        ),
+                    );
+                }
             }
         }
         for (i, n) in self.network_instances.iter().enumerate() {
             if n.name.trim().is_empty() {
-                return Err(("network_instances[].name", "must not be empty".into()));
+                return err(
+                    format!("network_instances[{i}].name"),
+                    format!("{:?}: expected a name (text), not empty", n.name),
+                );
             }
-            if self.network_instances[..i].iter().any(|m| m.name == n.name) {
-                return Err((
-                    "network_instances[].name",
-                    format!("{:?} is named twice", n.name),
-                ));
+            if let Some(j) = self.network_instances[..i]
+                .iter()
+                .position(|m| m.name == n.name)
+            {
+                return err(
+                    format!("network_instances[{i}].name"),
+                    format!("{:?}: named twice (network_instances[{j}] too)", n.name),
+                );
             }
-            for e in [&n.n3, &n.n9].into_iter().flatten() {
-                if e.ipv4.is_none() && e.ipv6.is_none() {
-                    return Err((
-                        "network_instances[].n3/n9",
-                        format!("{:?}: needs ipv4 or ipv6", n.name),
-                    ));
+            for (side, e) in [("n3", &n.n3), ("n9", &n.n9)] {
+                if e.as_ref()
+                    .is_some_and(|e| e.ipv4.is_none() && e.ipv6.is_none())
+                {
+                    return err(
+                        format!("network_instances[{i}].{side}"),
+                        "{}: needs ipv4 or ipv6, e.g. { ipv4: 192.0.2.7 }".into(),
+                    );
                 }
             }
         }
-        self.predefined_rules
-            .build()
-            .map_err(|e| ("predefined_rules", e))?;
+        for (a, key) in self.gtpu_addresses() {
+            if a.is_unspecified() {
+                return err(
+                    key,
+                    format!("{a}: expected an address of this host that gNBs and UPFs reach (it is in F-TEIDs), not a wildcard"),
+                );
+            }
+        }
+        if let Err(e) = self.predefined_rules.build() {
+            return err("predefined_rules", e);
+        }
         let addrs = self.gtpu_addresses();
         for v4 in [true, false] {
             let n = addrs.iter().filter(|(a, _)| a.is_ipv4() == v4).count();
             if n > upf::abi::MAX_LOCAL_ADDRS as usize {
-                return Err((
+                return err(
                     "network_instances",
                     format!(
                         "{n} distinct GTP-U {} addresses (gtpu and network_instances); the data path takes {}",
                         if v4 { "IPv4" } else { "IPv6" },
                         upf::abi::MAX_LOCAL_ADDRS
                     ),
-                ));
+                );
             }
         }
         let protected = self.protected_addresses();
         for v4 in [true, false] {
             let n = protected.iter().filter(|a| a.is_ipv4() == v4).count();
             if n > upf::abi::MAX_PROTECTED_ADDRS as usize {
-                return Err((
+                return err(
                     "datapath.protected_addresses",
                     format!(
                         "{n} distinct {} addresses with n4.address and api.listen; the data path takes {}",
                         if v4 { "IPv4" } else { "IPv6" },
                         upf::abi::MAX_PROTECTED_ADDRS
                     ),
-                ));
+                );
             }
         }
         if !["error", "warn", "info", "debug"].contains(&self.log.level.as_str()) {
-            return Err((
+            return err(
                 "log.level",
-                format!(
-                    "{:?} is not one of error, warn, info, debug",
-                    self.log.level
-                ),
-            ));
+                format!("{:?}: expected error, warn, info or debug", self.log.level),
+            );
         }
         Ok(())
     }
 
+    /// What can be checked on this host (this network namespace) without starting, each
+    /// problem once: the interfaces the data path goes on exist; the addresses upfd
+    /// binds are this host's (N4, the API unless a wildcard, with `datapath.mode: xdp`
+    /// the GTP-U ones); the state directory is writable or can be created. `check-config`
+    /// runs these after the file's checks, and so does the start, before anything else.
+    pub fn check_host(&self) -> Vec<ConfigError> {
+        let mut errs: Vec<(String, String)> = Vec::new();
+        let xdp = self.datapath.mode == DatapathMode::Xdp;
+        if xdp {
+            let d = &self.datapath;
+            for (key, name) in [
+                ("datapath.n3_interface", &d.n3_interface),
+                ("datapath.n9_interface", &d.n9_interface),
+                ("datapath.n6_interface", &d.n6_interface),
+            ] {
+                if let Some(Err(m)) = name.as_deref().map(interface_exists) {
+                    errs.push((key.into(), m));
+                }
+            }
+        }
+        if let Err(m) = is_local(self.n4.address) {
+            errs.push(("n4.address".into(), m));
+        }
+        if let Some(a) = self.api.listen {
+            if let Err(m) = is_local(a.ip()) {
+                errs.push(("api.listen".into(), m));
+            }
+        }
+        if xdp {
+            for (a, key) in self.gtpu_addresses() {
+                if let Err(m) = is_local(a) {
+                    errs.push((key, m));
+                }
+            }
+        }
+        if let Some(d) = &self.state.directory {
+            if let Err(m) = writable_dir(d) {
+                errs.push(("state.directory".into(), m));
+            }
+        }
+        errs.into_iter()
+            .map(|(p, m)| self.sources.error(&p, m))
+            .collect()
+    }
+}
+
+/// The line of the file where reading the file alone fails at `path`, if it does.
+fn file_line(text: &str, path: &str) -> Option<usize> {
+    let de = serde_norway::Deserializer::from_str(text);
+    let e = serde_path_to_error::deserialize::<_, Config>(de).err()?;
+    if e.inner().to_string().contains("missing field") {
+        // The line would be the map's, not the key's.
+        return None;
+    }
+    let tree: Value = serde_norway::from_str(text).ok()?;
+    (describe(&e, &tree).0 == path)
+        .then(|| e.inner().location().map(|l| l.line()))
+        .flatten()
+}
+
+/// Whether a network interface of this name is in this network namespace.
+fn interface_exists(name: &str) -> Result<(), String> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| format!("{name:?}: expected an interface name, e.g. eth1"))?;
+    // SAFETY: if_nametoindex reads a NUL-terminated string we own.
+    if unsafe { libc::if_nametoindex(c.as_ptr()) } != 0 {
+        return Ok(());
+    }
+    let mut here: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    here.sort();
+    Err(format!(
+        "{name:?}: no such network interface here; this network namespace has {}",
+        here.join(", ")
+    ))
+}
+
+/// Whether `a` is an address of this host (of this network namespace), or a wildcard:
+/// a UDP socket binds to it (port 0) or fails with EADDRNOTAVAIL.
+fn is_local(a: IpAddr) -> Result<(), String> {
+    match std::net::UdpSocket::bind(SocketAddr::new(a, 0)) {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => Err(format!(
+            "{a}: not an address of this host: no interface in this network namespace has it (ip address)"
+        )),
+        Err(e) => Err(format!("{a}: cannot be bound here: {e}")),
+    }
+}
+
+/// Whether `d` is a directory this process can write in, or can be created (its
+/// nearest existing ancestor is such a directory).
+fn writable_dir(d: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut p = d;
+    loop {
+        let here = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        match std::fs::metadata(here) {
+            Ok(m) if m.is_dir() => {
+                let c = std::ffi::CString::new(here.as_os_str().as_bytes())
+                    .map_err(|_| format!("{:?}: expected a directory path", d))?;
+                // SAFETY: access reads a NUL-terminated string we own.
+                if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+                    return Ok(());
+                }
+                let e = std::io::Error::last_os_error();
+                return Err(if here == d {
+                    format!("{:?}: expected a directory upfd can write in: {e}", d)
+                } else {
+                    format!(
+                        "{:?}: does not exist and cannot be created: {} is not writable: {e}",
+                        d,
+                        here.display()
+                    )
+                });
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "{:?}: expected a directory: {} is not one",
+                    d,
+                    here.display()
+                ))
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            {
+                match p.parent() {
+                    Some(up) => p = up,
+                    None => return Err(format!("{:?}: {e}", d)),
+                }
+            }
+            Err(e) => return Err(format!("{:?}: {e}", d)),
+        }
+    }
+}
+
+impl Config {
     /// The addresses besides our GTP-U ones that uplink user traffic must not reach:
     /// N4's, the API's (unless it listens on a wildcard address) and
     /// `datapath.protected_addresses`, each once.
@@ -812,12 +1658,12 @@ impl Config {
         if let Some(e) = &self.gtpu.n9 {
             add(e, "gtpu.n9");
         }
-        for n in &self.network_instances {
+        for (i, n) in self.network_instances.iter().enumerate() {
             if let Some(e) = &n.n3 {
-                add(e, &format!("network_instances[{}].n3", n.name));
+                add(e, &format!("network_instances[{i}].n3"));
             }
             if let Some(e) = &n.n9 {
-                add(e, &format!("network_instances[{}].n9", n.name));
+                add(e, &format!("network_instances[{i}].n9"));
             }
         }
         v
@@ -927,7 +1773,7 @@ ue_pools:
         assert_eq!(c.cpus, [0]);
         let e = err(&format!("{GOOD}cpus: [100000]\n"));
         assert!(
-            e.contains("cpus: CPU 100000: this machine has CPUs 0 to"),
+            e.starts_with("t.yaml: cpus[0]: 100000 is out of range: a CPU number 0-"),
             "{e}"
         );
         let e = err(&format!("{GOOD}state: {{ dir: /x }}\n"));
@@ -968,7 +1814,7 @@ ue_pools:
         let e = err(&format!("{text}  - {{ name: ims }}\n"));
         assert_eq!(
             e,
-            "t.yaml: network_instances[].name: \"ims\" is named twice"
+            "t.yaml: network_instances[2].name: \"ims\": named twice (network_instances[1] too)"
         );
         let mut many = format!("{GOOD}network_instances:\n");
         for i in 1..=4 {
@@ -1016,6 +1862,8 @@ ue_pools:
     fn the_example_file_is_valid_and_announces_what_it_configures() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config/upfd.yaml");
         let c = Config::load(Path::new(path)).unwrap();
+        // The README's /metrics answers with the example as it is.
+        assert_eq!(c.api.listen, Some("127.0.0.7:9100".parse().unwrap()));
         let p = c.predefined_rules.build().unwrap();
         assert_eq!(p.rules().len(), 2);
         use pfcp::ie::up_function_features as f;
@@ -1048,30 +1896,351 @@ ue_pools:
         );
     }
 
+    /// The first error of `text` with the environment variables `env` and the flags
+    /// `set` (as upfd takes them: the environment's first, then the flags').
+    fn first_error(text: &str, env: &[(&str, &str)], set: &[&str]) -> String {
+        let overrides: Result<Vec<Override>, ConfigError> = env
+            .iter()
+            .map(|(k, v)| Override::from_env(k, v))
+            .chain(set.iter().map(|a| Override::from_set(a)))
+            .collect();
+        let e = match overrides {
+            Ok(o) => Config::parse_with(text, "t.yaml", &o).unwrap_err(),
+            Err(e) => e,
+        };
+        e.to_string()
+    }
+
+    /// A broken file, the environment's overrides, --set's, the error line.
+    type Case = (
+        String,
+        Vec<(&'static str, &'static str)>,
+        Vec<&'static str>,
+        String,
+    );
+
+    const N4_KEYS: &str = "address, port, allowed_peers, associate_with, heartbeat_interval, t1, n1, response_cache_ttl, response_cache_max, graceful_release_period, strict, receive_buffer";
+
+    /// Broken configurations: each gives exactly one line, naming where the value came
+    /// from, the key path, the value and what is allowed (range, units, choices).
     #[test]
-    fn errors_name_the_key() {
-        let e = err(&GOOD.replace("10.10.0.7", "10.10.0.300"));
-        assert!(e.starts_with("t.yaml: gtpu.n3.ipv4: "), "{e}");
-        let e = err(&GOOD.replace("heartbeat_interval: 5s", "heartbeat_intervall: 5s"));
-        assert!(
-            e.contains("n4.heartbeat_intervall") && e.contains("unknown field"),
-            "{e}"
+    fn every_error_is_one_line_with_the_key_the_value_and_what_is_allowed() {
+        let with = |extra: &str| format!("{GOOD}{extra}");
+        let port = GOOD.replace(
+            "  address: 127.0.0.7\n",
+            "  address: 127.0.0.7\n  port: 70000\n",
         );
-        let e = err(&GOOD.replace("5s", "five"));
-        assert!(e.starts_with("t.yaml: n4.heartbeat_interval: "), "{e}");
-        let e = err(&GOOD.replace("10.45.0.0/16", "10.45.0.0/33"));
-        assert!(e.starts_with("t.yaml: ue_pools[0].prefix: "), "{e}");
-        let e = err(&GOOD.replace("n3: { ipv4: 10.10.0.7 }", "n3: {}"));
-        assert_eq!(e, "t.yaml: gtpu.n3: needs ipv4 or ipv6");
-        let e = err(&GOOD.replace(
-            "n3: { ipv4: 10.10.0.7 }",
-            "n3: { ipv4: 10.10.0.7 }\n  teid_range: [5, 1]",
-        ));
+        let cases: Vec<Case> = vec![
+            (
+                port,
+                vec![],
+                vec![],
+                "t.yaml:5: n4.port: 70000 is out of range: a UDP port, 1-65535".into(),
+            ),
+            (
+                GOOD.replace("10.10.0.7", "10.10.0.300"),
+                vec![],
+                vec![],
+                "t.yaml:8: gtpu.n3.ipv4: \"10.10.0.300\": expected an IPv4 address, e.g. 192.0.2.7".into(),
+            ),
+            (
+                GOOD.replace("heartbeat_interval: 5s", "heartbeat_interval: 10"),
+                vec![],
+                vec![],
+                "t.yaml:6: n4.heartbeat_interval: 10: a duration needs units: 10s, 500ms, 2m".into(),
+            ),
+            (
+                GOOD.replace("heartbeat_interval: 5s", "heartbeat_interval: five"),
+                vec![],
+                vec![],
+                "t.yaml:6: n4.heartbeat_interval: \"five\": expected a duration with units: 10s, 500ms, 2m".into(),
+            ),
+            (
+                GOOD.replace("heartbeat_interval: 5s", "heartbeat_intervall: 5s"),
+                vec![],
+                vec![],
+                format!("t.yaml:6: n4.heartbeat_intervall: unknown key: n4 has {N4_KEYS}"),
+            ),
+            (
+                GOOD.replace("[127.0.0.0/8]", "127.0.0.0/8"),
+                vec![],
+                vec![],
+                "t.yaml:5: n4.allowed_peers: \"127.0.0.0/8\": expected a list of prefixes, e.g. [10.0.0.0/8]".into(),
+            ),
+            (
+                GOOD.replace("10.45.0.0/16", "10.45.0.0/33"),
+                vec![],
+                vec![],
+                "t.yaml:10: ue_pools[0].prefix: \"10.45.0.0/33\": expected a prefix, e.g. 10.45.0.0/16 or \"2001:db8:cafe::/48\"".into(),
+            ),
+            (
+                with("datapath: { mode: xdp, n3_interface: eth1 }\n"),
+                vec![],
+                vec![],
+                "t.yaml: datapath.n6_interface: missing: required with datapath.mode xdp, an interface name, e.g. eth1".into(),
+            ),
+            (
+                with("datapath: { mode: xdpp }\n"),
+                vec![],
+                vec![],
+                "t.yaml:11: datapath.mode: \"xdpp\": expected none or xdp".into(),
+            ),
+            (
+                GOOD.replace("node_id: upf.example.org\n", ""),
+                vec![],
+                vec![],
+                "t.yaml: node_id: missing: required, an IPv4 or IPv6 address or an FQDN, e.g. upf1.example.org".into(),
+            ),
+            (
+                with("  - { network_instance: ims, prefix: 10.45.128.0/17 }\n"),
+                vec![],
+                vec![],
+                "t.yaml: ue_pools[1].prefix: 10.45.128.0/17: overlaps ue_pools[0].prefix 10.45.0.0/16: UE pools must not overlap, in one network instance or across (the data path finds a session by its UE address alone)".into(),
+            ),
+            (
+                with("  - { network_instance: internet, prefix: 10.46.0.0/16 }\n"),
+                vec![],
+                vec![],
+                "t.yaml: ue_pools[1].prefix: 10.46.0.0/16: network instance \"internet\" has an IPv4 pool already (ue_pools[0]): one prefix per IP version and network instance".into(),
+            ),
+            (
+                GOOD.replace("  n3: { ipv4: 10.10.0.7 }\n", "  n3: { ipv4: 10.10.0.7 }\n  teid_range: [5, 1]\n"),
+                vec![],
+                vec![],
+                "t.yaml: gtpu.teid_range: [5, 1]: expected [min, max] with 1 <= min <= max <= 4294967295 and at least 1024 TEIDs (unpredictable ones)".into(),
+            ),
+            (
+                with("limits: { max_sessions: -1 }\n"),
+                vec![],
+                vec![],
+                "t.yaml:11: limits.max_sessions: -1 is out of range: a whole number 1-4294967295".into(),
+            ),
+            (
+                with("log: { level: loud }\n"),
+                vec![],
+                vec![],
+                "t.yaml: log.level: \"loud\": expected error, warn, info or debug".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![("UPFD_N4__PORT", "abc")],
+                vec![],
+                "environment UPFD_N4__PORT: n4.port: \"abc\": expected a UDP port, 1-65535".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![("UPFD_N4__N1", "11")],
+                vec![],
+                "environment UPFD_N4__N1: n4.n1: 11 is out of range: a whole number of retransmissions 0-10".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![("UPFD_API__LISTNE", "127.0.0.1:9100")],
+                vec![],
+                "environment UPFD_API__LISTNE: api.listne: unknown key: api has listen".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![("UPFD_N4____PORT", "1")],
+                vec![],
+                "environment UPFD_N4____PORT: not a key path: expected UPFD_ and the key path upper-cased with `.` as `__`, e.g. UPFD_N4__HEARTBEAT_INTERVAL".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![],
+                vec!["n4.t1=10"],
+                "--set: n4.t1: 10: a duration needs units: 10s, 500ms, 2m".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![],
+                vec!["n4.t1"],
+                "--set: \"n4.t1\": expected KEY.PATH=VALUE, e.g. n4.heartbeat_interval=5s".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![],
+                vec!["n4.allowed_peers=[10.0.0.0/8"],
+                "--set: n4.allowed_peers: \"[10.0.0.0/8\": not a YAML value: did not find expected ',' or ']', while parsing a flow sequence".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![],
+                vec!["n4.heartbeat_interval.x=1"],
+                "--set: n4.heartbeat_interval.x: n4.heartbeat_interval is a string, not a map".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![],
+                vec!["ue_pools[1].prefix=10.47.0.0/16"],
+                "--set: ue_pools[1].prefix: ue_pools has 1 entries: an index 0-0 (an override replaces an entry, it adds none)".into(),
+            ),
+            (
+                GOOD.to_string(),
+                vec![("UPFD_N4__PORT", "9000")],
+                vec!["n4.port=0"],
+                "--set: n4.port: 0 is out of range: a UDP port, 1-65535".into(),
+            ),
+            (
+                "node_id: x\nn4: [\n".into(),
+                vec![],
+                vec![],
+                "t.yaml:3: not YAML: did not find expected node content, while parsing a flow node".into(),
+            ),
+        ];
+        assert!(cases.len() >= 12);
+        for (text, env, set, want) in cases {
+            let got = first_error(&text, &env, &set);
+            assert_eq!(got, want, "for {env:?} {set:?} over:\n{text}");
+            assert!(!got.contains('\n'), "{got}");
+        }
+    }
+
+    #[test]
+    fn overrides_replace_any_key_the_flags_win_over_the_environment() {
+        let o = |env: &[(&str, &str)], set: &[&str]| -> Config {
+            let v: Vec<Override> = env
+                .iter()
+                .map(|(k, v)| Override::from_env(k, v).unwrap())
+                .chain(set.iter().map(|a| Override::from_set(a).unwrap()))
+                .collect();
+            Config::parse_with(GOOD, "t.yaml", &v).unwrap()
+        };
+        assert_eq!(o(&[], &[]).n4.port, 8805);
+        assert_eq!(o(&[("UPFD_N4__PORT", "9000")], &[]).n4.port, 9000);
+        assert_eq!(
+            o(&[("UPFD_N4__PORT", "9000")], &["n4.port=9001"]).n4.port,
+            9001
+        );
+        let c = o(
+            &[
+                ("UPFD_N4__HEARTBEAT_INTERVAL", "7s"),
+                ("UPFD_API__LISTEN", "0.0.0.0:9100"),
+                ("UPFD_N4__ALLOWED_PEERS", "[10.0.0.0/8, 192.0.2.0/24]"),
+                ("UPFD_DATAPATH__MODE", "xdp"),
+                ("UPFD_DATAPATH__N3_INTERFACE", "eth1"),
+                ("UPFD_DATAPATH__N6_INTERFACE", "eth2"),
+            ],
+            &[
+                "ue_pools[0].prefix=10.50.0.0/16",
+                "gtpu.n9={ ipv4: 10.10.0.9 }",
+            ],
+        );
+        assert_eq!(c.n4.heartbeat_interval, Duration::from_secs(7));
+        assert_eq!(c.api.listen, Some("0.0.0.0:9100".parse().unwrap()));
+        assert_eq!(c.n4.allowed_peers.len(), 2);
+        assert_eq!(c.datapath.mode, DatapathMode::Xdp);
+        assert_eq!(c.datapath.n6_interface.as_deref(), Some("eth2"));
+        assert_eq!(c.ue_pools[0].prefix.to_string(), "10.50.0.0/16");
+        assert_eq!(
+            c.gtpu.n9.as_ref().and_then(|e| e.ipv4),
+            Some(Ipv4Addr::new(10, 10, 0, 9))
+        );
+        assert_eq!(c.sources.overrides.len(), 8);
+        // The same key in both forms.
+        let a = Override::from_set("ue_pools.0.prefix=x").unwrap();
+        let b = Override::from_env("UPFD_UE_POOLS__0__PREFIX", "x").unwrap();
+        assert_eq!(
+            (a.key.as_str(), b.key.as_str()),
+            ("ue_pools[0].prefix", "ue_pools[0].prefix")
+        );
+        // An empty value unsets an optional key.
+        assert_eq!(o(&[("UPFD_API__LISTEN", "")], &[]).api.listen, None);
+    }
+
+    #[test]
+    fn an_error_names_the_override_that_set_the_key_or_one_above_it() {
+        let e = first_error(GOOD, &[("UPFD_N4", "{ address: 127.0.0.7, port: 0 }")], &[]);
         assert_eq!(
             e,
-            "t.yaml: gtpu.teid_range: [5, 1] must be [min, max] with 1 <= min <= max"
+            "environment UPFD_N4: n4.port: 0 is out of range: a UDP port, 1-65535"
         );
-        let e = err(&GOOD.replace("node_id: upf.example.org\n", ""));
-        assert!(e.contains("missing field `node_id`"), "{e}");
+        // The file's error, not the override's, when the override is elsewhere.
+        let e = first_error(
+            &GOOD.replace("heartbeat_interval: 5s", "heartbeat_interval: 5"),
+            &[("UPFD_N4__PORT", "9000")],
+            &["n4.t1=1s"],
+        );
+        assert_eq!(
+            e,
+            "t.yaml:6: n4.heartbeat_interval: 5: a duration needs units: 10s, 500ms, 2m"
+        );
+    }
+
+    #[test]
+    fn host_checks_name_the_key_and_where_it_came_from() {
+        // Nothing here but loopback is sure to exist: 127.0.0.7 is local (127/8), and
+        // TEST-NET-3 addresses are taken to be nobody's here.
+        let text = format!("{GOOD}datapath: {{ mode: xdp, n3_interface: lo, n6_interface: lo }}\n")
+            .replace("10.10.0.7", "127.0.0.7");
+        let c = Config::parse(&text, "t.yaml").unwrap();
+        assert_eq!(c.check_host(), []);
+        let set = Override::from_set("datapath.n6_interface=upfd-nonesuch0").unwrap();
+        let c = Config::parse_with(&text, "t.yaml", &[set]).unwrap();
+        let errs: Vec<String> = c.check_host().iter().map(|e| e.to_string()).collect();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("--set: datapath.n6_interface: \"upfd-nonesuch0\": no such network interface here; this network namespace has "),
+            "{errs:?}"
+        );
+        if std::net::UdpSocket::bind("203.0.113.77:0").is_err() {
+            let text = format!("{text}api: {{ listen: \"203.0.113.77:9100\" }}\n");
+            let c = Config::parse(&text, "t.yaml").unwrap();
+            let errs: Vec<String> = c.check_host().iter().map(|e| e.to_string()).collect();
+            assert_eq!(
+                errs,
+                ["t.yaml: api.listen: 203.0.113.77: not an address of this host: no interface in this network namespace has it (ip address)"]
+            );
+        }
+    }
+
+    #[test]
+    fn the_state_directory_must_be_writable_or_creatable() {
+        let d = std::env::temp_dir().join(format!("upfd-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        assert_eq!(writable_dir(&d), Ok(()));
+        assert_eq!(
+            writable_dir(&d.join("a/b")),
+            Ok(()),
+            "created when upfd starts"
+        );
+        let f = d.join("file");
+        std::fs::write(&f, "").unwrap();
+        assert_eq!(
+            writable_dir(&f.join("x")),
+            Err(format!(
+                "{:?}: expected a directory: {} is not one",
+                f.join("x"),
+                f.display()
+            ))
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = err(&GOOD.replace("n3: { ipv4: 10.10.0.7 }", "n3: {}"));
+        assert_eq!(
+            e,
+            "t.yaml: gtpu.n3: {}: needs ipv4 or ipv6, e.g. { ipv4: 192.0.2.7 }"
+        );
+        let e = err(&GOOD.replace("address: 127.0.0.7", "address: 0.0.0.0"));
+        assert_eq!(
+            e,
+            "t.yaml: n4.address: 0.0.0.0: expected an address of this host that SMFs reach (it is in UP F-SEIDs), not a wildcard"
+        );
+        let e = err(&format!("{GOOD}reporting: {{ poll_interval: 1ms }}\n"));
+        assert_eq!(
+            e,
+            "t.yaml: reporting.poll_interval: 1ms: expected at least 10ms, a duration with units: 10s, 500ms, 2m"
+        );
+        let e = err("");
+        assert_eq!(
+            e,
+            "t.yaml: node_id: missing: required, an IPv4 or IPv6 address or an FQDN, e.g. upf1.example.org"
+        );
+        // Pools of different network instances and IP versions: fine.
+        let ok = format!("{GOOD}  - {{ network_instance: internet, prefix: \"2001:db8::/48\" }}\n  - {{ network_instance: ims, prefix: 10.46.0.0/16 }}\n");
+        Config::parse(&ok, "t.yaml").unwrap();
     }
 }
