@@ -58,4 +58,5 @@ fi
 if [[ -x "$repo/scripts/pfcpsim.sh" ]]; then
   "$repo/scripts/pfcpsim.sh"
 fi
+"$repo/scripts/ops-tools.sh"  # helm, kubeconform and schemas, promtool, hadolint (deploy/)
 echo "deps: ok"
