@@ -3,8 +3,9 @@
 # and upfbench, then `upfbench capacity --profile quick` (about a minute): brings up the
 # lab of network namespaces, measures this machine's limits, starts upfd, establishes
 # 4000 sessions over PFCP, runs the carrier capacity test, a no-drop search and latency,
-# a ping and iperf3 through upfd, prints the tables and where the HTML report is, and
-# removes the lab. Extra arguments go to `upfbench capacity` (see --help).
+# a ping and iperf3 through upfd (from a UE of the gNB/UE emulator), prints the tables
+# and where the report is (text, report.json and report.html, ping and iperf3 included),
+# and removes the lab. Extra arguments go to `upfbench capacity` (see --help).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

@@ -12,7 +12,7 @@ cd "$repo"
 APT_PACKAGES=(
   build-essential pkg-config m4 curl ca-certificates git
   clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool linux-libc-dev
-  iproute2 iputils-ping iperf3 tshark ethtool procps
+  iproute2 iputils-ping iperf3 tshark ethtool procps chromium
   fonts-dejavu-core  # the text of upfbench's report charts
   python3 python3-venv python3-pip
 )

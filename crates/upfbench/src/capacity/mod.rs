@@ -1,4 +1,5 @@
-//! `upfbench capacity`: the operator capacity test of BENCHMARKS.md on one machine, with
+//! `upfbench capacity`: the operator capacity test of ../shared/design/BENCHMARKS.md
+//! (results of this repository's runs: docs/benchmarks.md) on one machine, with
 //! the machine's own limits measured in the same run.
 //!
 //! One run, in the lab (`upfbench::lab`):
@@ -17,7 +18,8 @@
 //! 8. a ping and iperf3 TCP through the UPF from a UE of the gNB/UE emulator.
 //!
 //! It prints the tables with every figure as a ratio of the run's limits, and writes
-//! report.json, PNG charts and report.html (`upfbench::report`).
+//! report.json, PNG charts and report.html (`upfbench::report`); the ping and iperf3
+//! results are sections of the same report.
 
 pub mod models;
 pub mod rig;
@@ -47,7 +49,8 @@ pub enum Profile {
     Smoke,
     /// About a minute: the demo.
     Quick,
-    /// Everything of BENCHMARKS.md, up to 1M sessions: tens of minutes.
+    /// Every step, every packet size and model, up to 1M sessions: tens of minutes (the
+    /// runs of docs/benchmarks.md).
     Full,
 }
 
@@ -630,16 +633,37 @@ pub fn bench(
         m.notes.extend(rig.notes());
     }
 
-    // 8. What a phone's apps see: ping and iperf3 through the UPF.
+    // 8. What a phone's apps see: ping and iperf3 through the UPF, into the report.
     rig.close().context("detaching the sinks")?;
     let mut check_lines = Vec::new();
     if !args.no_check {
         progress.step("ping and iperf3 through the UPF");
         let ue = smf.smf.sessions().iter().find_map(UeSession::from_session);
-        match ue.map(|u| check_with_tools(lab, u)) {
-            Some(Ok(lines)) => check_lines = lines,
-            Some(Err(e)) => check_lines.push(format!("ping/iperf3 check failed: {e:#}")),
-            None => {}
+        let dn = addr::DN_N6.to_string();
+        match ue {
+            Some(u) => {
+                let from = u.ue_ip.map_or_else(|| "-".to_string(), |ip| ip.to_string());
+                match check_with_tools(lab, u) {
+                    Ok((ping, iperf3)) => {
+                        r.ping = Some(ping);
+                        r.iperf3 = iperf3;
+                    }
+                    Err(e) => {
+                        r.ping = Some(report::PingResult::failed(
+                            &from,
+                            &dn,
+                            format!("ping/iperf3 check failed: {e:#}"),
+                        ))
+                    }
+                }
+            }
+            None => {
+                r.ping = Some(report::PingResult::failed(
+                    "-",
+                    &dn,
+                    "no session with an IPv4 UE and an uplink F-TEID to ping from",
+                ))
+            }
         }
     }
     if let Some(u) = &upfd {
@@ -744,7 +768,10 @@ fn percentiles(l: &bench_bpf::Percentiles) -> report::Percentiles {
 }
 
 /// Ping and iperf3 TCP (3 s each way) from one UE through the UPF to the data network.
-fn check_with_tools(lab: &Lab, ue: UeSession) -> anyhow::Result<Vec<String>> {
+fn check_with_tools(
+    lab: &Lab,
+    ue: UeSession,
+) -> anyhow::Result<(report::PingResult, Vec<report::Iperf3Result>)> {
     let ip = ue.ue_ip.context("IPv4 UE")?;
     let gnb = Gnb::start(
         GnbConfig {
@@ -753,7 +780,7 @@ fn check_with_tools(lab: &Lab, ue: UeSession) -> anyhow::Result<Vec<String>> {
         },
         vec![ue],
     )?;
-    let mut lines = Vec::new();
+    let (ue_s, dn_s) = (ip.to_string(), addr::DN_N6.to_string());
     let mut ping = lab.command(Ns::Gnb, "ping");
     ping.args([
         "-n",
@@ -768,23 +795,40 @@ fn check_with_tools(lab: &Lab, ue: UeSession) -> anyhow::Result<Vec<String>> {
         &ip.to_string(),
         &addr::DN_N6.to_string(),
     ]);
-    let out = output_within(ping, Duration::from_secs(8))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    lines.push(format!(
-        "ping UE {ip} -> {}: {}",
-        addr::DN_N6,
-        text.lines()
-            .find(|l| l.contains("packets transmitted"))
-            .unwrap_or("no answer")
-    ));
+    let ping = match output_within(ping, Duration::from_secs(8)) {
+        Ok(out) => {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            report::PingResult::parse(&ue_s, &dn_s, &text)
+        }
+        Err(e) => report::PingResult::failed(&ue_s, &dn_s, format!("ping: {e}")),
+    };
+    let mut iperf3 = Vec::new();
     for reverse in [false, true] {
+        let direction = if reverse {
+            Direction::Downlink
+        } else {
+            Direction::Uplink
+        };
         let mut server = lab.command(Ns::Dn, "iperf3");
         server
             .args(["-s", "-1", "-B", &addr::DN_N6.to_string(), "-p", "5299"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        let mut server = server.spawn().context("iperf3 (apt install iperf3)")?;
+        let mut server = match server.spawn() {
+            Ok(s) => s,
+            Err(e) => {
+                iperf3.push(report::Iperf3Result::failed(
+                    direction,
+                    &ue_s,
+                    &dn_s,
+                    3.0,
+                    format!("iperf3 (apt install iperf3): {e}"),
+                ));
+                continue;
+            }
+        };
         std::thread::sleep(Duration::from_millis(300));
         let mut c = lab.command(Ns::Gnb, "iperf3");
         c.args([
@@ -802,22 +846,18 @@ fn check_with_tools(lab: &Lab, ue: UeSession) -> anyhow::Result<Vec<String>> {
             c.arg("-R");
         }
         c.args(["--connect-timeout", "3000"]);
-        let o = output_within(c, Duration::from_secs(10))?;
+        let o = output_within(c, Duration::from_secs(10));
         let _ = server.kill();
         let _ = server.wait();
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64();
-        lines.push(format!(
-            "iperf3 TCP {} through the UPF, 3 s: {}",
-            if reverse { "downlink" } else { "uplink" },
-            bps.map_or_else(
-                || format!("failed: {}", v["error"]),
-                |b| format!("{:.2} Gbit/s", b / 1e9)
-            )
-        ));
+        iperf3.push(match o {
+            Ok(o) => report::Iperf3Result::from_json(direction, &ue_s, &dn_s, 3.0, &o.stdout),
+            Err(e) => {
+                report::Iperf3Result::failed(direction, &ue_s, &dn_s, 3.0, format!("iperf3: {e}"))
+            }
+        });
     }
     gnb.stop();
-    Ok(lines)
+    Ok((ping, iperf3))
 }
 
 /// Run a command, killed after `limit`; its output.

@@ -11,7 +11,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #cc
 table{border-collapse:collapse;margin:.5em 0}\
 th,td{border:1px solid #ccc;padding:.2em .6em}th{background:#f0f0f0}\
 td.r{text-align:right;font-variant-numeric:tabular-nums}\
-img{max-width:100%;border:1px solid #eee;margin:.5em 0}p.lines{font-family:monospace}";
+img{max-width:100%;height:auto;border:1px solid #eee;margin:.5em 0}p.lines{font-family:monospace}";
 
 /// The page: title, each section's sentences, table and chart (charts are looked up by file
 /// stem among `charts`), and a link to report.json.
@@ -41,14 +41,22 @@ pub fn render_html(r: &Report, charts: &[Chart]) -> String {
             o.push_str(&table_html(t));
         }
         if let Some(c) = s.chart.and_then(|n| charts.iter().find(|c| c.name == n)) {
+            // Where the plots and the legend are in the image's pixels, for whoever checks
+            // the page (e.g. that no legend covers a plot).
+            let plots: Vec<String> = c.plots.iter().map(|p| p.to_attr()).collect();
+            let legend = c
+                .legend
+                .map(|l| format!(" data-legend=\"{}\"", l.to_attr()))
+                .unwrap_or_default();
             o.push_str(&format!(
                 "<p><img src=\"data:image/png;base64,{}\" width=\"{}\" height=\"{}\" alt=\"{}\" \
-                 title=\"{}\"></p>\n",
+                 title=\"{}\" data-plots=\"{}\"{legend}></p>\n",
                 base64(&c.png),
                 c.width,
                 c.height,
                 esc(&c.title),
-                esc(&c.file_name())
+                esc(&c.file_name()),
+                plots.join(" ")
             ));
         }
         o.push_str("</section>\n");

@@ -1,4 +1,5 @@
-//! The report of a benchmark run (BENCHMARKS.md, "What every report shows"): one [`Report`]
+//! The report of a benchmark run (../shared/design/BENCHMARKS.md, "What every report
+//! shows"; the figures of this repository's runs are in docs/benchmarks.md): one [`Report`]
 //! holds what a run measured, every section optional, and is written as `report.json`, a
 //! plain-text summary ([`render_text`]), one PNG chart per table ([`render_charts`]) and one
 //! self-contained `report.html` that holds the tables and the charts (inlined).
@@ -35,11 +36,13 @@ mod html;
 mod machine;
 mod table;
 mod text;
+mod tools;
 
-pub use charts::{render_charts, render_charts_without_text, Chart, Charts, FONT};
+pub use charts::{render_charts, render_charts_without_text, Chart, Charts, PixelRect, FONT};
 pub use html::render_html;
 pub use machine::{Machine, ProcessLoad};
 pub use text::render_text;
+pub use tools::{Iperf3Result, PingResult, Rtt};
 
 /// Version of the JSON layout; raised when a field changes meaning or is removed.
 pub const SCHEMA: u32 = 1;
@@ -68,6 +71,12 @@ pub struct Report {
     pub latency: Vec<LatencyPoint>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<SessionRatePoint>,
+    /// ping from a UE through the UPF to the data network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping: Option<PingResult>,
+    /// iperf3 from a UE through the UPF, each direction.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub iperf3: Vec<Iperf3Result>,
 }
 
 /// Direction of user traffic: uplink is gNB (N3, GTP-U) to data network (N6), downlink the
@@ -145,7 +154,7 @@ fn add_pass(best: &mut Option<f64>, passes: &mut Vec<f64>, new: Option<f64>) {
     *best = Some(best.map_or(n, |b| b.max(n)));
 }
 
-/// Traffic models of BENCHMARKS.md.
+/// Traffic models of ../shared/design/BENCHMARKS.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TrafficModel {
@@ -169,7 +178,7 @@ impl TrafficModel {
         }
     }
 
-    /// What one subscriber sends, as BENCHMARKS.md gives it.
+    /// What one subscriber sends, as ../shared/design/BENCHMARKS.md gives it.
     pub fn describe(self) -> &'static str {
         match self {
             TrafficModel::Carrier => {
@@ -384,6 +393,8 @@ impl Report {
             no_drop: Vec::new(),
             latency: Vec::new(),
             sessions: Vec::new(),
+            ping: None,
+            iperf3: Vec::new(),
         }
     }
 

@@ -143,6 +143,12 @@ pub(crate) fn sections(r: &Report) -> Vec<Section> {
     if !r.sessions.is_empty() {
         out.push(sessions_section(&r.sessions));
     }
+    if let Some(p) = &r.ping {
+        out.push(ping_section(p));
+    }
+    if !r.iperf3.is_empty() {
+        out.push(iperf3_section(&r.iperf3));
+    }
     out
 }
 
@@ -499,6 +505,86 @@ fn sessions_section(v: &[SessionRatePoint]) -> Section {
         lines: Vec::new(),
         tables: vec![t],
         chart: Some("sessions"),
+    }
+}
+
+fn ping_section(p: &PingResult) -> Section {
+    let mut t = Table::new(
+        &[
+            "from (UE)",
+            "to",
+            "sent",
+            "received",
+            "loss %",
+            "rtt min ms",
+            "rtt avg ms",
+            "rtt max ms",
+            "rtt mdev ms",
+        ],
+        &[L, L, R, R, R, R, R, R, R],
+    );
+    let rtt = |g: fn(&Rtt) -> f64| p.rtt_ms.as_ref().map_or("-".to_string(), |r| f(g(r), 3));
+    t.row(vec![
+        p.from.clone(),
+        p.to.clone(),
+        p.transmitted.to_string(),
+        p.received.to_string(),
+        f(p.loss_pct, 1),
+        rtt(|r| r.min),
+        rtt(|r| r.avg),
+        rtt(|r| r.max),
+        rtt(|r| r.mdev),
+    ]);
+    Section {
+        id: "ping",
+        heading: "ping through the UPF (UE to data network)".to_string(),
+        lines: p
+            .error
+            .iter()
+            .map(|e| format!("ping failed: {e}"))
+            .collect(),
+        tables: vec![t],
+        chart: None,
+    }
+}
+
+fn iperf3_section(v: &[Iperf3Result]) -> Section {
+    let mut t = Table::new(
+        &[
+            "dir",
+            "protocol",
+            "UE",
+            "server",
+            "seconds",
+            "Gbit/s",
+            "retransmits",
+        ],
+        &[L, L, L, L, R, R, R],
+    );
+    for r in v {
+        t.row(vec![
+            r.direction.to_string(),
+            r.protocol.clone(),
+            r.ue.clone(),
+            r.server.clone(),
+            f(r.seconds, 1),
+            r.gbps.map_or("-".to_string(), |g| f(g, 2)),
+            r.retransmits.map_or("-".to_string(), |n| n.to_string()),
+        ]);
+    }
+    Section {
+        id: "iperf3",
+        heading: "iperf3 through the UPF (one stream, UE to and from the data network)".to_string(),
+        lines: v
+            .iter()
+            .filter_map(|r| {
+                r.error
+                    .as_ref()
+                    .map(|e| format!("iperf3 {} failed: {e}", r.direction))
+            })
+            .collect(),
+        tables: vec![t],
+        chart: None,
     }
 }
 
