@@ -145,10 +145,30 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         .await
         .context("binding the local PFCP socket")?;
     let mut phases: Vec<PhaseReport> = Vec::new();
-    let assoc = smf.associate().await;
+    let assoc = associate_telling(&mut smf).await?;
     let associated = assoc.accepted == 1;
+    let failure = (!associated).then(|| association_failure(&smf, &assoc));
     phases.push(assoc);
+    if let Some(why) = &failure {
+        if args.json {
+            // Scripts still get the phase, its counts and the reason (also on stderr).
+            let v = json!({
+                "upf": smf.config().upf.to_string(),
+                "local": smf.n4().local_addr()?.to_string(),
+                "node_id": smf.n4().node_id().to_string(),
+                "phases": phases,
+                "error": why,
+            });
+            println!("{v}");
+        }
+        bail!("{why}");
+    }
     if associated {
+        eprintln!(
+            "associated with UPF node id {}; establishing {} sessions ...",
+            smf.upf_node_id().map(|n| n.to_string()).unwrap_or_default(),
+            args.sessions
+        );
         phases.push(smf.establish(args.sessions, pace).await);
         if args.modify {
             phases.push(smf.modify(pace).await);
@@ -238,6 +258,92 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The Association Setup, saying at once what is being done and, while the UPF does not
+/// answer, each retransmission as it is due (on stderr).
+async fn associate_telling(smf: &mut Smf) -> anyhow::Result<PhaseReport> {
+    let upf = smf.config().upf;
+    let local = smf.n4().local_addr()?;
+    let Timers { t1, n1 } = smf.n4().timers();
+    eprintln!(
+        "associating with the UPF at {upf} from {local} (PFCP Association Setup Request; \
+         sent again after {} without an answer, at most {}) ...",
+        secs(t1),
+        count(u64::from(n1), "time")
+    );
+    let fut = smf.associate();
+    tokio::pin!(fut);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + t1, t1);
+    let mut sent_again = 0;
+    loop {
+        tokio::select! {
+            a = &mut fut => return Ok(a),
+            _ = tick.tick() => {
+                sent_again += 1;
+                if sent_again <= n1 {
+                    eprintln!(
+                        "no answer from {upf} after {}; sending again ({sent_again} of {n1})",
+                        secs(t1 * sent_again)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Why the association failed, with the address and what was tried.
+fn association_failure(smf: &Smf, a: &PhaseReport) -> String {
+    let upf = smf.config().upf;
+    let local = smf
+        .n4()
+        .local_addr()
+        .map_or_else(|_| "?".to_string(), |l| l.to_string());
+    let Timers { t1, n1 } = smf.n4().timers();
+    if a.timed_out > 0 {
+        format!(
+            "no answer from the UPF at {upf}: the PFCP Association Setup Request from {local} \
+             was sent {} ({}, {} apart) over {}. Is a UPF running there, listening for PFCP \
+             on that address and port, and reachable from this host (or namespace)? --t1-ms \
+             and --n1 set the timers",
+            count(a.retransmissions + 1, "time"),
+            count(a.retransmissions, "retransmission"),
+            secs(t1),
+            secs(t1 * (n1 + 1))
+        )
+    } else if let Some(r) = a.rejections.first() {
+        format!(
+            "the UPF at {upf} rejected the PFCP Association Setup Request from {local}: \
+             Cause {} ({})",
+            r.cause, r.name
+        )
+    } else {
+        format!(
+            "no Association Setup Response from the UPF at {upf} to the request from {local}: \
+             {} (an answer that did not parse or was of another type, or a socket error), \
+             after {}",
+            count(a.errors as u64, "error"),
+            count(a.retransmissions, "retransmission")
+        )
+    }
+}
+
+/// "1 time", "3 times".
+fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// "3 s", "300 ms".
+fn secs(d: Duration) -> String {
+    if d.as_millis() % 1000 == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
 /// `upfbench fake-upf`: the test double of [`super::fake_upf`], standalone, to try the
 /// SMF emulator and the replayer by hand.
 #[derive(clap::Args, Debug)]
@@ -277,4 +383,42 @@ pub fn run_fake(args: FakeArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&upf.stats())?);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    #[tokio::test]
+    async fn a_upf_that_does_not_answer_fails_with_its_address_and_what_was_tried() {
+        let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let upf = silent.local_addr().unwrap().to_string();
+        let cli = Cli::parse_from([
+            "smf",
+            "--upf",
+            &upf,
+            "--bind",
+            "127.0.0.1:0",
+            "--t1-ms",
+            "50",
+            "--n1",
+            "2",
+        ]);
+        let e = run_async(cli.a).await.unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("no answer from the UPF at {upf}: the PFCP Association Setup Request from 127.0.0.1:")),
+            "{e}"
+        );
+        assert!(
+            e.contains("was sent 3 times (2 retransmissions, 50 ms apart) over 150 ms"),
+            "{e}"
+        );
+    }
 }
