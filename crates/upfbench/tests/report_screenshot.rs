@@ -429,6 +429,21 @@ fn html_report_shows_every_table_and_chart_in_headless_chromium() {
 
     let html = std::fs::read_to_string(&w.html).unwrap();
 
+    // ping and iperf3 in the text and in report.json, as in the page below.
+    let text = render_text(&r);
+    for line in [
+        "from (UE) | to          | sent | received | loss % | rtt min ms | rtt avg ms | rtt max ms | rtt mdev ms",
+        "10.45.0.1 | 192.168.6.1 |    3 |        3 |    0.0 |      0.052 |      0.066 |      0.079 |       0.011",
+        "UL  | TCP      | 10.45.0.1 | 192.168.6.1 |     3.0 |   2.91 |          12",
+        "DL  | TCP      | 10.45.0.1 | 192.168.6.1 |     3.0 |   3.24 |           0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    let back = Report::read_json(&w.json).unwrap();
+    assert_eq!(back, r);
+    assert_eq!(back.ping.as_ref().unwrap().rtt_ms.unwrap().avg, 0.066);
+    assert_eq!(back.iperf3[1].gbps, Some(3.24));
+
     // Without a browser: by the geometry each chart gives in the page, no legend covers a
     // plot.
     assert_eq!(w.charts.len(), 5);
