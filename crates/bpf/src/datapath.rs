@@ -847,6 +847,33 @@ impl Datapath {
 }
 
 impl FastPath for Datapath {
+    fn session_by_teid(&self, teid: u32) -> Option<Option<u64>> {
+        match self.uplink.keying() {
+            Keying::Teid(_) => Some(self.uplink.get(&self.skel.maps, teid).map(|r| r.seid)),
+            Keying::UeV4 { .. } => None,
+        }
+    }
+
+    fn session_by_ue(&self, a: IpAddr) -> Option<Option<u64>> {
+        let rs = match a {
+            IpAddr::V4(v4) => self.downlink.get(&self.skel.maps, ue_v4_key(v4)),
+            IpAddr::V6(_) => self
+                .skel
+                .maps
+                .downlink
+                .lookup(bytes(&ue_key(a)), MapFlags::ANY)
+                .ok()
+                .flatten()
+                .and_then(|b| from_bytes::<types::rule_set>(&b)),
+        };
+        // Framed routes and UE IPv6 prefixes are in the LPM table: not looked up here.
+        match (rs, a) {
+            (Some(r), _) => Some(Some(r.seid)),
+            (None, IpAddr::V4(_)) => Some(None),
+            (None, IpAddr::V6(_)) => None,
+        }
+    }
+
     /// Compile the session, then check, place, write and publish its entries; what the
     /// old version used and the new one does not is freed last.
     fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {

@@ -179,6 +179,22 @@ impl Sessions {
         self.reporting.measurement(&*self.fastpath, seid, urr_id)
     }
 
+    /// Every SEID, without reading the sessions (the API pages through these).
+    pub fn seid_iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sessions.keys().copied()
+    }
+
+    /// The session the data path finds under local TEID `teid` (`None`: the data path
+    /// cannot say; see [`FastPath::session_by_teid`]).
+    pub fn find_by_teid(&self, teid: u32) -> Option<Option<u64>> {
+        self.fastpath.session_by_teid(teid)
+    }
+
+    /// The session downlink packets to `a` go to, as the data path finds it.
+    pub fn find_by_ue(&self, a: std::net::IpAddr) -> Option<Option<u64>> {
+        self.fastpath.session_by_ue(a)
+    }
+
     /// How many sessions CP function `node` has.
     pub fn count_of_node(&self, node: &NodeId) -> usize {
         self.by_node.get(node).map_or(0, |s| s.len())

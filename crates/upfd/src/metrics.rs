@@ -492,7 +492,7 @@ fn datapath(e: &mut Exposition, d: &[(u64, u64)]) {
         .filter(|o| !matches!(o, Stat::ReceivedN3 | Stat::ReceivedN6));
     e.family(
         "upf_datapath_packets_total",
-        "Packets the data path did not drop, by outcome (forwarded, buffered, to upfd, passed to the kernel, ICMP errors sent).",
+        "Packets the data path did not drop, by outcome: forwarded (uplink, downlink, n9), buffered, to upfd, passed to the kernel, icmp_sent (0: the data path sends no ICMP errors yet).",
     );
     for o in outcomes.clone() {
         e.sample(

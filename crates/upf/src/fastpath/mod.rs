@@ -195,6 +195,17 @@ pub trait FastPath {
     fn urr_handle(&self, _seid: u64, _urr_id: u32) -> Option<u32> {
         None
     }
+    /// The session whose uplink rules the data path finds under local TEID `teid`:
+    /// `Some(found)` from the data path's own tables (one lookup), `None` when this data
+    /// path cannot say (the caller reads every session instead).
+    fn session_by_teid(&self, _teid: u32) -> Option<Option<u64>> {
+        None
+    }
+    /// The session downlink packets to UE address `a` go to (as
+    /// [`FastPath::session_by_teid`]).
+    fn session_by_ue(&self, _a: std::net::IpAddr) -> Option<Option<u64>> {
+        None
+    }
 }
 
 /// Sending a frame through the data path again, as if it had just arrived: how upfd
@@ -231,5 +242,11 @@ impl<T: FastPath> FastPath for Rc<RefCell<T>> {
     }
     fn urr_handle(&self, seid: u64, urr_id: u32) -> Option<u32> {
         self.borrow().urr_handle(seid, urr_id)
+    }
+    fn session_by_teid(&self, teid: u32) -> Option<Option<u64>> {
+        self.borrow().session_by_teid(teid)
+    }
+    fn session_by_ue(&self, a: std::net::IpAddr) -> Option<Option<u64>> {
+        self.borrow().session_by_ue(a)
     }
 }

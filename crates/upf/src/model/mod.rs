@@ -301,6 +301,14 @@ impl Model {
 }
 
 impl FastPath for Model {
+    fn session_by_teid(&self, teid: u32) -> Option<Option<u64>> {
+        Some(self.by_teid.get(&teid).copied())
+    }
+
+    fn session_by_ue(&self, a: IpAddr) -> Option<Option<u64>> {
+        Some(self.downlink_session(a))
+    }
+
     fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
         let seid = new.up_seid;
         let k = SessionKeys::of(new);

@@ -190,22 +190,37 @@ fn sessions(req: &Request, cx: &Context) -> Response {
                 format!("teid={t:?}: not a TEID (0-4294967295, or 0x-hex)"),
             );
         };
-        let found: Vec<Value> = table
-            .iter()
-            .filter(|s| has_teid(s, teid))
-            .map(|s| session(n4, s))
-            .collect();
+        // The data path's own table answers in one lookup; else every session is read.
+        let found: Vec<Value> = match table.find_by_teid(teid) {
+            Some(seid) => seid
+                .and_then(|x| table.get(x))
+                .map(|s| session(n4, s))
+                .into_iter()
+                .collect(),
+            None => table
+                .iter()
+                .filter(|s| has_teid(s, teid))
+                .map(|s| session(n4, s))
+                .collect(),
+        };
         return Response::json(200, &json!({ "sessions": found }));
     }
     if let Some(u) = req.param("ue") {
         let Ok(addr) = u.parse::<IpAddr>() else {
             return Response::error(400, format!("ue={u:?}: not an IPv4 or IPv6 address"));
         };
-        let found: Vec<Value> = table
-            .iter()
-            .filter(|s| has_ue(s, addr))
-            .map(|s| session(n4, s))
-            .collect();
+        let found: Vec<Value> = match table.find_by_ue(addr) {
+            Some(seid) => seid
+                .and_then(|x| table.get(x))
+                .map(|s| session(n4, s))
+                .into_iter()
+                .collect(),
+            None => table
+                .iter()
+                .filter(|s| has_ue(s, addr))
+                .map(|s| session(n4, s))
+                .collect(),
+        };
         return Response::json(200, &json!({ "sessions": found }));
     }
     let limit = match req.param("limit").map(|l| l.parse::<usize>()) {
@@ -220,23 +235,21 @@ fn sessions(req: &Request, cx: &Context) -> Response {
         Some(Some(a)) => Some(a),
         Some(None) => return Response::error(400, "after: a SEID (decimal or 0x-hex)"),
     };
-    // The `limit` smallest SEIDs past the cursor, in one pass (a bounded heap), not a
-    // sort of the whole table.
-    let mut heap = std::collections::BinaryHeap::with_capacity(limit + 1);
-    for s in table.iter() {
-        if after.is_some_and(|a| s.up_seid <= a) {
+    // The `limit` smallest SEIDs past the cursor, and whether there are more, in one
+    // pass over the SEIDs alone (a bounded heap, not a sort of the table).
+    let mut heap = std::collections::BinaryHeap::with_capacity(limit + 2);
+    for seid in table.seid_iter() {
+        if after.is_some_and(|a| seid <= a) {
             continue;
         }
-        heap.push(s.up_seid);
-        if heap.len() > limit {
+        heap.push(seid);
+        if heap.len() > limit + 1 {
             heap.pop();
         }
     }
-    let page = heap.into_sorted_vec();
-    let more = page.len() == limit
-        && table
-            .iter()
-            .any(|s| s.up_seid > *page.last().unwrap_or(&u64::MAX));
+    let more = heap.len() > limit;
+    let mut page = heap.into_sorted_vec();
+    page.truncate(limit);
     let items: Vec<Value> = page
         .iter()
         .filter_map(|seid| table.get(*seid))
