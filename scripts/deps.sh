@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install everything building and testing this repository needs on Debian 12, idempotently:
 # apt packages, a Rust toolchain (stable for the product, nightly for cargo-fuzz), pinned
-# cargo-fuzz, the Python venv of the test oracles (scapy), and pfcpsim (Go). Quick when
-# everything is already there. Run as root (or with sudo available) on a fresh machine.
+# cargo-fuzz, the Python venv of the test oracles (scapy), pfcpsim (Go), Chromium (the
+# report's screenshot test) and the deployment checkers (scripts/ops-tools.sh: helm,
+# kubeconform, promtool, hadolint). Quick when everything is already there. Run as root
+# (or with sudo available) on a fresh machine.
 # `scripts/deps.sh demo`: only what the demo needs (apt packages and stable Rust).
 set -euo pipefail
 mode="${1:-all}"
@@ -12,10 +14,13 @@ cd "$repo"
 APT_PACKAGES=(
   build-essential pkg-config m4 curl ca-certificates git
   clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool linux-libc-dev
-  iproute2 iputils-ping iperf3 tshark ethtool procps chromium
+  iproute2 iputils-ping iperf3 tshark ethtool procps
   fonts-dejavu-core  # the text of upfbench's report charts
   python3 python3-venv python3-pip
 )
+if [[ "$mode" != demo ]]; then
+  APT_PACKAGES+=(chromium)  # the report's screenshot test (headless)
+fi
 CARGO_FUZZ_VERSION=0.13.2
 
 as_root() {
