@@ -185,6 +185,7 @@ const VARIANTS: &[(&str, &[&str])] = &[
             "--set=state.persistence.enabled=true",
             "--set=state.persistence.existingClaim=upf-state",
             "--set=bpffs.mountPropagation=Bidirectional",
+            "--set=networks.n3.address=2001:db8:3::10/64",
         ],
     ),
     (
@@ -463,6 +464,7 @@ fn check_objects(variant: &str, docs: &[Value]) {
             .unwrap()
             .to_string();
         let configured = match net {
+            "n3" if addr.contains(':') => &config["gtpu"]["n3"]["ipv6"],
             "n3" => &config["gtpu"]["n3"]["ipv4"],
             "n4" => &config["n4"]["address"],
             _ => &Value::Null,

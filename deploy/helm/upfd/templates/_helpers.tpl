@@ -79,7 +79,8 @@ app.kubernetes.io/component: upf
 {{- $_ := set $base "n4" (dict "address" $n4) }}
 {{- end }}
 {{- if $v.networks.n3.enabled }}
-{{- $_ := set $base "gtpu" (dict "n3" (dict "ipv4" (include "upfd.addr" $v.networks.n3.address))) }}
+{{- $n3 := include "upfd.addr" $v.networks.n3.address }}
+{{- $_ := set $base "gtpu" (dict "n3" (dict (ternary "ipv6" "ipv4" (contains ":" $n3)) $n3)) }}
 {{- end }}
 {{- $mode := "none" }}
 {{- if and $v.config.datapath $v.config.datapath.mode }}
