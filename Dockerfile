@@ -17,7 +17,7 @@ FROM ${RUST_IMAGE} AS build
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config m4 bpftool linux-libc-dev \
+        make clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config m4 bpftool linux-libc-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./

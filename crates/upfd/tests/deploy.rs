@@ -843,6 +843,7 @@ fn dockerfile_builds_what_the_readme_builds() {
         .find(|i| i.contains("apt-get install"))
         .expect("apt-get install in the build stage");
     for p in [
+        "make", // libbpf-sys builds its vendored libbpf with make
         "clang",
         "llvm",
         "libbpf-dev",
