@@ -13,8 +13,9 @@
 //!   `upfd check-config`;
 //! - the Dockerfile: hadolint; the build stage builds what scripts/demo.sh (README) builds
 //!   and upfctl, from workspace members; every COPY source exists and is not in
-//!   .dockerignore; every library upfd loads is in debian:12-slim (Priority: required) or
-//!   installed by the runtime stage. No image is built (no container engine here);
+//!   .dockerignore; every library upfd loads is in debian:12-slim (the Priority: required
+//!   packages, apt and their dependencies) or installed by the runtime stage. No image is
+//!   built here (that needs a container engine and the base images);
 //! - the systemd unit: `systemd-analyze verify` (silent) in a scratch root, and its keys;
 //! - the dashboard: its structure (the `${datasource}` variable on every query) and every
 //!   PromQL expression parsed by `promtool check rules`.
