@@ -88,7 +88,7 @@ mkdir -p "$bin" "$schemas"
 
 go_version() {
     local v
-    v="$(GOTOOLCHAIN=local GOFLAGS= "$1" env GOVERSION 2>/dev/null)" || return 0
+    v="$(GOTOOLCHAIN=local GOFLAGS="" "$1" env GOVERSION 2>/dev/null)" || return 0
     v="${v#go}"
     echo "${v%%[!0-9.]*}"
 }
@@ -98,7 +98,7 @@ go_candidates() {
     command -v go 2>/dev/null || true
     echo /usr/local/go/bin/go
     echo "$repo/.tools/go/bin/go"
-    ls -d /usr/lib/go-1.*/bin/go 2>/dev/null | sort -rV || true
+    printf '%s\n' /usr/lib/go-1.*/bin/go | sort -rV
     echo /usr/lib/go/bin/go
 }
 pick_go() {
@@ -218,8 +218,9 @@ fi
 if current promtool "$PROMETHEUS_DEB_VERSION" "$bin/promtool"; then
     say "promtool $(cat "$tools/.promtool") already in $bin"
 else
-    command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null \
-        || die "promtool comes from Debian's prometheus package: apt-get and dpkg-deb needed"
+    if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+        die "promtool comes from Debian's prometheus package: apt-get and dpkg-deb needed"
+    fi
     mkdir -p "$work/deb" && cd "$work/deb"
     # apt-get download runs as the _apt user where it can; a directory of its own it can write.
     chmod 0777 "$work/deb"
