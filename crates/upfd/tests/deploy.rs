@@ -3,8 +3,8 @@
 //! scripts/ops-tools.sh installs at pinned versions into .tools/ (scripts/deps.sh runs it):
 //!
 //! - the chart: `helm lint --strict` and `helm template` with the default values and with
-//!   the ServiceMonitor, a PersistentVolumeClaim, privileged/host-device and N4 on the pod
-//!   network; every manifest validated by `kubeconform -strict` against the Kubernetes
+//!   the ServiceMonitor, a PersistentVolumeClaim, privileged/host-device/IPv6 N3, ports and
+//!   state directory set in `config`, and N4 on the pod network; every manifest validated by `kubeconform -strict` against the Kubernetes
 //!   schemas (kubernetes-validate, two versions) and the CRDs' (Multus'
 //!   NetworkAttachmentDefinition, prometheus-operator's ServiceMonitor); what the schemas
 //!   cannot see checked here (the CNI configurations inside the NetworkAttachmentDefinitions,
@@ -187,6 +187,14 @@ const VARIANTS: &[(&str, &[&str])] = &[
             "--set=state.persistence.existingClaim=upf-state",
             "--set=bpffs.mountPropagation=Bidirectional",
             "--set=networks.n3.address=2001:db8:3::10/64",
+        ],
+    ),
+    (
+        "ports-and-state-directory-from-config",
+        &[
+            "--set=config.api.listen=0.0.0.0:9200",
+            "--set=config.n4.port=8806",
+            "--set=config.state.directory=/state",
         ],
     ),
     (
@@ -670,6 +678,7 @@ fn chart_refuses_values_that_cannot_work() {
     };
     for (args, says) in [
         (&["--set=networks.n3.cni=bridge"][..], "networks.n3.cni"),
+        (&["--set=config.api=null"][..], "config.api.listen"),
         (
             &["--set=networks.n6.cni=host-device"][..],
             "networks.n6.device",
