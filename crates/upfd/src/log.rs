@@ -27,10 +27,15 @@ pub fn timestamp() -> String {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86400, secs % 86400);
+    let t = utc(d.as_secs() as i64);
+    format!("{}.{:03}Z", t.trim_end_matches('Z'), d.subsec_millis())
+}
+
+/// Seconds since the UNIX epoch as RFC 3339 UTC: "2026-11-26T08:11:28Z".
+pub fn utc(unix: i64) -> String {
+    let (days, rem) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days as i64 + 719_468;
+    let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
@@ -40,11 +45,10 @@ pub fn timestamp() -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         rem / 3600,
         rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
+        rem % 60
     )
 }
 

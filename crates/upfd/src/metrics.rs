@@ -558,30 +558,14 @@ fn slow_path(e: &mut Exposition, sp: &SlowPath) {
 
 /// A Recovery Time Stamp (NTP seconds, clause 8.2.65) as RFC 3339 UTC.
 pub fn ntp_to_rfc3339(ntp: u32) -> String {
-    // NTP era 0 starts 1900; values below 2036's wrap with bit 0 clear are era 1.
+    // NTP era 0 starts in 1900 and ends in 2036: a value with the top bit clear is taken
+    // as past that wrap (era 1), as TS 29.244 clause 8.2.65 points to RFC 5905 for.
     let unix = if ntp & 0x8000_0000 != 0 {
         i64::from(ntp) - 2_208_988_800
     } else {
         i64::from(ntp) + 4_294_967_296 - 2_208_988_800
     };
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    crate::log::utc(unix)
 }
 
 #[cfg(test)]

@@ -190,38 +190,15 @@ fn sessions(req: &Request, cx: &Context) -> Response {
                 format!("teid={t:?}: not a TEID (0-4294967295, or 0x-hex)"),
             );
         };
-        // The data path's own table answers in one lookup; else every session is read.
-        let found: Vec<Value> = match table.find_by_teid(teid) {
-            Some(seid) => seid
-                .and_then(|x| table.get(x))
-                .map(|s| session(n4, s))
-                .into_iter()
-                .collect(),
-            None => table
-                .iter()
-                .filter(|s| has_teid(s, teid))
-                .map(|s| session(n4, s))
-                .collect(),
-        };
-        return Response::json(200, &json!({ "sessions": found }));
+        let found = table.find_by_teid(teid);
+        return found_sessions(n4, found, |s| has_teid(s, teid));
     }
     if let Some(u) = req.param("ue") {
         let Ok(addr) = u.parse::<IpAddr>() else {
             return Response::error(400, format!("ue={u:?}: not an IPv4 or IPv6 address"));
         };
-        let found: Vec<Value> = match table.find_by_ue(addr) {
-            Some(seid) => seid
-                .and_then(|x| table.get(x))
-                .map(|s| session(n4, s))
-                .into_iter()
-                .collect(),
-            None => table
-                .iter()
-                .filter(|s| has_ue(s, addr))
-                .map(|s| session(n4, s))
-                .collect(),
-        };
-        return Response::json(200, &json!({ "sessions": found }));
+        let found = table.find_by_ue(addr);
+        return found_sessions(n4, found, |s| has_ue(s, addr));
     }
     let limit = match req.param("limit").map(|l| l.parse::<usize>()) {
         None => PAGE,
@@ -263,6 +240,29 @@ fn sessions(req: &Request, cx: &Context) -> Response {
             "next": if more { page.last().map(|s| hex(*s)) } else { None },
         }),
     )
+}
+
+/// The sessions a lookup found whole: the data path's answer (`Some`: its own tables, one
+/// lookup), else every session that `matches` (`None`: the data path cannot say).
+fn found_sessions(
+    n4: &N4,
+    found: Option<Option<u64>>,
+    matches: impl Fn(&Session) -> bool,
+) -> Response {
+    let table = n4.sessions();
+    let v: Vec<Value> = match found {
+        Some(seid) => seid
+            .and_then(|x| table.get(x))
+            .map(|s| session(n4, s))
+            .into_iter()
+            .collect(),
+        None => table
+            .iter()
+            .filter(|s| matches(s))
+            .map(|s| session(n4, s))
+            .collect(),
+    };
+    Response::json(200, &json!({ "sessions": v }))
 }
 
 fn has_teid(s: &Session, teid: u32) -> bool {

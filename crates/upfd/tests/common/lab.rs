@@ -253,20 +253,11 @@ pub fn http_get_any(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     Ok((code, body.to_string()))
 }
 
-/// A minimal HTTP/1.0 GET; the body.
+/// A minimal HTTP/1.0 GET; the body (an error unless the status is 200).
 pub fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
-    let a: SocketAddr = addr.parse().map_err(std::io::Error::other)?;
-    let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    // One write: a server that reads what has arrived may otherwise see half a line.
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
-    let mut r = String::new();
-    s.read_to_string(&mut r)?;
-    match r.split_once("\r\n\r\n") {
-        Some((head, body)) if head.starts_with("HTTP/1.") && head.contains(" 200") => {
-            Ok(body.to_string())
-        }
-        _ => Err(std::io::Error::other(format!("bad response: {r:.200}"))),
+    match http_get_any(addr, path)? {
+        (200, body) => Ok(body),
+        (code, body) => Err(std::io::Error::other(format!("HTTP {code}: {body:.200}"))),
     }
 }
 
