@@ -821,15 +821,50 @@ impl Override {
     }
 }
 
-/// The overrides in the environment: every variable whose name begins with `UPFD_`, in
-/// name order.
-pub fn env_overrides() -> Result<Vec<Override>, ConfigError> {
-    let mut vars: Vec<(String, std::ffi::OsString)> = std::env::vars_os()
+/// The top-level keys of the file ([`Config`]'s fields): an environment variable is an
+/// override when its first key is one of these.
+pub const TOP_KEYS: &[&str] = &[
+    "node_id",
+    "n4",
+    "gtpu",
+    "ue_pools",
+    "network_instances",
+    "predefined_rules",
+    "limits",
+    "datapath",
+    "buffering",
+    "reporting",
+    "api",
+    "state",
+    "cpus",
+    "log",
+];
+
+/// Whether environment variable `name` is meant as an override: `UPFD_` and a top-level
+/// key, then the end or `__`. Kubernetes puts `UPFD_N4_SERVICE_HOST` and the like into a
+/// pod's environment for a Service named `upfd-n4` (service links): those are not.
+fn is_override(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(ENV_PREFIX) else {
+        return false;
+    };
+    let first = rest.split("__").next().unwrap_or("").to_ascii_lowercase();
+    TOP_KEYS.contains(&first.as_str())
+}
+
+/// The overrides in the environment: every variable `UPFD_<KEY>` or `UPFD_<KEY>__...`
+/// whose first key is a top-level key, in name order; and the other `UPFD_` variables'
+/// names (ignored, to be said).
+pub fn env_overrides() -> Result<(Vec<Override>, Vec<String>), ConfigError> {
+    let all: Vec<(String, std::ffi::OsString)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
         .filter(|(k, _)| k.starts_with(ENV_PREFIX))
         .collect();
+    let (mut vars, ignored): (Vec<_>, Vec<_>) = all.into_iter().partition(|(k, _)| is_override(k));
+    let mut ignored: Vec<String> = ignored.into_iter().map(|(k, _)| k).collect();
+    ignored.sort();
     vars.sort();
-    vars.into_iter()
+    let overrides = vars
+        .into_iter()
         .map(|(k, v)| match v.into_string() {
             Ok(v) => Override::from_env(&k, &v),
             Err(_) => Err(ConfigError {
@@ -839,7 +874,8 @@ pub fn env_overrides() -> Result<Vec<Override>, ConfigError> {
                 message: "the value is not UTF-8".into(),
             }),
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((overrides, ignored))
 }
 
 /// Where a loaded configuration's values came from: the file, and the overrides in the
@@ -1733,6 +1769,21 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TOP_KEYS (which environment variables are overrides) are the file's top-level
+    /// keys, every one.
+    #[test]
+    fn the_top_keys_are_the_files() {
+        let e = Config::parse("zzz: 1\n", "t.yaml").unwrap_err().to_string();
+        let listed = e.split("the top level has ").nth(1).expect(&e);
+        assert_eq!(listed, TOP_KEYS.join(", "));
+        assert!(is_override("UPFD_NODE_ID"));
+        assert!(is_override("UPFD_N4__PORT"));
+        assert!(is_override("UPFD_UE_POOLS__0__PREFIX"));
+        assert!(!is_override("UPFD_N4_SERVICE_HOST"));
+        assert!(!is_override("UPFD_API_PORT_9100_TCP_ADDR"));
+        assert!(!is_override("UPFDX"));
+    }
 
     const GOOD: &str = "
 node_id: upf.example.org

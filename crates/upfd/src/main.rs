@@ -52,7 +52,16 @@ enum Cmd {
 
 /// The file with the environment's overrides, then `--set`'s.
 fn load(file: &Path, set: &[String]) -> Result<config::Config, config::ConfigError> {
-    let mut overrides = config::env_overrides()?;
+    let (mut overrides, ignored) = config::env_overrides()?;
+    if !ignored.is_empty() {
+        eprintln!(
+            "environment: {} not read: their first key is no configuration key (overrides are {}<KEY> or {}<KEY>__<KEY>..., with KEY one of {})",
+            ignored.join(", "),
+            config::ENV_PREFIX,
+            config::ENV_PREFIX,
+            config::TOP_KEYS.join(", ").to_uppercase()
+        );
+    }
     for s in set {
         overrides.push(config::Override::from_set(s)?);
     }

@@ -408,3 +408,35 @@ fn the_start_refuses_what_check_config_refuses_with_the_same_line() {
         )
     );
 }
+
+/// Kubernetes gives a pod `<SERVICE>_SERVICE_HOST` and the like for every Service of its
+/// namespace (service links): for the chart's `upfd-n4` and `upfd-api` Services those
+/// begin with `UPFD_`. They are no overrides: said once, and the file is read as it is.
+#[test]
+fn kubernetes_service_variables_are_not_taken_for_overrides() {
+    let d = Dir::new("svc");
+    let f = d.file("upfd.yaml", &good(&d));
+    let r = check_config(
+        &f,
+        &[
+            ("UPFD_N4_SERVICE_HOST", "10.96.0.12"),
+            ("UPFD_API_PORT", "tcp://10.96.0.13:9100"),
+            ("UPFD_N4__HEARTBEAT_INTERVAL", "5s"),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("1 override(s)"), "{}", r.stdout);
+    assert_eq!(
+        r.stderr.lines().count(),
+        1,
+        "one line for the variables not read: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .starts_with("environment: UPFD_API_PORT, UPFD_N4_SERVICE_HOST not read:"),
+        "{}",
+        r.stderr
+    );
+}
