@@ -48,8 +48,9 @@ pub struct Response {
 }
 
 impl Response {
+    /// Compact JSON, a line (`upfctl --json` or `jq` print it indented).
     pub fn json(status: u16, v: &serde_json::Value) -> Self {
-        let mut body = serde_json::to_string_pretty(v).unwrap_or_default();
+        let mut body = serde_json::to_string(v).unwrap_or_default();
         body.push('\n');
         Response {
             status,
