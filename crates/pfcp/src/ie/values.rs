@@ -136,7 +136,8 @@ impl Name {
         }
         Name(v)
     }
-    /// Keep `s` as a plain string, as Open5GS and free5GC send Network Instance.
+    /// Keep `s` as a plain string, as free5GC's SMF sends Network Instance by default
+    /// (Open5GS and OAI's SMF label-encode it: [`Name::labels`]).
     pub fn plain(s: &str) -> Self {
         Name(s.as_bytes().to_vec())
     }

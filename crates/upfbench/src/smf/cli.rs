@@ -17,7 +17,8 @@ pub struct Args {
     /// The UPF's PFCP address.
     #[arg(long, default_value = "127.0.0.1:8805")]
     pub upf: SocketAddr,
-    /// Local PFCP address (default: any address, any port).
+    /// Local PFCP address (default: port 8805 of the address towards the UPF, where a UPF
+    /// sends its own requests; any port if 8805 is taken there).
     #[arg(long)]
     pub bind: Option<SocketAddr>,
     /// Our Node ID and F-SEID address (default: the --bind address, else the address
@@ -49,9 +50,12 @@ pub struct Args {
     /// The gNB's N3 address, for downlink Outer Header Creation.
     #[arg(long, default_value = "10.10.0.1")]
     pub gnb: Ipv4Addr,
-    /// Network Instance.
+    /// Network Instance (the DNN), sent label-encoded as Open5GS and OAI's SMF send it.
     #[arg(long, default_value = "internet")]
     pub dnn: String,
+    /// Send the Network Instance as plain text, as free5GC's SMF does by default.
+    #[arg(long)]
+    pub dnn_plain: bool,
     /// 4G style: no QFI in the uplink PDI and the QER.
     #[arg(long)]
     pub no_psc: bool,
@@ -104,6 +108,7 @@ impl Args {
         c.ue_pool = self.ue_pool;
         c.gnb = self.gnb;
         c.dnn = self.dnn.clone();
+        c.dnn_plain = self.dnn_plain;
         c.psc = !self.no_psc;
         c.dl_buffer = self.modify;
         c.mbr_kbps = self.mbr_kbps;

@@ -143,8 +143,16 @@ pub struct SmfConfig {
     pub ue_pool: Ipv4Pool,
     /// The gNB's N3 address, for downlink Outer Header Creation.
     pub gnb: Ipv4Addr,
-    /// Network Instance (sent as a plain string, as Open5GS and free5GC do).
+    /// Network Instance: the DNN, sent label-encoded (`\x08internet`, as Open5GS and
+    /// OAI's SMF send it and as UPFs built for them expect) unless `dnn_plain`.
     pub dnn: String,
+    /// Send the Network Instance as plain text, as free5GC's SMF does by default
+    /// (`nwInstFqdnEncoding: false`).
+    pub dnn_plain: bool,
+    /// Listen on port 8805 of our address when the bind port is 0 and 8805 is free there:
+    /// a UPF sends its own requests (heartbeats, reports) to 8805 (TS 29.244 clause 7.2),
+    /// and some send their first response there too.
+    pub prefer_8805: bool,
     /// 5G: QFI 1 in the uplink PDI and in the QER. Off: 4G style, no QFI.
     pub psc: bool,
     /// Establish the downlink FAR as BUFF|NOCP (switched to FORW by [`Smf::modify`]).
@@ -160,6 +168,15 @@ pub struct SmfConfig {
 }
 
 impl SmfConfig {
+    /// The Network Instance the PDIs and FARs carry (see [`SmfConfig::dnn_plain`]).
+    pub fn network_instance(&self) -> Name {
+        if self.dnn_plain {
+            Name::plain(&self.dnn)
+        } else {
+            Name::labels(&self.dnn)
+        }
+    }
+
     /// The CLI's defaults towards `upf`.
     pub fn new(upf: SocketAddr) -> Self {
         SmfConfig {
@@ -176,6 +193,8 @@ impl SmfConfig {
             ue_pool: "10.45.0.0/16".parse().expect("literal"),
             gnb: Ipv4Addr::new(10, 10, 0, 1),
             dnn: "internet".into(),
+            dnn_plain: false,
+            prefer_8805: true,
             psc: true,
             dl_buffer: false,
             mbr_kbps: 10_000_000,
@@ -280,14 +299,19 @@ impl Smf {
             IpAddr::V4(a) => NodeId::Ipv4(a),
             IpAddr::V6(a) => NodeId::Ipv6(a),
         };
-        let n4 = N4::bind(
-            cfg.bind,
-            cfg.upf,
-            node_id,
-            n4::recovery_time_stamp_now(),
-            cfg.timers,
-        )
-        .await?;
+        let rts = n4::recovery_time_stamp_now();
+        // Port 8805 of our address first (the UPF's own requests go there); as bound
+        // (any port) if that cannot be had: taken by a UPF or another SMF on this
+        // address, or a Node ID that is not an address here.
+        let preferred = (cfg.prefer_8805 && cfg.bind.port() == 0)
+            .then(|| SocketAddr::new(local_ip, n4::PFCP_PORT));
+        let n4 = match preferred {
+            Some(p) => match N4::bind(p, cfg.upf, node_id.clone(), rts, cfg.timers).await {
+                Ok(n4) => n4,
+                Err(_) => N4::bind(cfg.bind, cfg.upf, node_id, rts, cfg.timers).await?,
+            },
+            None => N4::bind(cfg.bind, cfg.upf, node_id, rts, cfg.timers).await?,
+        };
         let upf_n3 = match (cfg.upf_n3, cfg.upf.ip()) {
             (Some(a), _) => a,
             (None, IpAddr::V4(a)) => a,
@@ -416,7 +440,7 @@ impl Smf {
     /// The Session Establishment Request for `s`, as sent.
     pub fn establishment_request(&self, s: &Session) -> SessionEstablishmentRequest {
         let c = &self.cfg;
-        let ni = Name::plain(&c.dnn);
+        let ni = c.network_instance();
         let qfis = if c.psc { vec![1] } else { vec![] };
         let local_fteid = if self.uses_choose() {
             FTeid::choose(c.choose_v4, false, None)
@@ -648,7 +672,7 @@ impl Smf {
                 apply_action: Some(apply(&[apply_action::FORW])),
                 update_forwarding_parameters: Some(UpdateForwardingParameters {
                     destination_interface: Some(Interface::ACCESS),
-                    network_instance: Some(Name::plain(&c.dnn)),
+                    network_instance: Some(c.network_instance()),
                     redirect_information: None,
                     outer_header_creation: Some(OuterHeaderCreation::gtpu_ipv4(s.gnb_teid, c.gnb)),
                     transport_level_marking: None,
@@ -970,6 +994,40 @@ mod tests {
             n3_fteid: None,
             state: SessionState::Failed,
         }
+    }
+
+    /// The DNN label-encoded by default (Open5GS, OAI), plain text on request (free5GC).
+    #[tokio::test]
+    async fn network_instance_is_label_encoded_unless_asked_plain() {
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.prefer_8805 = false;
+        let smf = Smf::connect(cfg.clone()).await.unwrap();
+        let req = smf.establishment_request(&sample_session());
+        let ni = req.create_pdrs[0].pdi.network_instance.clone().unwrap();
+        assert_eq!(ni.0, b"\x08internet".to_vec());
+        cfg.dnn_plain = true;
+        let smf = Smf::connect(cfg).await.unwrap();
+        let req = smf.establishment_request(&sample_session());
+        let ni = req.create_pdrs[0].pdi.network_instance.clone().unwrap();
+        assert_eq!(ni.0, b"internet".to_vec());
+    }
+
+    /// A UPF sends its own requests to port 8805 of the SMF: the emulator listens there
+    /// when it is free on its address, and on any port when it is not.
+    #[tokio::test]
+    async fn the_emulator_listens_on_8805_when_it_can() {
+        // An address of the loopback range no other test binds.
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.node_id = Some("127.0.0.61".parse().unwrap());
+        let first = Smf::connect(cfg.clone()).await.unwrap();
+        assert_eq!(
+            first.n4.local_addr().unwrap(),
+            "127.0.0.61:8805".parse().unwrap()
+        );
+        let second = Smf::connect(cfg).await.unwrap();
+        let other = second.n4.local_addr().unwrap();
+        assert_ne!(other.port(), 8805, "8805 is taken: any port");
     }
 
     #[tokio::test]

@@ -33,6 +33,9 @@ pub fn recovery_time_stamp_now() -> u32 {
     (unix + NTP_UNIX_OFFSET) as u32
 }
 
+/// The PFCP port (TS 29.244 clause 7.2): where requests go.
+pub const PFCP_PORT: u16 = 8805;
+
 /// Retransmission timers of clause 6.4: wait `t1` for a response, send again at most `n1`
 /// times, then give up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
