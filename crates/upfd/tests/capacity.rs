@@ -78,3 +78,72 @@ fn capacity_smoke_run_writes_the_report() {
     );
     lab.down().unwrap();
 }
+
+/// `upfbench capacity --external` as docs/benchmarks.md tells a user to run it: the lab
+/// made first, the UPF started in it (here upfd), then the run. The run uses that lab as
+/// it is and leaves it, and the UPF, in place; the limits are measured before and after
+/// the UPF's trials, and the report has the UPF's memory per session. Without the lab,
+/// it says what to do first.
+#[test]
+fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: upfbench::capacity::Args,
+    }
+    let missing = Cli::parse_from(["capacity", "--external", "--prefix", "e-none-"]);
+    let e = upfbench::capacity::lab_for(&missing.a).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("the lab of prefix \"e-none-\" is not there"),
+        "{e:#}"
+    );
+
+    let lab = Lab::up("e-ext-").unwrap().down_on_drop();
+    let mut upfd = common::lab::LabUpfd::start(&lab, &common::lab::UpfdOptions::default());
+    let dir = common::TempDir::new("capacity-ext");
+    let out = dir.0.join("report");
+    let pid = upfd.pid().to_string();
+    let cli = Cli::parse_from([
+        "capacity",
+        "--profile",
+        "smoke",
+        "--external",
+        "--upf-name",
+        "upfd as an external UPF",
+        "--upf-pid",
+        &pid,
+        "--prefix",
+        "e-ext-",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let code = upfbench::capacity::run(cli.a).unwrap_or_else(|e| panic!("capacity: {e:#}"));
+    assert_eq!(code, std::process::ExitCode::SUCCESS);
+    // The lab and the UPF are still there, and the UPF still answers.
+    assert_eq!(Lab::present("e-ext-").len(), 4);
+    assert!(upfd.running(), "upfd ended:\n{}", upfd.log());
+    assert!(upfd.metrics().contains("upf_sessions"));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    for l in r["limits"].as_array().expect("limits") {
+        assert_eq!(
+            l["io_passes_mpps"].as_array().map(Vec::len),
+            Some(2),
+            "two passes bracket the trials: {l}"
+        );
+    }
+    assert!(
+        r["sessions"][0]["bytes_per_session"]
+            .as_u64()
+            .is_some_and(|b| b > 0),
+        "memory per session: {}",
+        r["sessions"][0]
+    );
+    drop(upfd);
+    lab.down().unwrap();
+}

@@ -67,10 +67,18 @@ pub struct Args {
     /// The upfd binary to test (default: the one next to this upfbench).
     #[arg(long)]
     pub upfd: Option<PathBuf>,
-    /// Test a UPF already running in the upf namespace instead of starting upfd: N4 at
-    /// --upf-n4, N3 192.168.3.2 on n3, N6 on n6 (docs/benchmarks.md).
+    /// Test a UPF already running in the upf namespace of a lab made with `upfbench lab
+    /// up` instead of starting upfd: N4 at --upf-n4, N3 192.168.3.2 on n3, N6 on n6
+    /// (docs/benchmarks.md). The lab is used as it is and left in place.
     #[arg(long)]
     pub external: bool,
+    /// With --external: the UPF's process ID, for its memory per session (default: the
+    /// one process named --upf-process, if there is exactly one).
+    #[arg(long)]
+    pub upf_pid: Option<u32>,
+    /// With --external: the UPF's process name (as in /proc/PID/comm), e.g. eupf.
+    #[arg(long)]
+    pub upf_process: Option<String>,
     /// Name of the UPF under test in the report.
     #[arg(long)]
     pub upf_name: Option<String>,
@@ -243,14 +251,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             upfd_bin.display()
         );
     }
-    let lab = Lab::up(&args.prefix).context("building the lab")?;
-    let lab = if args.keep_lab {
-        lab
-    } else {
-        lab.down_on_drop()
-    };
+    let lab = lab_for(&args)?;
     let result = bench(&args, &plan, &lab, &upfd_bin, &out);
-    if !args.keep_lab {
+    if args.external {
+        eprintln!(
+            "lab left as it was, with the UPF in it: `upfbench lab down --prefix '{}'` removes it",
+            args.prefix
+        );
+    } else if !args.keep_lab {
         lab.down().context("removing the lab")?;
     } else {
         eprintln!(
@@ -271,6 +279,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         w.html.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lab to measure in: a new one (removed at the end unless --keep-lab), or with
+/// --external the one the UPF under test already runs in, as it is (building a new one
+/// would remove its namespaces, and the UPF with them).
+pub fn lab_for(args: &Args) -> anyhow::Result<Lab> {
+    if !args.external {
+        let lab = Lab::up(&args.prefix).context("building the lab")?;
+        return Ok(if args.keep_lab {
+            lab
+        } else {
+            lab.down_on_drop()
+        });
+    }
+    let present = Lab::present(&args.prefix);
+    if present.len() != crate::lab::Ns::ALL.len() {
+        bail!(
+            "--external measures the UPF running in the lab, but the lab of prefix {:?} is not there (namespaces found: {}): build it with `upfbench lab up{}`, start the UPF with `ip netns exec {}upf ...`, then run this again (docs/benchmarks.md, \"Measuring another UPF\")",
+            args.prefix,
+            if present.is_empty() { "none".to_string() } else { present.join(", ") },
+            if args.prefix.is_empty() { String::new() } else { format!(" --prefix '{}'", args.prefix) },
+            args.prefix
+        );
+    }
+    Ok(Lab::attach(&args.prefix))
 }
 
 /// "YYYYmmdd-HHMMSS" in UTC, for the report directory.
@@ -308,13 +341,13 @@ pub fn bench(
     let psc = !args.no_psc;
     let sdf = (!args.no_sdf).then(|| args.sdf.clone());
     let secs = plan.trial_secs;
-    let steps = 2 * plan.sizes.len() * 2 * if args.external { 1 } else { 2 } // limits
+    let steps = 2 * plan.sizes.len() * 2 * 2 // limits, before and after
         + 2 // UPF up, sessions
         + plan.sizes.len() * plan.session_counts.len() * 2
         + models::carrier::steps(plan.carrier_max_users).len()
         + if plan.models { 2 * 2 * 2 } else { 0 }
         + 2 * (plan.no_drop_iterations as usize + 1)
-        + 2 * plan.latency_percents.len() * if args.external { 1 } else { 2 }
+        + 2 * plan.latency_percents.len() * 2
         + usize::from(!args.no_check);
     let mut progress = Progress::new(steps);
     let mut r = Report::new(format!(
@@ -371,9 +404,14 @@ pub fn bench(
             plan.sessions
         );
     }
-    let mem = upfd
-        .as_ref()
-        .and_then(|u| crate::sessions::process_memory(u.pid()));
+    let pid = match &upfd {
+        Some(u) => Some(u.pid()),
+        None => args.upf_pid.or_else(|| {
+            let name = args.upf_process.as_deref()?;
+            crate::sessions::find_process(name)
+        }),
+    };
+    let mem = pid.and_then(crate::sessions::process_memory);
     r.sessions.push(SessionRatePoint {
         resident: plan.sessions,
         established_per_s: est.per_second,
@@ -682,10 +720,10 @@ pub fn bench(
     drop(upfd);
 
     // 9. The bare forwarder's latency at the rates of step 7 (upfd's programs are off
-    // upf's interfaces now), then the limits again: on a machine whose speed drifts, a
-    // pass before and one after the UPF's trials bracket them. Not for an external UPF:
-    // its programs stay where they are.
-    if !args.external {
+    // upf's interfaces now; an external UPF's are put back after each, as in step 1),
+    // then the limits again: on a machine whose speed drifts, a pass before and one after
+    // the UPF's trials bracket them.
+    {
         let mut rig = Rig::new(lab, args.gen_cpu, args.fwd_cpu, max_sessions, psc)
             .context("attaching the sinks")?;
         rig.set_sessions(&synthetic)?;

@@ -176,6 +176,11 @@ impl LabUpfd {
         super::stop_child(&mut self.child, signal, timeout)
     }
 
+    /// Whether upfd is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// GET /metrics (Prometheus text).
     pub fn metrics(&self) -> String {
         let ns = self.upf_ns.clone();
