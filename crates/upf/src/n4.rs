@@ -37,6 +37,18 @@ pub fn to_ntp(unix: u64) -> u32 {
     (unix + NTP_UNIX_OFFSET) as u32
 }
 
+/// UNIX seconds of NTP seconds, [`to_ntp`] undone: era 0 ends in 2036, and a value with
+/// the top bit clear is taken as past that wrap (era 1, RFC 5905 as TS 29.244 clause
+/// 8.2.65 points to).
+pub fn from_ntp(ntp: u32) -> u64 {
+    let era = if ntp & 0x8000_0000 != 0 {
+        0
+    } else {
+        1u64 << 32
+    };
+    u64::from(ntp) + era - NTP_UNIX_OFFSET
+}
+
 /// The N4 node's configuration.
 #[derive(Debug, Clone)]
 pub struct N4Config {

@@ -366,16 +366,12 @@ pub fn render(src: &Sources) -> String {
         "1 for each interface upfd's XDP programs run on, with the reference point it serves and the mode (native: in the driver; generic: after the kernel built its buffer, slower).",
     );
     for (name, point, mode) in src.attached {
-        let mode = match mode {
-            AttachMode::Native => "native",
-            AttachMode::Generic => "generic",
-        };
         e.sample(
             "upf_xdp_attached",
             &[
                 ("interface", name),
                 ("reference_point", point),
-                ("mode", mode),
+                ("mode", attach_mode_name(*mode)),
             ],
             1,
         );
@@ -556,16 +552,17 @@ fn slow_path(e: &mut Exposition, sp: &SlowPath) {
     }
 }
 
+/// An XDP attach mode as the metrics and the API name it.
+pub fn attach_mode_name(mode: AttachMode) -> &'static str {
+    match mode {
+        AttachMode::Native => "native",
+        AttachMode::Generic => "generic",
+    }
+}
+
 /// A Recovery Time Stamp (NTP seconds, clause 8.2.65) as RFC 3339 UTC.
 pub fn ntp_to_rfc3339(ntp: u32) -> String {
-    // NTP era 0 starts in 1900 and ends in 2036: a value with the top bit clear is taken
-    // as past that wrap (era 1), as TS 29.244 clause 8.2.65 points to RFC 5905 for.
-    let unix = if ntp & 0x8000_0000 != 0 {
-        i64::from(ntp) - 2_208_988_800
-    } else {
-        i64::from(ntp) + 4_294_967_296 - 2_208_988_800
-    };
-    crate::log::utc(unix)
+    crate::log::utc(upf::n4::from_ntp(ntp) as i64)
 }
 
 #[cfg(test)]
@@ -580,6 +577,11 @@ mod tests {
             "2026-11-26T00:00:00Z"
         );
         assert_eq!(ntp_to_rfc3339(2_208_988_800), "1970-01-01T00:00:00Z");
+        // Past NTP era 0's end in 2036: the wrapped value reads as era 1.
+        assert_eq!(
+            ntp_to_rfc3339(upf::n4::to_ntp(2_208_988_800)),
+            "2040-01-01T00:00:00Z"
+        );
     }
 
     #[test]

@@ -231,14 +231,15 @@ enum Wake {
     /// A new API connection (its request is read on a task of its own).
     Api(std::io::Result<(TcpStream, SocketAddr)>),
     /// An API request read, to answer.
-    ApiRequest(api::Request, TcpStream),
+    ApiRequest(ApiRequest),
     /// An N4 timer (retransmission, heartbeat, release) is due.
     Timer,
     Shutdown(Stop),
 }
 
-/// An API request read, and the connection to answer it on.
-type ApiRequest = (api::Request, TcpStream);
+/// An API request read, the connection to answer it on, and its place among the open
+/// connections.
+type ApiRequest = (api::Request, TcpStream, api::Slot);
 
 /// upfd running: its sockets, the N4 node and the XDP side.
 struct Daemon {
@@ -266,7 +267,7 @@ struct Daemon {
         tokio::sync::mpsc::Receiver<ApiRequest>,
     ),
     /// API connections being read or answered.
-    api_open: std::rc::Rc<std::cell::Cell<usize>>,
+    api_open: api::Slots,
     started: Instant,
     /// When the release's progress was last said (SIGTERM/SIGINT, see `on_poll`).
     release_said: Option<Instant>,
@@ -295,22 +296,12 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 left.len(),
                 describe_associations(&left)
             );
-            if let Some(x) = &d.xdp {
-                x.log_drops();
-            }
-            if let Some(k) = d.kept.take() {
-                k.remove();
-            }
+            d.end_released();
             return Ok(());
         }
         if d.releasing.is_some() && d.n4.all_released() {
             info!("all associations released; exiting");
-            if let Some(x) = &d.xdp {
-                x.log_drops();
-            }
-            if let Some(k) = d.kept.take() {
-                k.remove();
-            }
+            d.end_released();
             return Ok(());
         }
     }
@@ -412,7 +403,7 @@ impl Daemon {
             w = xdp => Wake::Xdp(w),
             _ = self.poll.tick() => Wake::Poll,
             r = api => Wake::Api(r),
-            Some((req, conn)) = self.api_requests.1.recv() => Wake::ApiRequest(req, conn),
+            Some(r) = self.api_requests.1.recv() => Wake::ApiRequest(r),
             _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
             stop = signals.next() => Wake::Shutdown(stop),
         }
@@ -431,7 +422,7 @@ impl Daemon {
             }
             Wake::Poll => self.on_poll(now).await,
             Wake::Api(r) => self.on_api(r),
-            Wake::ApiRequest(req, conn) => self.answer_api(req, conn),
+            Wake::ApiRequest(r) => self.answer_api(r),
             Wake::Timer => {
                 let out = self.n4.on_timer(now);
                 self.send_n4(out).await;
@@ -465,6 +456,17 @@ impl Daemon {
     fn persist(&mut self) {
         if let Some(k) = &mut self.kept {
             k.persist(&mut self.n4);
+        }
+    }
+
+    /// The end of a release (all released, or a second signal): say what the data path
+    /// dropped and remove the state (the sessions end with upfd).
+    fn end_released(&mut self) {
+        if let Some(x) = &self.xdp {
+            x.log_drops();
+        }
+        if let Some(k) = self.kept.take() {
+            k.remove();
         }
     }
 
@@ -614,30 +616,25 @@ impl Daemon {
         let Ok((mut conn, _)) = r else {
             return;
         };
-        if self.api_open.get() >= api::MAX_CONNECTIONS {
+        let Some(slot) = self.api_open.take() else {
             return; // dropped: closed at once
-        }
-        let open = self.api_open.clone();
-        open.set(open.get() + 1);
+        };
         let tx = self.api_requests.0.clone();
         tokio::task::spawn_local(async move {
             match api::read_request(&mut conn).await {
                 Some(req) => {
-                    if tx.send((req, conn)).await.is_err() {
-                        open.set(open.get() - 1);
-                    }
+                    let _ = tx.send((req, conn, slot)).await;
                 }
                 None => {
                     let bad = api::Response::error(400, "not an HTTP/1.x request");
                     api::write_response(conn, bad, false).await;
-                    open.set(open.get() - 1);
                 }
             }
         });
     }
 
     /// Answer an API request from upfd's state now; the writing is a task of its own.
-    fn answer_api(&mut self, req: api::Request, conn: TcpStream) {
+    fn answer_api(&mut self, (req, conn, slot): ApiRequest) {
         let x = self.xdp.as_ref();
         let stats = x.map(|x| x.dp.borrow().stats());
         let nexthops = x.map(|x| x.nexthops.state());
@@ -672,10 +669,9 @@ impl Daemon {
         };
         let resp = api::views::route(&req, &cx);
         let head_only = req.method == "HEAD";
-        let open = self.api_open.clone();
         tokio::task::spawn_local(async move {
             api::write_response(conn, resp, head_only).await;
-            open.set(open.get() - 1);
+            drop(slot);
         });
     }
 

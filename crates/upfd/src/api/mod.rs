@@ -19,6 +19,33 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// Connections being read or answered at once, at most; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 64;
 
+/// The connections open now, at most [`MAX_CONNECTIONS`].
+#[derive(Debug, Default, Clone)]
+pub struct Slots(std::rc::Rc<std::cell::Cell<usize>>);
+
+/// One open connection's place in [`Slots`], given back when dropped (whichever way the
+/// connection ends).
+#[derive(Debug)]
+pub struct Slot(Slots);
+
+impl Slots {
+    /// A place for one more connection, if there is room.
+    pub fn take(&self) -> Option<Slot> {
+        let n = self.0.get();
+        (n < MAX_CONNECTIONS).then(|| {
+            self.0.set(n + 1);
+            Slot(self.clone())
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let c = &(self.0).0;
+        c.set(c.get() - 1);
+    }
+}
+
 /// A request as the event loop sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -192,6 +219,16 @@ mod tests {
             parse("GET /%é HTTP/1.0\r\n\r\n".as_bytes()).unwrap().path,
             "/%é"
         );
+    }
+
+    #[test]
+    fn connection_slots_are_bounded_and_given_back() {
+        let slots = Slots::default();
+        let held: Vec<Slot> = (0..MAX_CONNECTIONS).filter_map(|_| slots.take()).collect();
+        assert_eq!(held.len(), MAX_CONNECTIONS);
+        assert!(slots.take().is_none(), "full");
+        drop(held);
+        assert!(slots.take().is_some(), "given back");
     }
 
     #[test]

@@ -135,7 +135,7 @@ fn status(cx: &Context) -> Value {
             "mode": cx.datapath_mode,
             "attached": cx.metrics.attached.iter().map(|(name, point, mode)| json!({
                 "interface": name, "reference_point": point,
-                "mode": format!("{mode:?}").to_lowercase(),
+                "mode": metrics::attach_mode_name(*mode),
             })).collect::<Vec<_>>(),
         },
         "state_directory": cx.state_directory.map(|d| d.display().to_string()),
