@@ -6,6 +6,17 @@ mod common;
 use common::lab::{root, serial};
 use upfbench::lab::Lab;
 
+/// `upfbench capacity ARGS` as the command line gives them (the first is the name).
+fn capacity_args(args: &[&str]) -> upfbench::capacity::Args {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: upfbench::capacity::Args,
+    }
+    Cli::parse_from(args).a
+}
+
 /// `upfbench capacity --profile smoke` end to end against this upfd: limits, sessions,
 /// saturation, the carrier table, no-drop search, latency, the ping/iperf3 check, and the
 /// report written (JSON, charts, HTML).
@@ -15,15 +26,9 @@ fn capacity_smoke_run_writes_the_report() {
         return;
     }
     let _serial = serial();
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        a: upfbench::capacity::Args,
-    }
     let dir = common::TempDir::new("capacity");
     let out = dir.0.join("report");
-    let cli = Cli::parse_from([
+    let args = capacity_args(&[
         "capacity",
         "--profile",
         "smoke",
@@ -32,10 +37,10 @@ fn capacity_smoke_run_writes_the_report() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let plan = upfbench::capacity::Plan::of(&cli.a);
+    let plan = upfbench::capacity::Plan::of(&args);
     let lab = Lab::up("e-cap-").unwrap().down_on_drop();
     let r = upfbench::capacity::bench(
-        &cli.a,
+        &args,
         &plan,
         &lab,
         std::path::Path::new(env!("CARGO_BIN_EXE_upfd")),
@@ -90,14 +95,8 @@ fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
         return;
     }
     let _serial = serial();
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        a: upfbench::capacity::Args,
-    }
-    let missing = Cli::parse_from(["capacity", "--external", "--prefix", "e-none-"]);
-    let e = upfbench::capacity::lab_for(&missing.a).unwrap_err();
+    let missing = capacity_args(&["capacity", "--external", "--prefix", "e-none-"]);
+    let e = upfbench::capacity::lab_for(&missing).unwrap_err();
     assert!(
         format!("{e:#}").contains("the lab of prefix \"e-none-\" is not there"),
         "{e:#}"
@@ -108,7 +107,7 @@ fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
     let dir = common::TempDir::new("capacity-ext");
     let out = dir.0.join("report");
     let pid = upfd.pid().to_string();
-    let cli = Cli::parse_from([
+    let args = capacity_args(&[
         "capacity",
         "--profile",
         "smoke",
@@ -122,7 +121,7 @@ fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let code = upfbench::capacity::run(cli.a).unwrap_or_else(|e| panic!("capacity: {e:#}"));
+    let code = upfbench::capacity::run(args).unwrap_or_else(|e| panic!("capacity: {e:#}"));
     assert_eq!(code, std::process::ExitCode::SUCCESS);
     // The lab and the UPF are still there, and the UPF still answers.
     assert_eq!(Lab::present("e-ext-").len(), 4);

@@ -568,18 +568,10 @@ fn chart_lints_renders_and_validates_against_the_kubernetes_schemas() {
         std::fs::write(&f, rendered).unwrap();
         files.push(f);
     }
-    let s = schemas.display();
     for v in KUBERNETES {
         let out = ok(Command::new(&kubeconform)
             .args(["-strict", "-summary", "-kubernetes-version", v])
-            .arg("-schema-location")
-            .arg(format!(
-                "{s}/{{{{ .NormalizedKubernetesVersion }}}}-standalone{{{{ .StrictSuffix }}}}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json"
-            ))
-            .arg("-schema-location")
-            .arg(format!(
-                "{s}/crds/{{{{ .Group }}}}/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json"
-            ))
+            .args(schema_locations(&schemas))
             .args(&files));
         println!("kubeconform, Kubernetes {v}: {}", out.trim());
         assert!(
@@ -592,6 +584,22 @@ fn chart_lints_renders_and_validates_against_the_kubernetes_schemas() {
     }
 }
 
+/// kubeconform's `-schema-location` arguments for the local schemas: the Kubernetes kinds
+/// of each version, and the CRDs by group.
+fn schema_locations(schemas: &Path) -> [String; 4] {
+    let s = schemas.display();
+    [
+        "-schema-location".into(),
+        format!(
+            "{s}/{{{{ .NormalizedKubernetesVersion }}}}-standalone{{{{ .StrictSuffix }}}}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json"
+        ),
+        "-schema-location".into(),
+        format!(
+            "{s}/crds/{{{{ .Group }}}}/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json"
+        ),
+    ]
+}
+
 /// kubeconform itself: a misspelt key fails, in a Kubernetes kind and in a CRD's (so that the
 /// test above cannot pass on schemas that accept anything).
 #[test]
@@ -599,7 +607,6 @@ fn kubeconform_refuses_a_misspelt_key() {
     let (Some(kubeconform), Some(schemas)) = (tool("kubeconform"), schemas()) else {
         return;
     };
-    let s = schemas.display();
     for bad in [
         "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec:\n  ports: [{port: 8805, protocl: UDP}]\n",
         "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: x}\nspec: {confg: '{}'}\n",
@@ -607,14 +614,7 @@ fn kubeconform_refuses_a_misspelt_key() {
     ] {
         let mut child = Command::new(&kubeconform)
             .args(["-strict", "-kubernetes-version", KUBERNETES[0]])
-            .arg("-schema-location")
-            .arg(format!(
-                "{s}/{{{{ .NormalizedKubernetesVersion }}}}-standalone{{{{ .StrictSuffix }}}}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json"
-            ))
-            .arg("-schema-location")
-            .arg(format!(
-                "{s}/crds/{{{{ .Group }}}}/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json"
-            ))
+            .args(schema_locations(&schemas))
             .arg("-")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

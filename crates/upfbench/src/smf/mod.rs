@@ -305,11 +305,14 @@ impl Smf {
         // address, or a Node ID that is not an address here.
         let preferred = (cfg.prefer_8805 && cfg.bind.port() == 0)
             .then(|| SocketAddr::new(local_ip, n4::PFCP_PORT));
-        let n4 = match preferred {
-            Some(p) => match N4::bind(p, cfg.upf, node_id.clone(), rts, cfg.timers).await {
-                Ok(n4) => n4,
-                Err(_) => N4::bind(cfg.bind, cfg.upf, node_id, rts, cfg.timers).await?,
-            },
+        let on_8805 = match preferred {
+            Some(p) => N4::bind(p, cfg.upf, node_id.clone(), rts, cfg.timers)
+                .await
+                .ok(),
+            None => None,
+        };
+        let n4 = match on_8805 {
+            Some(n4) => n4,
             None => N4::bind(cfg.bind, cfg.upf, node_id, rts, cfg.timers).await?,
         };
         let upf_n3 = match (cfg.upf_n3, cfg.upf.ip()) {
