@@ -84,43 +84,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$bin" "$schemas"
 
-# ---- Go, as scripts/pfcpsim.sh finds it -------------------------------------------------
+# ---- Go, found as for pfcpsim (scripts/go-pick.sh) ----------------------------------------
 
-go_version() {
-    local v
-    v="$(GOTOOLCHAIN=local GOFLAGS="" "$1" env GOVERSION 2>/dev/null)" || return 0
-    v="${v#go}"
-    echo "${v%%[!0-9.]*}"
-}
-version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; }
-go_candidates() {
-    [[ -n "${GO:-}" ]] && echo "$GO"
-    command -v go 2>/dev/null || true
-    echo /usr/local/go/bin/go
-    echo "$repo/.tools/go/bin/go"
-    printf '%s\n' /usr/lib/go-1.*/bin/go | sort -rV
-    echo /usr/lib/go/bin/go
-}
-pick_go() {
-    local c v old=""
-    while read -r c; do
-        [[ -x "$c" ]] || continue
-        v="$(go_version "$c")"
-        [[ -n "$v" ]] || continue
-        if version_ge "$v" "$GO_MIN"; then
-            GO_BIN="$c"
-            export GOTOOLCHAIN=local
-            return 0
-        fi
-        [[ -z "$old" ]] && version_ge "$v" 1.21 && old="$c"
-    done < <(go_candidates)
-    if [[ -n "$old" ]]; then
-        GO_BIN="$old"
-        export GOTOOLCHAIN="go$GO_TOOLCHAIN"
-        return 0
-    fi
-    return 1
-}
+# shellcheck source=scripts/go-pick.sh
+. "$repo/scripts/go-pick.sh"
 need_go() {
     [[ -n "${GO_BIN:-}" ]] && return 0
     if ! pick_go; then
@@ -128,7 +95,6 @@ need_go() {
         "$repo/scripts/pfcpsim.sh" >&2 || true
         pick_go || die "no Go >= 1.21: install Go $GO_MIN or newer, or set GO=/path/to/go"
     fi
-    say "using $GO_BIN (go$(go_version "$GO_BIN"), GOTOOLCHAIN=$GOTOOLCHAIN)"
     # Our own environment must not leak into the scratch module.
     export GOFLAGS="-buildvcs=false -modcacherw" GOWORK=off CGO_ENABLED=0
 }

@@ -45,18 +45,9 @@ if [[ "${1:-}" != --force && -x "$bin/pfcpsim" && -x "$bin/pfcpctl" && -f "$stam
     exit 0
 fi
 
-# "1.26.8" from "go1.26.8", "go1.25rc1", "go1.19"; empty if not a Go.
-go_version() {
-    local v
-    v="$(GOTOOLCHAIN=local GOFLAGS= "$1" env GOVERSION 2>/dev/null)" || return 0
-    v="${v#go}"
-    echo "${v%%[!0-9.]*}"
-}
-
-# version_ge A B: A >= B for dotted versions.
-version_ge() {
-    [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]
-}
+# go_version, version_ge, pick_go (GO_BIN, GOTOOLCHAIN).
+# shellcheck source=scripts/go-pick.sh
+. "$repo/scripts/go-pick.sh"
 
 arch() {
     case "$(uname -m)" in
@@ -74,41 +65,6 @@ as_root() {
     else
         return 1
     fi
-}
-
-candidates() {
-    [[ -n "${GO:-}" ]] && echo "$GO"
-    command -v go 2>/dev/null || true
-    echo /usr/local/go/bin/go
-    echo "$repo/.tools/go/bin/go"
-    ls -d /usr/lib/go-1.*/bin/go 2>/dev/null | sort -rV || true
-    echo /usr/lib/go/bin/go
-}
-
-# Sets GO_BIN and GOTOOLCHAIN from the Go installations present; returns 1 if none fits.
-pick_go() {
-    local c v old=""
-    while read -r c; do
-        [[ -x "$c" ]] || continue
-        v="$(go_version "$c")"
-        [[ -n "$v" ]] || continue
-        if version_ge "$v" "$GO_MIN"; then
-            GO_BIN="$c"
-            export GOTOOLCHAIN=local
-            say "using $c (go$v)"
-            return 0
-        fi
-        if [[ -z "$old" ]] && version_ge "$v" 1.21; then
-            old="$c"
-        fi
-    done < <(candidates)
-    if [[ -n "$old" ]]; then
-        GO_BIN="$old"
-        export GOTOOLCHAIN="go$GO_TOOLCHAIN"
-        say "using $old (go$(go_version "$old")) with GOTOOLCHAIN=$GOTOOLCHAIN from the Go module proxy"
-        return 0
-    fi
-    return 1
 }
 
 install_go_tarball() {
