@@ -9,139 +9,29 @@
 //! Needs `chromium` (Debian package; scripts/deps.sh installs it). Without it the test says
 //! SKIP, or fails when UPF_REQUIRE_ORACLES=1 (scripts/test.sh).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::report_sample::sample;
 use upfbench::report::*;
 
-/// Every section of the report, of made-up figures of plausible size.
+/// Every section of the report, of made-up figures of plausible size: the report tests'
+/// sample, with both limit passes, the one sessions point `upfbench capacity` gives, and
+/// ping and iperf3.
 fn every_section() -> Report {
     use Direction::{Downlink as DL, Uplink as UL};
-    let mut r = Report::new("SYNTHETIC TEST DATA (not a measurement): report screenshot");
-    r.machine = Some(Machine {
-        cpu_model: "Synthetic CPU @ 2.00GHz (test data)".into(),
-        cpus: 2,
-        kernel: "Linux 6.1.0-test #1 SMP x86_64".into(),
-        generator_cpus: vec![0],
-        forwarder_cpus: vec![1],
-        load_average: [0.52, 0.58, 0.59],
-        busy_processes: vec![ProcessLoad {
-            pid: 4242,
-            name: "upfd".into(),
-            cpu_pct: 97.0,
-        }],
-        date: "2026-11-26T08:00:00Z".into(),
-        upfbench_version: "0.1.0".into(),
-        command_line: vec!["upfbench".into(), "capacity".into()],
-        notes: vec!["forwarding threads not real-time (test data)".into()],
-    });
-    r.upf = Some(UpfUnderTest {
-        name: "synthetic-upf (test data)".into(),
-        n4: "192.168.4.2:8805".into(),
-        n3: "192.168.3.2".into(),
-        n6: "192.168.6.2".into(),
-        options: BTreeMap::from([
-            ("uplink F-TEID".into(), "CHOOSE".into()),
-            ("PDU Session Container".into(), "on".into()),
-        ]),
-    });
-    for (dir, size, gen, io) in [
-        (UL, 64, 17.5, 4.2),
-        (UL, 650, 12.0, 3.6),
-        (DL, 64, 18.0, 4.6),
-        (DL, 650, 12.5, 3.9),
-    ] {
-        r.limits.push(Limit {
-            direction: dir,
-            packet_bytes: size,
-            generator_mpps: Some(gen),
-            io_mpps: Some(io),
-            generator_passes_mpps: vec![gen * 0.97, gen],
-            io_passes_mpps: vec![io, io * 0.95],
-        });
+    let mut r = sample();
+    r.title = "SYNTHETIC TEST DATA (not a measurement): report screenshot".into();
+    for l in &mut r.limits {
+        let (gen, io) = (l.generator_mpps.unwrap(), l.io_mpps.unwrap());
+        l.generator_passes_mpps = vec![gen * 0.97, gen];
+        l.io_passes_mpps = vec![io, io * 0.95];
     }
-    r.capacity = Some(CapacityTable {
-        model: TrafficModel::Carrier,
-        rows: [
-            (100, 0.209, 0.0, 0.395, 0.0, 0.042, 0.070),
-            (500, 1.045, 0.0, 1.974, 0.0, 0.211, 0.348),
-            (1000, 2.089, 0.0, 3.948, 0.0, 0.422, 0.696),
-            (2000, 4.178, 0.0, 7.896, 0.001, 0.844, 1.392),
-            (4000, 8.356, 0.004, 15.79, 0.009, 1.688, 2.784),
-            (8000, 12.41, 0.012, 16.02, 0.31, 2.507, 2.829),
-        ]
-        .into_iter()
-        .map(
-            |(users, ul_gbps, ul_loss_pct, dl_gbps, dl_loss_pct, ul_mpps, dl_mpps)| CapacityRow {
-                users,
-                ul_gbps,
-                ul_loss_pct,
-                dl_gbps,
-                dl_loss_pct,
-                ul_mpps,
-                dl_mpps,
-            },
-        )
-        .collect(),
-    });
-    for (dir, size, sessions, offered, received) in [
-        (UL, 64, 1, 17.5, 3.1),
-        (UL, 650, 1, 12.0, 2.9),
-        (UL, 64, 4000, 17.5, 2.6),
-        (UL, 650, 4000, 12.0, 2.4),
-        (DL, 64, 1, 18.0, 3.3),
-        (DL, 650, 1, 12.5, 3.2),
-        (DL, 64, 4000, 18.0, 2.8),
-        (DL, 650, 4000, 12.5, 2.7),
-    ] {
-        r.throughput.push(ThroughputPoint::measured(
-            dir, size, sessions, offered, received,
-        ));
-    }
-    r.fill_ratios();
-    for (dir, rate, above) in [
-        (UL, 2.8, [(3.0, 2.99), (3.5, 3.08), (4.0, 3.1)]),
-        (DL, 3.0, [(3.2, 3.19), (3.5, 3.28), (4.0, 3.3)]),
-    ] {
-        let mut curve: Vec<LossPoint> = [0.5, 1.5, 2.5, rate]
-            .iter()
-            .map(|o| LossPoint::measured(*o, *o))
-            .collect();
-        curve.extend(above.iter().map(|(o, rx)| LossPoint::measured(*o, *rx)));
-        r.no_drop.push(NoDropRate {
-            direction: dir,
-            packet_bytes: 650,
-            sessions: 4000,
-            mpps: rate,
-            gbps: gbps(rate, 650),
-            curve,
-        });
-    }
-    for (dir, rate) in [(UL, 2.8), (DL, 3.0)] {
-        for (pct, p50, p99, p999) in [
-            (10, 18.0, 35.0, 61.0),
-            (50, 22.0, 48.0, 95.0),
-            (90, 40.0, 140.0, 420.0),
-        ] {
-            r.latency.push(LatencyPoint {
-                direction: dir,
-                packet_bytes: 650,
-                percent_of_no_drop: pct,
-                offered_mpps: rate * f64::from(pct) / 100.0,
-                p50_us: p50,
-                p99_us: p99,
-                p999_us: p999,
-                samples: 100_000,
-                bare: Some(Percentiles {
-                    p50_us: 10.0,
-                    p99_us: 30.0,
-                    p999_us: 50.0,
-                }),
-            });
-        }
-    }
+    r.sessions.clear();
     // One point, as `upfbench capacity` gives: the rate and p99 land on the same pixel.
     r.sessions.push(SessionRatePoint {
         resident: 4000,

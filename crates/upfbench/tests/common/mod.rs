@@ -3,6 +3,7 @@
 //! a UPF).
 #![allow(dead_code)]
 
+pub mod report_sample;
 pub mod stand_in_upf;
 
 use std::io;
