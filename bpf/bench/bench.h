@@ -2,8 +2,9 @@
 /* The one definition of every table the bench programs (bpf/bench/NAME.bpf.c) share with
  * upfbench: the generator's configuration and session table, the payload every generated
  * packet carries, the sink's counters and latency histogram, the bare forwarder's
- * configuration. The Rust types are generated from this file's BTF (crates/bpf,
- * upf_bpf::bench); the constants are mirrored there and checked by its tests. */
+ * configuration and the one-miss forwarder's records. The Rust types are generated from
+ * this file's BTF (crates/bench-bpf, skel::*::types); the constants are mirrored there
+ * and checked by its tests. */
 #ifndef BENCH_H
 #define BENCH_H
 
@@ -145,6 +146,20 @@ struct bare_config {
 	__u8 psc;           /* add a PDU Session Container (DL, type 0) */
 	__u8 qfi;
 	__u8 pad[2];
+	__u32 teid_lo;      /* one-miss: uplink TEID of slot 0 (slot = TEID - teid_lo) */
+	__u32 miss_slots;   /* one-miss: records in miss_ul and miss_dl; 0: bare only */
+};
+
+/* One session's record of the one-miss forwarder (miss_ul[slot], miss_dl[slot]): one
+ * cache line, read once per packet. Uplink slot: TEID - teid_lo (upfbench hands the
+ * generator TEIDs that encode the slot, as upfd's allocator does); downlink slot: the
+ * UE's IPv4 address mod miss_slots (as upfd's downlink slots). */
+struct miss_record {
+	__u32 key;     /* uplink: the TEID, host order; downlink: the UE address, network order */
+	__u32 ue;      /* the UE's IPv4 address, network order: uplink's inner source */
+	__u32 teid;    /* downlink: the gNB's TEID, host order */
+	__u8 qfi;      /* downlink: the QFI of the PDU Session Container */
+	__u8 pad[51];
 };
 
 /* Counters of the bare forwarder (bare_stats[i], per CPU). */
@@ -152,6 +167,7 @@ struct bare_config {
 #define BARE_DL 1      /* encapsulated and redirected to N3 */
 #define BARE_PASS 2    /* not for us: left to the kernel */
 #define BARE_ERR 3     /* adjust_head or redirect failed */
-#define BARE_MAX 4
+#define BARE_MISS 4    /* one-miss: no record of the key, or a spoofed UE source: dropped */
+#define BARE_MAX 5
 
 #endif

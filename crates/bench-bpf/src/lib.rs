@@ -13,7 +13,8 @@
 //!   session and direction, records their latency, drops them; passes everything else.
 //! - [`DropSink`]: counts and drops everything: the generator limit.
 //! - [`BareForwarder`]: GTP-U decapsulation and encapsulation with fixed next hops and no
-//!   session logic, in place of upfd: the I/O limit.
+//!   session logic, in place of upfd: the I/O limit; or, with one read of the session's
+//!   64-octet record per packet, the one-miss limit ([`BareForwarder::load_one_miss`]).
 //!
 //! Where they go in the lab (`upfbench::lab`):
 //!
@@ -85,7 +86,8 @@ pub mod skel {
     pub mod drop {
         include!(concat!(env!("OUT_DIR"), "/bench_drop.skel.rs"));
     }
-    /// bpf/bench/bare_fwd.bpf.c: `bare_n3`, `bare_n6`, maps `bare_cfg`, `bare_stats`.
+    /// bpf/bench/bare_fwd.bpf.c: `bare_n3`, `bare_n6`, `miss_n3`, `miss_n6`, maps
+    /// `bare_cfg`, `bare_stats`, `miss_ul`, `miss_dl`.
     pub mod bare_fwd {
         include!(concat!(env!("OUT_DIR"), "/bench_bare_fwd.skel.rs"));
     }
@@ -2234,12 +2236,52 @@ pub struct BareStats {
     pub passed: Count,
     /// Failed to adjust the frame (dropped).
     pub errors: Count,
+    /// One-miss: no record of the key, or an uplink source not the record's UE (dropped).
+    pub misses: Count,
+}
+
+/// One session of the one-miss forwarder's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissSession {
+    /// The UE's address: the downlink key, and the source uplink packets must have.
+    pub ue: Ipv4Addr,
+    /// The downlink TEID it puts into the header.
+    pub dl_teid: u32,
+}
+
+/// Where the one-miss forwarder's tables put the sessions ([`BareForwarder::load_one_miss`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissLayout {
+    /// The uplink TEID of each session (in the order given) that finds its record: the
+    /// slot in disguise, as upfd's TEIDs are. The generator must send these.
+    pub uplink_teids: Vec<u32>,
+    /// Records (slots) in each table.
+    pub slots: u32,
+    /// Sessions whose slot another session's address took (their packets are dropped);
+    /// 0 for a pool's consecutive addresses.
+    pub unslotted: u32,
+}
+
+/// Uplink TEID of the one-miss forwarder's slot 0.
+pub const MISS_TEID_LO: u32 = 0x0100_0000;
+
+/// Which programs a [`BareForwarder`] attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BareKind {
+    /// `bare_n3`, `bare_n6`: the I/O limit.
+    Bare,
+    /// `miss_n3`, `miss_n6`: the one-miss limit.
+    OneMiss,
 }
 
 /// GTP-U decapsulation (N3 -> N6) and encapsulation (N6 -> N3) with fixed next hops and
-/// no session logic (bpf/bench/bare_fwd.bpf.c): the I/O limit, in place of upfd.
+/// no session logic (bpf/bench/bare_fwd.bpf.c): the I/O limit, in place of upfd. Or,
+/// loaded with [`BareForwarder::load_one_miss`], the same plus one read of the session's
+/// record per packet: the one-miss limit.
 pub struct BareForwarder {
     skel: Loaded<BenchBareFwdSkel<'static>>,
+    kind: BareKind,
+    cfg: BareConfig,
     n3: Option<Attachment>,
     n6: Option<Attachment>,
 }
@@ -2247,6 +2289,7 @@ pub struct BareForwarder {
 impl std::fmt::Debug for BareForwarder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BareForwarder")
+            .field("kind", &self.kind)
             .field("n3", &self.n3)
             .field("n6", &self.n6)
             .finish()
@@ -2258,22 +2301,81 @@ impl BareForwarder {
     /// `cfg.n6_ifindex`, interfaces of the calling thread's namespace (upf).
     pub fn attach(cfg: BareConfig) -> io::Result<BareForwarder> {
         let mut b = BareForwarder::load(cfg)?;
-        b.n3 = Some(Attachment::new(
-            b.skel.progs.bare_n3.as_fd(),
-            cfg.n3_ifindex,
-        )?);
-        b.n6 = Some(Attachment::new(
-            b.skel.progs.bare_n6.as_fd(),
-            cfg.n6_ifindex,
-        )?);
+        b.attach_here()?;
         Ok(b)
     }
 
     /// Loads and configures it without attaching (for BPF_PROG_RUN tests).
     pub fn load(cfg: BareConfig) -> io::Result<BareForwarder> {
-        let skel = Loaded::new(BenchBareFwdSkelBuilder::default(), "bench_bare_fwd", |_| {
-            Ok(())
-        })?;
+        Self::load_kind(cfg, BareKind::Bare, 1, 0)
+    }
+
+    /// Loads the one-miss forwarder with a record per session, each at the slot its key
+    /// maps to (downlink: the UE address mod the session count, as upfd's downlink slots;
+    /// uplink: the same slot, encoded in the TEID it returns), without attaching
+    /// ([`BareForwarder::attach_here`] does). Sessions in the order the generator sends
+    /// them: shuffled, each packet's read is a miss.
+    pub fn load_one_miss(
+        cfg: BareConfig,
+        sessions: &[MissSession],
+    ) -> io::Result<(BareForwarder, MissLayout)> {
+        let slots =
+            u32::try_from(sessions.len().max(1)).map_err(|_| invalid("more than 2^32 sessions"))?;
+        let b = Self::load_kind(cfg, BareKind::OneMiss, slots, MISS_TEID_LO)?;
+        let rec = std::mem::size_of::<bare_types::miss_record>();
+        let mut ul = vec![0u8; slots as usize * rec];
+        let mut dl = vec![0u8; slots as usize * rec];
+        let mut taken = vec![false; slots as usize];
+        let mut layout = MissLayout {
+            uplink_teids: Vec::with_capacity(sessions.len()),
+            slots,
+            unslotted: 0,
+        };
+        for s in sessions {
+            let ue = u32::from_ne_bytes(s.ue.octets());
+            let slot = u32::from(s.ue) % slots;
+            let teid = MISS_TEID_LO + slot;
+            layout.uplink_teids.push(teid);
+            if std::mem::replace(&mut taken[slot as usize], true) {
+                layout.unslotted += 1;
+                continue;
+            }
+            let mut r = bare_types::miss_record {
+                key: teid,
+                ue,
+                teid: s.dl_teid,
+                qfi: cfg.qfi & 0x3f,
+                ..Default::default()
+            };
+            let o = slot as usize * rec;
+            ul[o..o + rec].copy_from_slice(bytes_of(&r));
+            r.key = ue;
+            dl[o..o + rec].copy_from_slice(bytes_of(&r));
+        }
+        update_array(&b.skel.maps.miss_ul, 0, &ul, rec)
+            .map_err(|e| io_err("writing miss_ul", e))?;
+        update_array(&b.skel.maps.miss_dl, 0, &dl, rec)
+            .map_err(|e| io_err("writing miss_dl", e))?;
+        Ok((b, layout))
+    }
+
+    fn load_kind(
+        cfg: BareConfig,
+        kind: BareKind,
+        slots: u32,
+        teid_lo: u32,
+    ) -> io::Result<BareForwarder> {
+        let skel = Loaded::new(
+            BenchBareFwdSkelBuilder::default(),
+            "bench_bare_fwd",
+            |open| {
+                for m in [&mut open.maps.miss_ul, &mut open.maps.miss_dl] {
+                    m.set_max_entries(slots)
+                        .map_err(|e| io_err("sizing the one-miss tables", e))?;
+                }
+                Ok(())
+            },
+        )?;
         let raw = bare_types::bare_config {
             n3_ifindex: cfg.n3_ifindex,
             n6_ifindex: cfg.n6_ifindex,
@@ -2288,6 +2390,8 @@ impl BareForwarder {
             psc: cfg.psc as u8,
             qfi: cfg.qfi & 0x3f,
             pad: [0; 2],
+            teid_lo,
+            miss_slots: if kind == BareKind::OneMiss { slots } else { 0 },
         };
         skel.maps
             .bare_cfg
@@ -2296,18 +2400,54 @@ impl BareForwarder {
         Ok(BareForwarder {
             n3: None,
             n6: None,
+            kind,
+            cfg,
             skel,
         })
     }
 
-    /// `bare_n3` (uplink, decapsulates) and `bare_n6` (downlink, encapsulates).
+    /// Attaches its programs to `n3_ifindex` and `n6_ifindex` of the calling thread's
+    /// namespace (upf), keeping what ran there to put back ([`BareForwarder::detach`],
+    /// or drop).
+    pub fn attach_here(&mut self) -> io::Result<()> {
+        self.detach()?;
+        let (p3, p6) = self.programs();
+        let (p3, p6) = (p3.as_fd().as_raw_fd(), p6.as_fd().as_raw_fd());
+        // SAFETY: program fds of our skeleton, which outlives these calls.
+        let (p3, p6) = unsafe { (BorrowedFd::borrow_raw(p3), BorrowedFd::borrow_raw(p6)) };
+        self.n3 = Some(Attachment::new(p3, self.cfg.n3_ifindex)?);
+        self.n6 = Some(Attachment::new(p6, self.cfg.n6_ifindex)?);
+        Ok(())
+    }
+
+    /// Puts back what ran on the interfaces before (in the namespace it was attached
+    /// in, whatever thread calls); nothing if not attached.
+    pub fn detach(&mut self) -> io::Result<()> {
+        let (p3, p6) = self.programs();
+        let (n3, n6) = (p3.as_fd().as_raw_fd(), p6.as_fd().as_raw_fd());
+        let mut first_err = None;
+        for (a, fd) in [(self.n3.take(), n3), (self.n6.take(), n6)] {
+            if let Some(mut a) = a {
+                if let Err(e) = a.restore(fd) {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Its uplink and downlink programs: `bare_n3` and `bare_n6`, or for the one-miss
+    /// forwarder `miss_n3` and `miss_n6`.
     pub fn programs(
         &self,
     ) -> (
         &libbpf_rs::ProgramMut<'static>,
         &libbpf_rs::ProgramMut<'static>,
     ) {
-        (&self.skel.progs.bare_n3, &self.skel.progs.bare_n6)
+        match self.kind {
+            BareKind::Bare => (&self.skel.progs.bare_n3, &self.skel.progs.bare_n6),
+            BareKind::OneMiss => (&self.skel.progs.miss_n3, &self.skel.progs.miss_n6),
+        }
     }
 
     /// Its counters, all CPUs.
@@ -2324,20 +2464,15 @@ impl BareForwarder {
             downlink: get(1)?,
             passed: get(2)?,
             errors: get(3)?,
+            misses: get(4)?,
         })
     }
 }
 
 impl Drop for BareForwarder {
     fn drop(&mut self) {
-        let n3 = self.skel.progs.bare_n3.as_fd().as_raw_fd();
-        let n6 = self.skel.progs.bare_n6.as_fd().as_raw_fd();
-        for (a, fd) in [(self.n3.take(), n3), (self.n6.take(), n6)] {
-            if let Some(mut a) = a {
-                if let Err(e) = a.restore(fd) {
-                    eprintln!("bench bare forwarder: {e}");
-                }
-            }
+        if let Err(e) = self.detach() {
+            eprintln!("bench bare forwarder: {e}");
         }
     }
 }
@@ -2421,6 +2556,7 @@ mod tests {
     fn constants_match_bench_h() {
         assert_eq!(gen_types::gen_config::default().sizes.len(), MAX_SIZES);
         assert_eq!(std::mem::size_of::<gen_types::gen_session>(), 12);
+        assert_eq!(std::mem::size_of::<bare_types::miss_record>(), 64);
     }
 
     #[test]

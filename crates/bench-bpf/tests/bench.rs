@@ -466,6 +466,65 @@ fn bare_forwarder_decapsulates_and_encapsulates() {
     );
 }
 
+#[test]
+fn one_miss_forwarder_reads_each_sessions_record() {
+    require_root!();
+    let ss = sessions(3);
+    let miss: Vec<MissSession> = ss
+        .iter()
+        .enumerate()
+        .map(|(i, s)| MissSession {
+            ue: s.ue,
+            dl_teid: 0xd000 + i as u32,
+        })
+        .collect();
+    let (b, layout) = BareForwarder::load_one_miss(bare_config(3, 6), &miss).unwrap();
+    assert_eq!((layout.slots, layout.unslotted), (3, 0));
+    let (n3, n6) = b.programs();
+    // Uplink: the TEIDs the layout gives find their records; the UE's source is checked.
+    let gen_ss: Vec<Session> = ss
+        .iter()
+        .zip(&layout.uplink_teids)
+        .map(|(s, t)| Session { teid: *t, ..*s })
+        .collect();
+    let mut ul = Generator::load(uplink(1)).unwrap();
+    ul.set_sessions(&gen_ss).unwrap();
+    for _ in 0..3 {
+        let (_, g) = run_once(ul.program(), ul.frame());
+        let (act, f) = run_once(n3, &g);
+        assert_eq!(act, XDP_REDIRECT);
+        assert_eq!(&f[14..], &g[58..], "the inner packet, untouched");
+    }
+    let (_, g) = run_once(ul.program(), ul.frame());
+    let mut spoofed = g.clone();
+    spoofed[58 + 12..58 + 16].copy_from_slice(&Ipv4Addr::new(10, 99, 0, 1).octets());
+    assert_eq!(run_once(n3, &spoofed).0, XDP_DROP, "not the session's UE");
+    let mut unknown = g.clone();
+    unknown[46..50].copy_from_slice(&0x1234u32.to_be_bytes());
+    assert_eq!(run_once(n3, &unknown).0, XDP_DROP, "no record of the TEID");
+    // Downlink: each UE's packets carry its session's TEID.
+    let mut dl = Generator::load(downlink(1)).unwrap();
+    dl.set_sessions(&ss).unwrap();
+    for _ in 0..3 {
+        let (_, g) = run_once(dl.program(), dl.frame());
+        let (act, f) = run_once(n6, &g);
+        assert_eq!(act, XDP_REDIRECT);
+        let ue = Ipv4Addr::from(be32(&g, 30));
+        let i = ss.iter().position(|s| s.ue == ue).expect("a session's UE");
+        let udp = check_ipv4_udp(&f, 14, f.len() - 14, UPF_N3, GNB_N3);
+        let info = gtpu::fastpath::parse_gpdu(&f[udp..]).unwrap();
+        assert_eq!((info.teid, info.qfi), (0xd000 + i as u32, Some(5)));
+    }
+    let (_, mut g) = run_once(dl.program(), dl.frame());
+    g[30..34].copy_from_slice(&Ipv4Addr::new(10, 99, 0, 1).octets());
+    assert_eq!(run_once(n6, &g).0, XDP_DROP, "no record of the UE");
+    let s = b.stats().unwrap();
+    assert_eq!(
+        (s.uplink.packets, s.downlink.packets, s.misses.packets),
+        (3, 3, 3)
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Namespaces
 
