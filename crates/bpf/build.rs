@@ -11,4 +11,6 @@ fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bpf");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     build_bpf::build_dir(&root, "", &[root.join("include")], &out);
+    // The driver of the per-core scaling measurement (src/scaling.rs), not part of upfd.
+    build_bpf::build_dir(&root.join("scaling"), "", &[root.join("include")], &out);
 }

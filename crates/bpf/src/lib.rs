@@ -10,10 +10,17 @@ pub mod upf {
     include!(concat!(env!("OUT_DIR"), "/upf.skel.rs"));
 }
 
+/// The driver of the per-core scaling measurement ([`scaling`]): bpf/scaling/.
+#[allow(clippy::all)]
+mod scaling_drive {
+    include!(concat!(env!("OUT_DIR"), "/scaling_drive.skel.rs"));
+}
+
 pub use libbpf_rs;
 
 pub mod compile;
 pub mod datapath;
 mod direct;
 mod mem;
+pub mod scaling;
 mod slots;
