@@ -155,7 +155,7 @@ fn html_page_holds_every_table_and_inlined_chart() {
         row(&[
             "8000", "12.410", "0.012", "16.020", "0.310", "2.507", "2.829",
         ]),
-        row(&["UL", "64", "17.500", "4.200"]),
+        row(&["UL", "64", "17.500", "4.200", "3.150", "1M"]),
         row(&[
             "UL", "64", "1", "17.500", "3.100", "1.587", "82.286", "0.74", "0.18",
         ]),
@@ -164,12 +164,73 @@ fn html_page_holds_every_table_and_inlined_chart() {
             "UL", "64", "90", "2.520", "40.0", "140.0", "420.0", "30.0", "110.0", "100000",
         ]),
         row(&["1M", "8200", "1.20", "4.80", "45.00", "1350"]),
+        // The limits beside each trial, the rig's no-drop rate, the scaling cases.
+        format!(
+            "{}<td>I/O: measured again; FLAGGED: readings 18 % apart</td></tr>",
+            row(&[
+                "UL", "64", "1M", "2.600", "3.570", "4.200", "0.67", "3.108", "3.150", "0.83",
+            ])
+            .trim_end_matches("</tr>")
+        ),
+        row(&["DL", "64", "1k", "3.000", "3.300", "0.91"]),
+        "<tr><td>one hot session</td><td>xdp_n3</td><td class=\"r\">1</td><td class=\"r\">2</td>\
+         <td class=\"r\">2.800 / 2.750</td><td class=\"r\">5.550</td><td class=\"r\">1.79</td></tr>"
+            .to_string(),
     ] {
         assert!(html.contains(&expected), "missing {expected}");
     }
     assert!(html.contains(
         "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps"
     ));
+    assert!(html.contains("<section id=\"scaling\">"));
+    assert!(html.contains("the rig allows 9000"));
+}
+
+/// The fields issue 17 adds, under the names other tools read: each trial's bracketing
+/// limits, the one-miss limit, the rig's no-drop rate and the scaling cases.
+#[test]
+fn json_names_the_brackets_one_miss_rig_and_scaling_figures() {
+    let v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+    let l = &v["limits"][0];
+    assert!((l["one_miss_mpps"].as_f64().unwrap() - 3.15).abs() < 1e-9);
+    assert_eq!(l["one_miss_sessions"].as_u64(), Some(1_000_000));
+    let t = &v["throughput"][3];
+    assert_eq!(t["sessions"], 1_000_000);
+    let io = &t["io_bracket"];
+    assert_eq!(
+        (io["before_mpps"].as_f64(), io["after_mpps"].as_f64()),
+        (Some(3.57), Some(4.2))
+    );
+    assert_eq!(
+        (io["repeated"].as_bool(), io["flagged"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!((io["ratio"].as_f64().unwrap() - 2.6 / 3.885).abs() < 1e-9);
+    assert!(t["one_miss_bracket"]["ratio"].as_f64().is_some());
+    assert!(
+        v["throughput"][0]["one_miss_bracket"].is_null(),
+        "1 session: I/O bracket only"
+    );
+    assert_eq!(
+        v["throughput"][0]["io_bracket"]["flagged"],
+        serde_json::Value::Null
+    );
+    assert!((v["no_drop"][0]["rig_mpps"].as_f64().unwrap() - 3.08).abs() < 1e-9);
+    assert_eq!(v["capacity"]["rig_users"], 9000);
+    let s = &v["scaling"][1];
+    assert_eq!(
+        (
+            s["case"].as_str(),
+            s["program"].as_str(),
+            s["cpus"].as_u64()
+        ),
+        (Some("disjoint sessions"), Some("xdp_n3"), Some(2))
+    );
+    assert_eq!(s["mpps_per_cpu"].as_array().map(Vec::len), Some(2));
+    assert_eq!(s["vs_one_cpu"].as_f64(), Some(1.95));
+    // Absent when not measured.
+    let old = serde_json::to_string(&Report::new("x")).unwrap();
+    assert!(!old.contains("scaling"));
 }
 
 #[test]
@@ -191,6 +252,7 @@ fn text_shows_the_capacity_table_in_the_papers_column_order() {
     r.capacity = Some(CapacityTable {
         model: TrafficModel::Carrier,
         rows: capacity_rows()[3..6].to_vec(),
+        rig_users: None,
     });
     let expected = "\
 capacity
@@ -213,13 +275,17 @@ users | upload Gbit/s | upload loss % | download Gbit/s | download loss % | UL M
 fn text_shows_limits_ratios_no_drop_latency_sessions_and_machine() {
     let text = render_text(&sample());
     for line in [
-        "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps",
-        "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps, 0.88 x 1 session",
-        "UL 64 B, 1k sessions: no-drop rate 2.80 Mpps (1.43 Gbit/s)",
+        "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps, 0.74 x I/O limit beside it (4.12 / 4.24 Mpps)",
+        "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps, 0.88 x 1 session, 0.78 x I/O limit beside it (2.65 / 2.73 Mpps), 1.04 x one-miss limit beside it (2.00 / 2.03 Mpps)",
         "dir | packet B | % of no-drop | offered Mpps | p50 µs | p99 µs | p99.9 µs | bare p99 µs | added p99 µs | samples",
         "DL  |       64 |           90 |        2.700 |   44.0 |  154.0 |    462.0 |        30.0 |        124.0 |  100000",
         "resident sessions | established/s | p50 ms | p99 ms | max ms | bytes/session",
         "               1M |          8200 |   1.20 |   4.80 |  45.00 |          1350",
+        "UL 64 B, 1M sessions: 2.60 Mpps = 0.62 x I/O limit 4.20 Mpps, 0.15 x generator limit 17.5 Mpps, 0.84 x 1 session, 0.67 x I/O limit beside it (3.57 / 4.20 Mpps; measured again; FLAGGED: readings 18 % apart), 0.83 x one-miss limit beside it (3.11 / 3.15 Mpps)",
+        "dir | packet B | generator limit Mpps | I/O limit Mpps | one-miss limit Mpps | one-miss sessions",
+        "UL 64 B, 1k sessions: no-drop rate 2.80 Mpps (1.43 Gbit/s) = 0.91 x the rig's own no-drop rate 3.08 Mpps (bare forwarder, same search)",
+        "subscribers reached with loss <= 0.01 %: 4000; the rig allows 9000 (its no-drop rates, UL 3.08 Mpps, DL 3.30 Mpps, at the model's packet rates)",
+        "disjoint sessions | xdp_n3  |     100k |    2 | 2.900 / 2.850 |          5.750 |    1.95",
         "generator CPUs    | 0",
         "kernel            | Linux 6.1.0-test #1 SMP x86_64",
     ] {
@@ -261,6 +327,7 @@ fn charts_of_one_point_each_and_no_limits() {
     r.capacity = Some(CapacityTable {
         model: TrafficModel::Small,
         rows: capacity_rows()[..1].to_vec(),
+        rig_users: None,
     });
     r.throughput.push(ThroughputPoint::measured(
         Direction::Downlink,
@@ -276,6 +343,7 @@ fn charts_of_one_point_each_and_no_limits() {
         mpps: 1.0,
         gbps: gbps(1.0, 68),
         curve: vec![LossPoint::measured(1.0, 1.0)],
+        rig_mpps: None,
     });
     r.latency.push(LatencyPoint {
         direction: Direction::Downlink,

@@ -20,8 +20,9 @@ use common::report_sample::sample;
 use upfbench::report::*;
 
 /// Every section of the report, of made-up figures of plausible size: the report tests'
-/// sample, with both limit passes, the one sessions point `upfbench capacity` gives, and
-/// ping and iperf3.
+/// sample (limits beside each trial, one-miss limit, the rig's no-drop rate and scaling
+/// included), with both limit passes, the one sessions point `upfbench capacity` gives,
+/// and ping and iperf3.
 fn every_section() -> Report {
     use Direction::{Downlink as DL, Uplink as UL};
     let mut r = sample();
@@ -427,6 +428,7 @@ fn html_report_shows_every_table_and_chart_in_headless_chromium() {
         "sessions",
         "ping",
         "iperf3",
+        "scaling",
     ] {
         assert!(sections.contains(&id), "no section {id}: {sections:?}");
         assert!(table_sections.contains(id), "no table in section {id}");

@@ -8,14 +8,24 @@
 //!    direction and packet size;
 //! 2. the UPF: `upfd` started in upf (or any UPF already running there, `--external`),
 //!    sessions established by the SMF emulator from smf (rate and latency recorded);
-//! 3. throughput at saturation per direction and packet size, at 1 session and at all;
+//! 3. throughput at saturation per direction and packet size, at 1 session and at all,
+//!    each UPF trial bracketed by the limits of the same size, direction and sessions,
+//!    each swapped in for its trial and the UPF's programs put back after it:
+//!    I/O limit, UPF, I/O limit at 1 session; I/O limit, one-miss limit, UPF, one-miss
+//!    limit, I/O limit at all sessions (one-miss: the bare forwarder plus one read of
+//!    the session's 64-octet record from a table of all sessions, keyed by TEID / UE
+//!    address). A pair of readings more than 10 % apart: the whole bracket once more,
+//!    then flagged;
 //! 4. the carrier capacity test: 100, 500, 1000, 2000 subscribers, then doubling until
 //!    loss passes 0.01 %, both directions at once at the per-subscriber rates and mixes
 //!    of the Free5GC cloud evaluation;
 //! 5. the ZTE and vEPC models (full profile): saturation with their size mixes;
-//! 6. the no-drop rate (binary search on the offered rate; zero loss) per direction;
+//! 6. the no-drop rate (binary search on the offered rate; zero loss) per direction, each
+//!    followed by the same search with the bare forwarder in the UPF's place (the rig's
+//!    own no-drop rate, and from it the subscribers the rig allows in step 4's model);
 //! 7. latency p50/p99/p99.9 at 10, 50 and 90 % of the no-drop rate;
-//! 8. a ping and iperf3 TCP through the UPF from a UE of the gNB/UE emulator.
+//! 8. a ping and iperf3 TCP through the UPF from a UE of the gNB/UE emulator;
+//! 9. the bare forwarder's latency at step 7's rates, then the limits of step 1 again.
 //!
 //! It prints the tables with every figure as a ratio of the run's limits, and writes
 //! report.json, PNG charts and report.html (`upfbench::report`); the ping and iperf3
@@ -36,11 +46,11 @@ use anyhow::{bail, Context};
 use crate::gnb::{Gnb, GnbConfig, UeSession};
 use crate::lab::{addr, Lab, Ns};
 use crate::report::{
-    self, CapacityRow, CapacityTable, Direction, LatencyPoint, Limit, LossPoint, Machine,
+    self, Bracket, CapacityRow, CapacityTable, Direction, LatencyPoint, Limit, LossPoint, Machine,
     NoDropRate, Report, SessionRatePoint, ThroughputPoint, TrafficModel, UpfUnderTest,
 };
 use models::Mix;
-use rig::{GenSession, Rig, Trial};
+use rig::{GenSession, LimitKind, Rig, Trial};
 
 /// How long and how far a run goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -341,12 +351,17 @@ pub fn bench(
     let psc = !args.no_psc;
     let sdf = (!args.no_sdf).then(|| args.sdf.clone());
     let secs = plan.trial_secs;
+    let bracketed: usize = plan
+        .session_counts
+        .iter()
+        .map(|&n| if n == plan.sessions { 5 } else { 3 })
+        .sum();
     let steps = 2 * plan.sizes.len() * 2 * 2 // limits, before and after
         + 2 // UPF up, sessions
-        + plan.sizes.len() * plan.session_counts.len() * 2
+        + plan.sizes.len() * 2 * bracketed
         + models::carrier::steps(plan.carrier_max_users).len()
         + if plan.models { 2 * 2 * 2 } else { 0 }
-        + 2 * (plan.no_drop_iterations as usize + 1)
+        + 2 * 2 * (plan.no_drop_iterations as usize + 1) // the UPF's and the rig's
         + 2 * plan.latency_percents.len() * 2
         + usize::from(!args.no_check);
     let mut progress = Progress::new(steps);
@@ -496,8 +511,8 @@ pub fn bench(
         .collect(),
     });
 
-    // 3. Saturation throughput per size, at 1 session and at all; once the sessions'
-    // set-up has stopped keeping the CPUs busy.
+    // 3. Saturation throughput per size, at 1 session and at all, each trial bracketed
+    // by its limits; once the sessions' set-up has stopped keeping the CPUs busy.
     let waited = rig.wait_quiet(Duration::from_secs(20));
     if waited > Duration::from_secs(1) {
         eprintln!("waited {waited:.1?} for the CPUs to quiet down after the set-up");
@@ -507,15 +522,18 @@ pub fn bench(
         for &size in &plan.sizes {
             let mix = Mix::single(size);
             for d in Direction::BOTH {
-                progress.step(&format!("saturation {d} {size} B, {n} sessions"));
-                let t = rig.trial(&[(d, &mix, None)], secs)?;
-                r.throughput.push(ThroughputPoint::measured(
-                    d,
-                    u32::from(size),
-                    n,
-                    t.sent_pps(d) / 1e6,
-                    t.received_pps(d) / 1e6,
-                ));
+                let one_miss = n == plan.sessions;
+                let p = bracketed_trial(&mut rig, d, &mix, n, one_miss, secs, &mut progress)?;
+                if let (Some(b), Some(l)) = (
+                    p.one_miss_bracket,
+                    r.limits
+                        .iter_mut()
+                        .find(|l| l.direction == d && l.packet_bytes == u32::from(size)),
+                ) {
+                    l.one_miss_mpps = Some(b.before_mpps.max(b.after_mpps));
+                    l.one_miss_sessions = Some(n);
+                }
+                r.throughput.push(p);
             }
         }
     }
@@ -560,6 +578,7 @@ pub fn bench(
     r.capacity = Some(CapacityTable {
         model: TrafficModel::Carrier,
         rows,
+        rig_users: None,
     });
     rig.set_sessions(&sessions)?;
 
@@ -582,50 +601,17 @@ pub fn bench(
         }
     }
 
-    // 6. No-drop rate at 650 B (the vEPC packet), all sessions.
+    // 6. No-drop rate at 650 B (the vEPC packet), all sessions; then the rig's own, the
+    // same search with the bare forwarder in the UPF's place.
     let mix = models::vepc();
     let mut no_drop = Vec::new();
     for d in Direction::BOTH {
-        progress.step(&format!("no-drop rate {d}: saturation"));
-        let sat = rig.trial(&[(d, &mix, None)], secs)?;
-        let (mut lo, mut hi) = (0.0f64, sat.sent_pps(d).max(1.0));
-        let mut curve = vec![LossPoint::measured(
-            sat.sent_pps(d) / 1e6,
-            sat.received_pps(d) / 1e6,
-        )];
-        let mut best = None::<Trial>;
-        let mut rate = sat.received_pps(d) * 0.95;
-        // The bisection's trials, then, if none of them was loss-free (a noisy machine),
-        // up to NO_DROP_EXTRA more halvings until one is: a lower bound is always found
-        // unless even the floor rate loses packets.
-        let mut i = 0;
-        while i < plan.no_drop_iterations
-            || (best.is_none()
-                && i < plan.no_drop_iterations + NO_DROP_EXTRA
-                && rate >= NO_DROP_FLOOR_PPS)
-        {
-            i += 1;
-            progress.step(&format!(
-                "no-drop rate {d}: trial {i} at {:.3} Mpps",
-                rate / 1e6
-            ));
-            let t = rig.trial(&[(d, &mix, Some(rate.max(NO_DROP_FLOOR_PPS) as u64))], secs)?;
-            curve.push(LossPoint::measured(
-                t.sent_pps(d) / 1e6,
-                t.received_pps(d) / 1e6,
-            ));
-            if t.received[d as usize] >= t.sent[d as usize] {
-                lo = rate;
-                if best.as_ref().is_none_or(|b| b.sent_pps(d) < t.sent_pps(d)) {
-                    best = Some(t);
-                }
-            } else {
-                hi = rate;
-            }
-            rate = (lo + hi) / 2.0;
-        }
-        curve.sort_by(|a, b| a.offered_mpps.total_cmp(&b.offered_mpps));
-        let mpps = best.as_ref().map_or(0.0, |b| b.sent_pps(d) / 1e6);
+        let (mpps, curve) = no_drop_search(&mut rig, d, &mix, plan, &mut progress, "")?;
+        let bare = rig
+            .bare_forwarder(psc)
+            .context("attaching the bare forwarder")?;
+        let rig_mpps = no_drop_search(&mut rig, d, &mix, plan, &mut progress, " (rig)");
+        drop(bare);
         no_drop.push(NoDropRate {
             direction: d,
             packet_bytes: mix.label_bytes(),
@@ -633,7 +619,11 @@ pub fn bench(
             mpps,
             gbps: report::gbps(mpps, mix.label_bytes()),
             curve,
+            rig_mpps: Some(rig_mpps?.0),
         });
+    }
+    if let Some(c) = &mut r.capacity {
+        c.rig_users = carrier_users_allowed(&no_drop);
     }
 
     // 7. Latency at fractions of the no-drop rate (and, once upfd is gone, the bare
@@ -755,6 +745,142 @@ pub fn bench(
     Ok(r)
 }
 
+/// One saturated UPF trial of `d` with `mix` at `sessions`, bracketed: I/O limit,
+/// [one-miss limit,] UPF, [one-miss limit,] I/O limit; the whole bracket once more when a
+/// pair of readings is more than 10 % apart, then kept and flagged.
+fn bracketed_trial(
+    rig: &mut Rig,
+    d: Direction,
+    mix: &Mix,
+    sessions: u64,
+    one_miss: bool,
+    secs: f64,
+    progress: &mut Progress,
+) -> anyhow::Result<ThroughputPoint> {
+    let size = mix.label_bytes();
+    let mut repeated = false;
+    loop {
+        let tag = format!(
+            "{d} {size} B, {sessions} sessions{}",
+            if repeated { " (again)" } else { "" }
+        );
+        let limit = |rig: &mut Rig,
+                     progress: &mut Progress,
+                     kind: LimitKind,
+                     when: &str|
+         -> anyhow::Result<f64> {
+            let what = match kind {
+                LimitKind::Io => "I/O limit",
+                LimitKind::OneMiss => "one-miss limit",
+            };
+            progress.step(&format!("{what} {when} saturation {tag}"));
+            let pps = rig
+                .limit_trial(kind, d, mix, secs)
+                .with_context(|| format!("{what} {when} saturation {tag}"))?;
+            Ok(pps / 1e6)
+        };
+        let io0 = limit(rig, progress, LimitKind::Io, "before")?;
+        let m0 = if one_miss {
+            Some(limit(rig, progress, LimitKind::OneMiss, "before")?)
+        } else {
+            None
+        };
+        progress.step(&format!("saturation {tag}"));
+        let t = rig.trial(&[(d, mix, None)], secs)?;
+        let m1 = if one_miss {
+            Some(limit(rig, progress, LimitKind::OneMiss, "after")?)
+        } else {
+            None
+        };
+        let io1 = limit(rig, progress, LimitKind::Io, "after")?;
+        let mut p = ThroughputPoint::measured(
+            d,
+            size,
+            sessions,
+            t.sent_pps(d) / 1e6,
+            t.received_pps(d) / 1e6,
+        );
+        p.io_bracket = Some(Bracket::new(io0, io1, p.received_mpps, repeated));
+        p.one_miss_bracket = m0
+            .zip(m1)
+            .map(|(a, b)| Bracket::new(a, b, p.received_mpps, repeated));
+        let unsteady = [p.io_bracket, p.one_miss_bracket]
+            .iter()
+            .flatten()
+            .any(|b| b.flagged);
+        if unsteady && !repeated {
+            repeated = true;
+            continue;
+        }
+        return Ok(p);
+    }
+}
+
+/// The no-drop search of step 6 in `d` with whatever forwards on upf's interfaces: the
+/// no-drop rate (Mpps) and the loss curve of its trials.
+fn no_drop_search(
+    rig: &mut Rig,
+    d: Direction,
+    mix: &Mix,
+    plan: &Plan,
+    progress: &mut Progress,
+    who: &str,
+) -> anyhow::Result<(f64, Vec<LossPoint>)> {
+    let secs = plan.trial_secs;
+    progress.step(&format!("no-drop rate {d}{who}: saturation"));
+    let sat = rig.trial(&[(d, mix, None)], secs)?;
+    let (mut lo, mut hi) = (0.0f64, sat.sent_pps(d).max(1.0));
+    let mut curve = vec![LossPoint::measured(
+        sat.sent_pps(d) / 1e6,
+        sat.received_pps(d) / 1e6,
+    )];
+    let mut best = None::<Trial>;
+    let mut rate = sat.received_pps(d) * 0.95;
+    // The bisection's trials, then, if none of them was loss-free (a noisy machine), up
+    // to NO_DROP_EXTRA more halvings until one is: a lower bound is always found unless
+    // even the floor rate loses packets.
+    let mut i = 0;
+    while i < plan.no_drop_iterations
+        || (best.is_none()
+            && i < plan.no_drop_iterations + NO_DROP_EXTRA
+            && rate >= NO_DROP_FLOOR_PPS)
+    {
+        i += 1;
+        progress.step(&format!(
+            "no-drop rate {d}{who}: trial {i} at {:.3} Mpps",
+            rate / 1e6
+        ));
+        let t = rig.trial(&[(d, mix, Some(rate.max(NO_DROP_FLOOR_PPS) as u64))], secs)?;
+        curve.push(LossPoint::measured(
+            t.sent_pps(d) / 1e6,
+            t.received_pps(d) / 1e6,
+        ));
+        if t.received[d as usize] >= t.sent[d as usize] {
+            lo = rate;
+            if best.as_ref().is_none_or(|b| b.sent_pps(d) < t.sent_pps(d)) {
+                best = Some(t);
+            }
+        } else {
+            hi = rate;
+        }
+        rate = (lo + hi) / 2.0;
+    }
+    curve.sort_by(|a, b| a.offered_mpps.total_cmp(&b.offered_mpps));
+    Ok((best.as_ref().map_or(0.0, |b| b.sent_pps(d) / 1e6), curve))
+}
+
+/// The carrier test's subscribers the rig allows: both directions share the forwarding
+/// CPU, each subscriber taking UL pps / rig UL + DL pps / rig DL of it.
+fn carrier_users_allowed(no_drop: &[NoDropRate]) -> Option<u64> {
+    let share = |d: Direction| -> Option<f64> {
+        let rig = no_drop.iter().find(|n| n.direction == d)?.rig_mpps? * 1e6;
+        (rig > 0.0).then(|| models::carrier::pps(d) as f64 / rig)
+    };
+    let per_user = share(Direction::Uplink)? + share(Direction::Downlink)?;
+    // The epsilon keeps an exact quotient from flooring one short.
+    Some((1.0 / per_user + 1e-9).floor() as u64)
+}
+
 /// One pass over the packet sizes: the generator into a drop program (generator limit),
 /// then the bare forwarder (I/O limit), both directions, on upf's interfaces.
 fn limit_pass(
@@ -771,10 +897,7 @@ fn limit_pass(
         let mut lim = Direction::BOTH.map(|direction| Limit {
             direction,
             packet_bytes: u32::from(size),
-            generator_mpps: None,
-            io_mpps: None,
-            generator_passes_mpps: Vec::new(),
-            io_passes_mpps: Vec::new(),
+            ..Limit::default()
         });
         for (i, d) in Direction::BOTH.into_iter().enumerate() {
             progress.step(&format!("generator limit {d} {size} B{pass}"));
@@ -917,4 +1040,33 @@ fn output_within(
     }
     let _ = child.kill();
     child.wait_with_output()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rig_allows_the_subscribers_whose_packets_fill_both_directions_shares() {
+        let nd = |d, rig| NoDropRate {
+            direction: d,
+            packet_bytes: 650,
+            sessions: 1,
+            mpps: 0.0,
+            gbps: 0.0,
+            curve: Vec::new(),
+            rig_mpps: rig,
+        };
+        // 422 + 696 pps per subscriber: 1000 of them take half of each direction's rate.
+        let v = [
+            nd(Direction::Uplink, Some(0.844)),
+            nd(Direction::Downlink, Some(1.392)),
+        ];
+        assert_eq!(carrier_users_allowed(&v), Some(1000));
+        assert_eq!(
+            carrier_users_allowed(&[nd(Direction::Uplink, Some(1.0))]),
+            None,
+            "both directions needed"
+        );
+    }
 }

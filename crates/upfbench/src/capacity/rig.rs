@@ -1,6 +1,8 @@
 //! The traffic rig in the lab: generators in gnb (uplink GTP-U) and dn (downlink IP),
 //! sinks on the receiving ends (gnb n3, dn n6), and on upf's interfaces whatever is
-//! measured: a drop program (generator limit), the bare forwarder (I/O limit) or the UPF.
+//! measured: a drop program (generator limit), the bare forwarder (I/O limit), the
+//! one-miss forwarder (one-miss limit) or the UPF. The limits take upf's interfaces for
+//! their trial and put back whatever XDP program ran there (the UPF's).
 //!
 //! CPUs: the generators run pinned to `gen_cpu`; upf's n3 and n6 receive in their own
 //! NAPI threads pinned to `fwd_cpu` (SCHED_FIFO), so the UPF's XDP programs (and the
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use bench_bpf::{
     self as b, frame_len_for_ip_len, napi_thread, set_fifo, BareConfig, BareForwarder, DropSink,
-    DualGenerator, GenConfig, Percentiles, Sink,
+    DualGenerator, GenConfig, MissSession, Percentiles, Sink,
 };
 
 use super::models::Mix;
@@ -80,6 +82,24 @@ impl Trial {
     }
 }
 
+/// Which limit takes the UPF's place for a trial ([`Rig::limit_trial`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitKind {
+    /// The bare forwarder.
+    Io,
+    /// The bare forwarder plus one read of the session's record.
+    OneMiss,
+}
+
+/// The one-miss forwarder, loaded for one set of sessions (filling a million records
+/// takes a while: once per set, not per trial).
+struct OneMiss {
+    sessions: Vec<GenSession>,
+    /// The same sessions with the uplink TEIDs that find their records.
+    relabelled: Vec<GenSession>,
+    fwd: BareForwarder,
+}
+
 /// The rig: sinks attached for its whole life, generators loaded per traffic mix.
 pub struct Rig {
     gnb: String,
@@ -94,6 +114,7 @@ pub struct Rig {
     /// Both directions from one thread (uplink mix, downlink mix, generator).
     gen: Option<(Mix, Mix, DualGenerator)>,
     sessions: Vec<GenSession>,
+    one_miss: Option<OneMiss>,
     /// What could not be set up as planned (each said once), for the report.
     notes: std::cell::RefCell<Vec<String>>,
 }
@@ -123,6 +144,7 @@ impl Rig {
             psc,
             gen: None,
             sessions: Vec::new(),
+            one_miss: None,
             notes: Default::default(),
         })
     }
@@ -398,9 +420,81 @@ impl Rig {
         Ok(got as f64 / elapsed.as_secs_f64().max(1e-9))
     }
 
-    /// The bare forwarder on upf's n3 and n6 (the I/O limit), pinned; detached on drop.
-    pub fn bare_forwarder(&self, psc: bool) -> io::Result<BareGuard> {
-        let cfg = BareConfig {
+    /// A saturated trial of `dir` with `kind` in place of whatever runs on upf's n3 and
+    /// n6, which is put back after it (the UPF keeps forwarding). Received packets per
+    /// second. The one-miss forwarder's table holds the rig's sessions, and for its trial
+    /// the generator sends them with the uplink TEIDs that encode their slots.
+    pub fn limit_trial(
+        &mut self,
+        kind: LimitKind,
+        dir: Direction,
+        mix: &Mix,
+        secs: f64,
+    ) -> io::Result<f64> {
+        if kind == LimitKind::Io {
+            let bare = self.bare_forwarder(self.psc)?;
+            let t = self.trial(&[(dir, mix, None)], secs);
+            drop(bare);
+            return Ok(t?.received_pps(dir));
+        }
+        let mut m = match self.one_miss.take() {
+            Some(m) if m.sessions == self.sessions => m,
+            old => {
+                drop(old);
+                self.load_one_miss()?
+            }
+        };
+        let attached = in_netns(Some(&self.upf), || m.fwd.attach_here());
+        let t = match attached {
+            Ok(Ok(())) => {
+                self.pin_forwarder();
+                let saved = std::mem::take(&mut self.sessions);
+                let t = self
+                    .set_sessions(&m.relabelled)
+                    .and_then(|()| self.trial(&[(dir, mix, None)], secs));
+                let back = self.set_sessions(&saved);
+                let detached = m.fwd.detach();
+                t.and_then(|t| back.and(detached).map(|()| t))
+            }
+            Ok(Err(e)) | Err(e) => Err(e),
+        };
+        self.one_miss = Some(m);
+        Ok(t?.received_pps(dir))
+    }
+
+    /// The one-miss forwarder for the rig's sessions, loaded and filled.
+    fn load_one_miss(&self) -> io::Result<OneMiss> {
+        let miss: Vec<MissSession> = self
+            .sessions
+            .iter()
+            .map(|s| MissSession {
+                ue: s.ue,
+                dl_teid: s.teid,
+            })
+            .collect();
+        let (fwd, layout) = BareForwarder::load_one_miss(self.bare_config()?, &miss)?;
+        if layout.unslotted > 0 {
+            self.note(format!(
+                "one-miss limit: {} of {} sessions share a UE address slot with another (their packets are dropped)",
+                layout.unslotted,
+                miss.len()
+            ));
+        }
+        let relabelled = self
+            .sessions
+            .iter()
+            .zip(&layout.uplink_teids)
+            .map(|(s, &teid)| GenSession { teid, ue: s.ue })
+            .collect();
+        Ok(OneMiss {
+            sessions: self.sessions.clone(),
+            relabelled,
+            fwd,
+        })
+    }
+
+    fn bare_config(&self) -> io::Result<BareConfig> {
+        Ok(BareConfig {
             n3_ifindex: ifindex(&self.upf, "n3")?,
             n6_ifindex: ifindex(&self.upf, "n6")?,
             n3_mac: mac::UPF_N3,
@@ -411,8 +505,16 @@ impl Rig {
             gnb_ip: addr::GNB_N3,
             n6_ip: addr::UPF_N6,
             teid: 1,
-            psc,
+            psc: self.psc,
             qfi: 1,
+        })
+    }
+
+    /// The bare forwarder on upf's n3 and n6 (the I/O limit), pinned; detached on drop.
+    pub fn bare_forwarder(&self, psc: bool) -> io::Result<BareGuard> {
+        let cfg = BareConfig {
+            psc,
+            ..self.bare_config()?
         };
         let f = in_netns(Some(&self.upf), || BareForwarder::attach(cfg))??;
         self.pin_forwarder();
@@ -429,8 +531,10 @@ impl Rig {
             gen,
             gnb,
             dn,
+            one_miss,
             ..
         } = self;
+        drop(one_miss);
         drop(gen);
         let [ul, dl] = sinks;
         in_netns(Some(&dn), || ul.detach())??;

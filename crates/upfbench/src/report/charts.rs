@@ -1144,6 +1144,7 @@ mod tests {
             mpps: 1.0,
             gbps: gbps(1.0, 650),
             curve: vec![LossPoint::measured(1.0, 1.0), LossPoint::measured(2.0, 1.2)],
+            rig_mpps: None,
         });
         let charts = render_charts(&r).unwrap();
         assert_eq!(charts.charts.len(), 3);

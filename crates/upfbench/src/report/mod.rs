@@ -5,8 +5,10 @@
 //! self-contained `report.html` that holds the tables and the charts (inlined).
 //!
 //! Every rate is shown beside the limits measured in the same run (generator limit: the
-//! generator into a drop program; I/O limit: bare XDP decap/encap and redirect), because
-//! only ratios hold on a noisy shared machine.
+//! generator into a drop program; I/O limit: bare XDP decap/encap and redirect; one-miss
+//! limit: the same plus one read of the session's record), because only ratios hold on a
+//! noisy shared machine; a saturation trial also carries the limits measured right before
+//! and after it ([`Bracket`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -16,7 +18,7 @@
 //! r.machine = Some(Machine::probe(&[0], &[1], Duration::from_millis(200)));
 //! r.limits.push(Limit { direction: Direction::Uplink, packet_bytes: 64,
 //!                       generator_mpps: Some(17.5), io_mpps: Some(4.2),
-//!                       generator_passes_mpps: vec![], io_passes_mpps: vec![] });
+//!                       ..Limit::default() });
 //! r.throughput.push(ThroughputPoint::measured(Direction::Uplink, 64, 1, 17.5, 3.1));
 //! r.fill_ratios();
 //! print!("{}", render_text(&r));
@@ -77,13 +79,19 @@ pub struct Report {
     /// iperf3 from a UE through the UPF, each direction.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub iperf3: Vec<Iperf3Result>,
+    /// The data path's programs on one CPU and on several at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<ScalingCase>,
 }
 
 /// Direction of user traffic: uplink is gNB (N3, GTP-U) to data network (N6), downlink the
 /// reverse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
+    #[default]
     Uplink,
     Downlink,
 }
@@ -124,7 +132,7 @@ pub struct UpfUnderTest {
 }
 
 /// The ceilings of the machine for one direction and packet size, measured in the same run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
     pub direction: Direction,
     /// Size of the user's IP packet (the inner packet for GTP-U), bytes.
@@ -142,6 +150,15 @@ pub struct Limit {
     /// Each pass's I/O limit, likewise; `io_mpps` is the highest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_passes_mpps: Vec<f64>,
+    /// The bare forwarder plus one dependent read of the session's 64-octet record from a
+    /// table of `one_miss_sessions` records (keyed by TEID / UE address), Mpps: the least a
+    /// UPF that reads per-session state once per packet pays. The higher of the readings
+    /// that bracket the UPF's trial at that session count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_miss_mpps: Option<f64>,
+    /// Sessions in the one-miss forwarder's table (those the generator sent to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_miss_sessions: Option<u64>,
 }
 
 /// Adds a pass's figure to a limit: the limit is the highest, the passes are kept.
@@ -202,6 +219,25 @@ impl fmt::Display for TrafficModel {
 pub struct CapacityTable {
     pub model: TrafficModel,
     pub rows: Vec<CapacityRow>,
+    /// The subscribers the rig itself allows: its no-drop rates (the bare forwarder's,
+    /// [`NoDropRate::rig_mpps`]) shared by both directions at the model's per-subscriber
+    /// packet rates, `1 / (ul_pps / rig_ul + dl_pps / rig_dl)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rig_users: Option<u64>,
+}
+
+/// Loss above which a capacity step no longer counts as carried, % (BENCHMARKS.md).
+pub const CAPACITY_LOSS_PCT: f64 = 0.01;
+
+impl CapacityTable {
+    /// The most subscribers carried with loss at most [`CAPACITY_LOSS_PCT`] each way.
+    pub fn users_reached(&self) -> Option<u64> {
+        self.rows
+            .iter()
+            .filter(|r| r.ul_loss_pct <= CAPACITY_LOSS_PCT && r.dl_loss_pct <= CAPACITY_LOSS_PCT)
+            .map(|r| r.users)
+            .max()
+    }
 }
 
 /// One subscriber step of the capacity test (columns of the Free5GC paper's Table II, plus
@@ -236,6 +272,86 @@ pub struct ThroughputPoint {
     /// received / I/O limit of the same direction and size ([`Report::fill_ratios`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vs_io: Option<f64>,
+    /// The I/O limit measured right before and right after this trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_bracket: Option<Bracket>,
+    /// The one-miss limit measured right before and right after this trial (at all
+    /// sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_miss_bracket: Option<Bracket>,
+}
+
+/// How far apart a bracket's two readings may be before the trial is repeated, then
+/// flagged: 10 %.
+pub const BRACKET_SPREAD: f64 = 0.10;
+
+/// A limit measured right before and right after one UPF trial of the same direction,
+/// size and sessions, and the trial against it: on a machine whose speed moves within
+/// minutes only a limit measured beside the trial says what the trial's ratio is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bracket {
+    pub before_mpps: f64,
+    pub after_mpps: f64,
+    /// The trial's received rate / the mean of the two readings.
+    pub ratio: f64,
+    /// The readings differed by more than [`BRACKET_SPREAD`] and the limit, trial, limit
+    /// triple was measured again (these are the second triple's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repeated: bool,
+    /// They still differ by more than [`BRACKET_SPREAD`]: the ratio is uncertain.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flagged: bool,
+}
+
+impl Bracket {
+    /// The bracket of a trial that received `received_mpps`; `flagged` from the spread.
+    pub fn new(before_mpps: f64, after_mpps: f64, received_mpps: f64, repeated: bool) -> Bracket {
+        let mean = (before_mpps + after_mpps) / 2.0;
+        let mut b = Bracket {
+            before_mpps,
+            after_mpps,
+            ratio: if mean > 0.0 {
+                received_mpps / mean
+            } else {
+                0.0
+            },
+            repeated,
+            flagged: false,
+        };
+        b.flagged = b.spread() > BRACKET_SPREAD;
+        b
+    }
+
+    /// |before - after| / the lower of the two (1.0 when one is 0).
+    pub fn spread(&self) -> f64 {
+        let lo = self.before_mpps.min(self.after_mpps);
+        if lo <= 0.0 {
+            return if self.before_mpps == self.after_mpps {
+                0.0
+            } else {
+                1.0
+            };
+        }
+        (self.before_mpps - self.after_mpps).abs() / lo
+    }
+}
+
+/// The data path's programs run on `cpus` CPUs at once (BPF_PROG_RUN on each, no
+/// generator): how the rate grows with CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScalingCase {
+    /// e.g. "disjoint sessions", "one hot session".
+    pub case: String,
+    /// e.g. "xdp_n3".
+    pub program: String,
+    pub sessions: u64,
+    pub cpus: u32,
+    /// Each CPU's rate, Mpps.
+    pub mpps_per_cpu: Vec<f64>,
+    pub aggregate_mpps: f64,
+    /// aggregate / the same case's rate on one CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_one_cpu: Option<f64>,
 }
 
 impl ThroughputPoint {
@@ -257,6 +373,8 @@ impl ThroughputPoint {
             loss_pct: loss_pct(offered_mpps, received_mpps),
             vs_generator: None,
             vs_io: None,
+            io_bracket: None,
+            one_miss_bracket: None,
         }
     }
 }
@@ -272,6 +390,17 @@ pub struct NoDropRate {
     /// Offered rates tried (search steps and higher rates), ascending.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub curve: Vec<LossPoint>,
+    /// The rig's own no-drop rate: the same search with the bare forwarder in place of
+    /// the UPF (generator, veths and sink alone), Mpps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rig_mpps: Option<f64>,
+}
+
+impl NoDropRate {
+    /// The UPF's no-drop rate / the rig's.
+    pub fn vs_rig(&self) -> Option<f64> {
+        self.rig_mpps.filter(|r| *r > 0.0).map(|r| self.mpps / r)
+    }
 }
 
 /// One offered rate of a loss curve.
@@ -395,6 +524,7 @@ impl Report {
             sessions: Vec::new(),
             ping: None,
             iperf3: Vec::new(),
+            scaling: Vec::new(),
         }
     }
 
@@ -423,6 +553,10 @@ impl Report {
                         p.generator_mpps,
                     );
                     add_pass(&mut l.io_mpps, &mut l.io_passes_mpps, p.io_mpps);
+                    if p.one_miss_mpps.is_some() {
+                        l.one_miss_mpps = p.one_miss_mpps;
+                        l.one_miss_sessions = p.one_miss_sessions;
+                    }
                 }
                 None => self.limits.push(p.clone()),
             }
@@ -584,8 +718,7 @@ mod tests {
             packet_bytes: 650,
             generator_mpps: gen,
             io_mpps: io,
-            generator_passes_mpps: vec![],
-            io_passes_mpps: vec![],
+            ..Limit::default()
         };
         let mut r = Report::new("test");
         r.limits
@@ -609,6 +742,38 @@ mod tests {
     }
 
     #[test]
+    fn a_bracket_is_flagged_when_its_readings_differ_by_more_than_ten_percent() {
+        let b = Bracket::new(2.0, 2.1, 1.025, false);
+        assert!((b.ratio - 0.5).abs() < 1e-12);
+        assert!(!b.flagged && (b.spread() - 0.05).abs() < 1e-12);
+        let b = Bracket::new(2.0, 2.3, 1.0, true);
+        assert!(b.flagged && b.repeated);
+        assert!(Bracket::new(0.0, 1.0, 1.0, false).flagged);
+        // Left out of the JSON when false.
+        let j = serde_json::to_string(&Bracket::new(1.0, 1.0, 0.5, false)).unwrap();
+        assert_eq!(j, r#"{"before_mpps":1.0,"after_mpps":1.0,"ratio":0.5}"#);
+    }
+
+    #[test]
+    fn capacity_reached_is_the_most_users_within_the_loss_bound() {
+        let row = |users, loss| CapacityRow {
+            users,
+            ul_gbps: 0.0,
+            ul_loss_pct: 0.0,
+            dl_gbps: 0.0,
+            dl_loss_pct: loss,
+            ul_mpps: 0.0,
+            dl_mpps: 0.0,
+        };
+        let t = CapacityTable {
+            model: TrafficModel::Carrier,
+            rows: vec![row(100, 0.0), row(500, 0.01), row(1000, 0.2)],
+            rig_users: None,
+        };
+        assert_eq!(t.users_reached(), Some(500));
+    }
+
+    #[test]
     fn ratios_use_the_limit_of_the_same_direction_and_size() {
         let mut r = Report::new("test");
         r.limits.push(Limit {
@@ -616,8 +781,7 @@ mod tests {
             packet_bytes: 64,
             generator_mpps: Some(20.0),
             io_mpps: Some(4.0),
-            generator_passes_mpps: vec![],
-            io_passes_mpps: vec![],
+            ..Limit::default()
         });
         r.throughput.push(ThroughputPoint::measured(
             Direction::Uplink,

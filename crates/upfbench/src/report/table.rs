@@ -126,7 +126,7 @@ pub(crate) fn sections(r: &Report) -> Vec<Section> {
         out.push(upf_section(u));
     }
     if let Some(c) = r.capacity.as_ref().filter(|c| !c.rows.is_empty()) {
-        out.push(capacity_section(c));
+        out.push(capacity_section(c, &r.no_drop));
     }
     if !r.limits.is_empty() {
         out.push(limits_section(&r.limits));
@@ -148,6 +148,9 @@ pub(crate) fn sections(r: &Report) -> Vec<Section> {
     }
     if !r.iperf3.is_empty() {
         out.push(iperf3_section(&r.iperf3));
+    }
+    if !r.scaling.is_empty() {
+        out.push(scaling_section(&r.scaling));
     }
     out
 }
@@ -234,11 +237,29 @@ pub(crate) fn capacity_table(c: &CapacityTable) -> Table {
     t
 }
 
-fn capacity_section(c: &CapacityTable) -> Section {
+fn capacity_section(c: &CapacityTable, no_drop: &[NoDropRate]) -> Section {
+    let mut lines = vec![c.model.describe().to_string()];
+    if let Some(rig) = c.rig_users {
+        let reached = c
+            .users_reached()
+            .map_or_else(|| "none".to_string(), |u| u.to_string());
+        let rates: Vec<String> = no_drop
+            .iter()
+            .filter_map(|n| Some(format!("{} {} Mpps", n.direction, sig3(n.rig_mpps?))))
+            .collect();
+        lines.push(format!(
+            "subscribers reached with loss <= {CAPACITY_LOSS_PCT} %: {reached}; the rig allows {rig} (its no-drop rates{} at the model's packet rates)",
+            if rates.is_empty() {
+                String::new()
+            } else {
+                format!(", {},", rates.join(", "))
+            }
+        ));
+    }
     Section {
         id: "capacity",
         heading: format!("Capacity test (traffic model: {})", c.model),
-        lines: vec![c.model.describe().to_string()],
+        lines,
         tables: vec![capacity_table(c)],
         chart: Some("capacity"),
     }
@@ -248,8 +269,13 @@ fn limits_section(limits: &[Limit]) -> Section {
     let passes = limits
         .iter()
         .any(|l| !l.generator_passes_mpps.is_empty() || !l.io_passes_mpps.is_empty());
+    let one_miss = limits.iter().any(|l| l.one_miss_mpps.is_some());
     let mut head = vec!["dir", "packet B", "generator limit Mpps", "I/O limit Mpps"];
     let mut align = vec![L, R, R, R];
+    if one_miss {
+        head.extend(["one-miss limit Mpps", "one-miss sessions"]);
+        align.extend([R, R]);
+    }
     if passes {
         head.extend(["generator, each pass", "I/O, each pass"]);
         align.extend([R, R]);
@@ -269,6 +295,10 @@ fn limits_section(limits: &[Limit]) -> Section {
             l.generator_mpps.map(|x| f(x, 3)).unwrap_or("-".into()),
             l.io_mpps.map(|x| f(x, 3)).unwrap_or("-".into()),
         ];
+        if one_miss {
+            row.push(l.one_miss_mpps.map_or_else(|| "-".into(), |x| f(x, 3)));
+            row.push(l.one_miss_sessions.map_or_else(|| "-".into(), count_short));
+        }
         if passes {
             row.push(each(&l.generator_passes_mpps));
             row.push(each(&l.io_passes_mpps));
@@ -280,6 +310,14 @@ fn limits_section(limits: &[Limit]) -> Section {
          encap (DL) and redirect, no session logic"
             .to_string(),
     ];
+    if one_miss {
+        lines.push(
+            "one-miss limit: the bare forwarder plus one dependent read of the session's \
+             64-octet record from a table of that many sessions (UL by TEID, DL by UE \
+             address), the higher of the readings around the UPF's trial"
+                .to_string(),
+        );
+    }
     if passes {
         lines.push(
             "measured before the UPF's trials and again after them; each limit is the \
@@ -314,7 +352,7 @@ fn ratios(r: &Report, p: &ThroughputPoint) -> (Ratio, Ratio) {
 }
 
 /// "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit
-/// 17.5 Mpps".
+/// 17.5 Mpps", then the ratios to the limits measured beside the trial.
 pub(crate) fn ratio_line(r: &Report, p: &ThroughputPoint) -> String {
     let head = format!(
         "{} {} B, {}: {} Mpps",
@@ -341,6 +379,14 @@ pub(crate) fn ratio_line(r: &Report, p: &ThroughputPoint) -> String {
             p.received_mpps / one.received_mpps
         ));
     }
+    for (b, what) in [
+        (&p.io_bracket, "I/O limit"),
+        (&p.one_miss_bracket, "one-miss limit"),
+    ] {
+        if let Some(b) = b {
+            parts.push(bracket_phrase(b, what));
+        }
+    }
     if parts.is_empty() {
         format!(
             "{head}; no limit measured for {} {} B",
@@ -349,6 +395,35 @@ pub(crate) fn ratio_line(r: &Report, p: &ThroughputPoint) -> String {
     } else {
         format!("{head} = {}", parts.join(", "))
     }
+}
+
+/// "0.74 x I/O limit beside it (4.12 / 4.24 Mpps; measured again; FLAGGED: readings
+/// 18 % apart)".
+fn bracket_phrase(b: &Bracket, what: &str) -> String {
+    let mut s = format!(
+        "{:.2} x {what} beside it ({} / {} Mpps",
+        b.ratio,
+        sig3(b.before_mpps),
+        sig3(b.after_mpps)
+    );
+    s.push_str(&bracket_note(b).map_or_else(String::new, |n| format!("; {n}")));
+    s.push(')');
+    s
+}
+
+/// "measured again", "FLAGGED: readings 18 % apart", both, or nothing.
+fn bracket_note(b: &Bracket) -> Option<String> {
+    let mut v = Vec::new();
+    if b.repeated {
+        v.push("measured again".to_string());
+    }
+    if b.flagged {
+        v.push(format!(
+            "FLAGGED: readings {:.0} % apart",
+            b.spread() * 100.0
+        ));
+    }
+    (!v.is_empty()).then(|| v.join("; "))
 }
 
 fn throughput_section(r: &Report) -> Section {
@@ -380,11 +455,66 @@ fn throughput_section(r: &Report) -> Section {
             opt_ratio(gen.map(|x| x.0)),
         ]);
     }
+    let mut lines: Vec<String> = r.throughput.iter().map(|p| ratio_line(r, p)).collect();
+    let mut tables = vec![t];
+    let bracketed: Vec<&ThroughputPoint> = r
+        .throughput
+        .iter()
+        .filter(|p| p.io_bracket.is_some() || p.one_miss_bracket.is_some())
+        .collect();
+    if !bracketed.is_empty() {
+        lines.push(format!(
+            "beside it: the limit measured right before and right after the UPF's trial (same direction, size and sessions); the ratio is against their mean; a pair more than {:.0} % apart is measured again (limits and trial), then flagged.",
+            BRACKET_SPREAD * 100.0
+        ));
+        let mut b = Table::new(
+            &[
+                "dir",
+                "packet B",
+                "sessions",
+                "received Mpps",
+                "I/O before",
+                "I/O after",
+                "x I/O",
+                "one-miss before",
+                "one-miss after",
+                "x one-miss",
+                "note",
+            ],
+            &[L, R, R, R, R, R, R, R, R, R, L],
+        );
+        let dash = || "-".to_string();
+        for p in bracketed {
+            let cells = |x: &Option<Bracket>| match x {
+                Some(x) => [f(x.before_mpps, 3), f(x.after_mpps, 3), f(x.ratio, 2)],
+                None => [dash(), dash(), dash()],
+            };
+            let notes: Vec<String> = [(&p.io_bracket, "I/O"), (&p.one_miss_bracket, "one-miss")]
+                .into_iter()
+                .filter_map(|(x, w)| Some(format!("{w}: {}", bracket_note(x.as_ref()?)?)))
+                .collect();
+            let mut row = vec![
+                p.direction.to_string(),
+                p.packet_bytes.to_string(),
+                count_short(p.sessions),
+                f(p.received_mpps, 3),
+            ];
+            row.extend(cells(&p.io_bracket));
+            row.extend(cells(&p.one_miss_bracket));
+            row.push(if notes.is_empty() {
+                dash()
+            } else {
+                notes.join("; ")
+            });
+            b.row(row);
+        }
+        tables.push(b);
+    }
     Section {
         id: "throughput",
         heading: "Throughput".to_string(),
-        lines: r.throughput.iter().map(|p| ratio_line(r, p)).collect(),
-        tables: vec![t],
+        lines,
+        tables,
         chart: Some("throughput"),
     }
 }
@@ -393,8 +523,16 @@ fn no_drop_section(v: &[NoDropRate]) -> Section {
     let lines = v
         .iter()
         .map(|n| {
+            let rig = match (n.rig_mpps, n.vs_rig()) {
+                (Some(m), Some(x)) => format!(
+                    " = {x:.2} x the rig's own no-drop rate {} Mpps (bare forwarder, same search)",
+                    sig3(m)
+                ),
+                (Some(m), None) => format!("; the rig's own: {} Mpps", sig3(m)),
+                _ => String::new(),
+            };
             format!(
-                "{} {} B, {}: no-drop rate {} Mpps ({} Gbit/s)",
+                "{} {} B, {}: no-drop rate {} Mpps ({} Gbit/s){rig}",
                 n.direction,
                 n.packet_bytes,
                 sessions_word(n.sessions),
@@ -419,12 +557,74 @@ fn no_drop_section(v: &[NoDropRate]) -> Section {
         }
     }
     let has_curve = !t.rows.is_empty();
+    let mut tables = if has_curve { vec![t] } else { Vec::new() };
+    if v.iter().any(|n| n.rig_mpps.is_some()) {
+        let mut rig = Table::new(
+            &[
+                "dir",
+                "packet B",
+                "sessions",
+                "UPF no-drop Mpps",
+                "rig no-drop Mpps",
+                "UPF / rig",
+            ],
+            &[L, R, R, R, R, R],
+        );
+        for n in v {
+            rig.row(vec![
+                n.direction.to_string(),
+                n.packet_bytes.to_string(),
+                count_short(n.sessions),
+                f(n.mpps, 3),
+                n.rig_mpps.map_or_else(|| "-".to_string(), |m| f(m, 3)),
+                opt_ratio(n.vs_rig()),
+            ]);
+        }
+        tables.insert(0, rig);
+    }
     Section {
         id: "no-drop",
         heading: "No-drop rate and loss above it".to_string(),
         lines,
-        tables: if has_curve { vec![t] } else { Vec::new() },
+        tables,
         chart: has_curve.then_some("loss"),
+    }
+}
+
+fn scaling_section(v: &[ScalingCase]) -> Section {
+    let mut t = Table::new(
+        &[
+            "case",
+            "program",
+            "sessions",
+            "CPUs",
+            "Mpps per CPU",
+            "aggregate Mpps",
+            "x 1 CPU",
+        ],
+        &[L, L, R, R, R, R, R],
+    );
+    for c in v {
+        t.row(vec![
+            c.case.clone(),
+            c.program.clone(),
+            count_short(c.sessions),
+            c.cpus.to_string(),
+            c.mpps_per_cpu
+                .iter()
+                .map(|x| f(*x, 3))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            f(c.aggregate_mpps, 3),
+            opt_ratio(c.vs_one_cpu),
+        ]);
+    }
+    Section {
+        id: "scaling",
+        heading: "Per-core scaling of the data path (BPF_PROG_RUN on each CPU at once)".to_string(),
+        lines: Vec::new(),
+        tables: vec![t],
+        chart: None,
     }
 }
 
