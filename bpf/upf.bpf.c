@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The UPF data path: two thin entry points, one per interface role.
- *   xdp_n3: GTP-U in (N3 from gNBs, N9 from other UPFs): TEID -> PDRs -> FAR.
+ *   xdp_n3: GTP-U in (N3 from gNBs, N9 from other UPFs): TEID -> PDRs -> FAR; or,
+ *           with spreading on, the G-PDU handed to xdp_n3_cpu on another CPU.
  *   xdp_n6: plain IP in from the data network: UE address -> PDRs -> FAR.
  * The logic is in the headers under include/, one per concern; the tables in
  * include/upf_maps.h, the numbers in include/abi.h. The reference model
@@ -19,6 +20,7 @@
 #include "direct.h"
 #include "encap.h"
 #include "protect.h"
+#include "spread.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -373,19 +375,16 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 	return send(ctx, cfg, rs, p, far, &e, &eg, er, in_dmac, in_smac, len, now, from_gtpu);
 }
 
-SEC("xdp")
-int xdp_n3(struct xdp_md *ctx)
+/* The N3 processing: a G-PDU's TEID -> rule set -> process(). */
+static __always_inline int n3(struct xdp_md *ctx, struct upf_config *cfg)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct upf_config *cfg = get_config();
 	struct outer o = {};
 	struct flow f;
 	__u32 l3 = 0;
 	__u32 frame = data_end - data;
 
-	if (!cfg)
-		return XDP_PASS;
 	count(STAT_RECEIVED_N3, frame);
 	o.family = parse_eth(data, data_end, &l3);
 	if (!o.family)
@@ -407,6 +406,38 @@ int xdp_n3(struct xdp_md *ctx)
 	if (!rs)
 		return unknown_teid(f.len, bpf_ktime_get_ns());
 	return process(ctx, cfg, rs, &o, &f, 1);
+}
+
+SEC("xdp")
+int xdp_n3(struct xdp_md *ctx)
+{
+	struct upf_config *cfg = get_config();
+
+	if (!cfg)
+		return XDP_PASS;
+	/* With datapath.spread, G-PDUs go to the CPU their hash picks (include/spread.h). */
+	int r = spread(ctx, cfg);
+
+	if (r >= 0)
+		return r;
+	return n3(ctx, cfg);
+}
+
+/* The N3 processing on the CPU spread() picked, run by its cpumap queue. A cpumap
+ * program cannot send a frame back where it came from with XDP_TX: it redirects it
+ * there instead. */
+SEC("xdp/cpumap")
+int xdp_n3_cpu(struct xdp_md *ctx)
+{
+	struct upf_config *cfg = get_config();
+
+	if (!cfg)
+		return XDP_PASS;
+	int v = n3(ctx, cfg);
+
+	if (v == XDP_TX)
+		return bpf_redirect(ctx->ingress_ifindex, 0);
+	return v;
 }
 
 SEC("xdp")

@@ -112,6 +112,16 @@ enum cfg_flag {
 	CFG_F_STATIC_NEIGH = 0x01, /* use the neigh table only, not the kernel FIB */
 };
 
+/* struct upf_config's spread: whether xdp_n3 hands G-PDUs to other CPUs (include/spread.h),
+ * and by what. */
+enum spread_mode {
+	SPREAD_OFF = 0,
+	SPREAD_TEID = 1,      /* by TEID: a tunnel stays on one CPU */
+	SPREAD_INNER = 2,     /* by the inner packet's addresses, protocol and ports: a flow does */
+	MAX_SPREAD_CPUS = 64, /* CPUs in upf_config.spread_cpu */
+	SPREAD_QUEUE = 2048,  /* frames each CPU's cpumap queue holds */
+};
+
 /* The next-hop cache's generation word (nh_gen): bit 0, the rest is the generation. */
 enum nh_flag {
 	NH_BY_DESTINATION = 1, /* the FIB's answer cannot depend on the source address */
@@ -180,6 +190,7 @@ struct abi_enums {
 	enum urr_quota_flag urr_quota_flag;
 	enum sdf_flag sdf_flag;
 	enum cfg_flag cfg_flag;
+	enum spread_mode spread_mode;
 	enum nh_flag nh_flag;
 	enum event_type event_type;
 	enum drop_reason drop_reason;

@@ -207,6 +207,11 @@ struct upf_config {
 	__u32 teid_slots;
 	__u32 ue_slots;   /* downlink_slots entries; 0: none */
 	__u32 teid_bits;  /* log2(teid_mask + 1) */
+	/* SPREAD_*: xdp_n3 hands G-PDUs to xdp_n3_cpu on spread_cpu[hash % n_spread]
+	 * through the cpus map (include/spread.h); SPREAD_OFF: it processes them itself. */
+	__u32 spread;
+	__u32 n_spread;
+	__u32 spread_cpu[MAX_SPREAD_CPUS];
 };
 
 /* Per-CPU packets and octets of each drop reason and outcome (abi.h drop_reason,
@@ -391,6 +396,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct slowpath_bucket);
 } slowpath SEC(".maps");
+
+/* The CPUs G-PDUs are spread over (include/spread.h): each entry's queue runs
+ * xdp_n3_cpu on its CPU. upfd sizes it to the possible CPUs and fills it before it sets
+ * upf_config.spread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bpf_cpumap_val);
+} cpus SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

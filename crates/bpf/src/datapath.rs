@@ -148,6 +148,21 @@ pub struct Datapath {
     /// Where rule sets are: direct slots or the `uplink` / `downlink` hash tables.
     uplink: DirectTable,
     downlink: DirectTable,
+    /// G-PDUs spread over CPUs ([`Datapath::set_spread`]).
+    spread: Spread,
+    spread_cpus: Vec<u32>,
+}
+
+/// How `xdp_n3` spreads G-PDUs over CPUs ([`Datapath::set_spread`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spread {
+    /// Each G-PDU is processed on the CPU it arrived on.
+    #[default]
+    Off,
+    /// By TEID: each tunnel on one CPU.
+    Teid,
+    /// By the inner packet's addresses, protocol and ports: each flow on one CPU.
+    Inner,
 }
 
 /// Remove a UE address key, from its direct slot or the hash table.
@@ -245,6 +260,7 @@ impl Datapath {
         let urr_cells = urr_cells(cap, ncpus)?;
         m.urr_state.set_max_entries(urr_cells).map_err(io)?;
         m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
+        m.cpus.set_max_entries(ncpus as u32).map_err(io)?;
         let skel = open.load().map_err(io)?;
         let urr_mem = UrrMem::map(&skel.maps.urr_state, urr_cells as usize, 1 + ncpus)?;
         let qer_mem = QerMem::map(&skel.maps.qers, cap.qer_urr_slots() as usize)?;
@@ -272,6 +288,8 @@ impl Datapath {
             qer_mem,
             uplink,
             downlink,
+            spread: Spread::Off,
+            spread_cpus: Vec::new(),
         };
         d.configure(cfg, 0, 0, 0)?;
         d.bump_nexthop_generation()?;
@@ -360,6 +378,7 @@ impl Datapath {
         if !cfg.neigh.is_empty() {
             c.flags |= abi::CFG_F_STATIC_NEIGH;
         }
+        self.spread_fields(&mut c);
         let maps = &self.skel.maps;
         maps.upf_cfg
             .update(&0u32.to_ne_bytes(), bytes(&c), MapFlags::ANY)
@@ -395,6 +414,72 @@ impl Datapath {
         self.cfg = cfg;
         self.n6_ifindex = n6_ifindex;
         Ok(())
+    }
+
+    /// Spread G-PDUs arriving on N3 over `cpus` by `how` (ARCHITECTURE.md: one gNB's
+    /// tunnel often arrives on one receive queue): `xdp_n3` then hashes each G-PDU's
+    /// TEID or inner flow and redirects it to `xdp_n3_cpu` on the CPU picked, through a
+    /// cpumap queue of `abi::SPREAD_QUEUE` frames per CPU (bpf/include/spread.h). A flow
+    /// always goes to one CPU, in order. `Spread::Off` (or no CPUs): each G-PDU is
+    /// processed on the CPU it arrived on.
+    pub fn set_spread(&mut self, how: Spread, cpus: &[u32]) -> Result<(), FastPathError> {
+        if cpus.len() > abi::MAX_SPREAD_CPUS as usize {
+            return Err(io(format!(
+                "spreading over {} CPUs: at most {}",
+                cpus.len(),
+                abi::MAX_SPREAD_CPUS
+            )));
+        }
+        if let Some(c) = cpus.iter().find(|c| **c as usize >= self.ncpus) {
+            return Err(io(format!(
+                "CPU {c}: this machine has CPUs 0-{}",
+                self.ncpus - 1
+            )));
+        }
+        let maps = &self.skel.maps;
+        let on = how != Spread::Off && !cpus.is_empty();
+        // Queues first, then the configuration that sends to them; off: the other way.
+        if on {
+            use std::os::fd::{AsFd, AsRawFd};
+            let fd = self.skel.progs.xdp_n3_cpu.as_fd().as_raw_fd();
+            let mut v = [0u8; 8];
+            v[..4].copy_from_slice(&abi::SPREAD_QUEUE.to_ne_bytes());
+            v[4..].copy_from_slice(&fd.to_ne_bytes());
+            for c in cpus {
+                maps.cpus
+                    .update(&c.to_ne_bytes(), &v, MapFlags::ANY)
+                    .map_err(|e| io(format!("cpumap entry for CPU {c}: {e}")))?;
+            }
+        }
+        self.spread = if on { how } else { Spread::Off };
+        self.spread_cpus = if on { cpus.to_vec() } else { Vec::new() };
+        let mut c: types::upf_config = maps
+            .upf_cfg
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(io)?
+            .and_then(|b| from_bytes(&b))
+            .ok_or_else(|| io("upf_cfg: no configuration"))?;
+        self.spread_fields(&mut c);
+        maps.upf_cfg
+            .update(&0u32.to_ne_bytes(), bytes(&c), MapFlags::ANY)
+            .map_err(io)?;
+        for cpu in 0..self.ncpus as u32 {
+            if !self.spread_cpus.contains(&cpu) {
+                let _ = maps.cpus.delete(&cpu.to_ne_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    fn spread_fields(&self, c: &mut types::upf_config) {
+        c.spread = match self.spread {
+            Spread::Off => abi::SPREAD_OFF,
+            Spread::Teid => abi::SPREAD_TEID,
+            Spread::Inner => abi::SPREAD_INNER,
+        };
+        c.n_spread = self.spread_cpus.len() as u32;
+        c.spread_cpu = [0; abi::MAX_SPREAD_CPUS as usize];
+        c.spread_cpu[..self.spread_cpus.len()].copy_from_slice(&self.spread_cpus);
     }
 
     /// The start of a block holding `entries`: a shared one with the same content (one
