@@ -5,9 +5,12 @@
 //! One run, in the lab (`upfbench::lab`):
 //! 1. limits: the generator into a drop program on upf's interfaces (generator limit),
 //!    then a bare XDP decap/encap-and-redirect forwarder in upf (I/O limit), per
-//!    direction and packet size;
+//!    direction and packet size (with `--external`, GRO is turned on first for upf's
+//!    n3 and n6 where no native XDP program runs, and off again at the end);
 //! 2. the UPF: `upfd` started in upf (or any UPF already running there, `--external`),
 //!    sessions established by the SMF emulator from smf (rate and latency recorded);
+//!    then, right before the trials, upf's NAPI threads pinned (retried while a UPF
+//!    attaches its programs; a note, never a failure, when it cannot be done);
 //! 3. throughput at saturation per direction and packet size, at 1 session and at all,
 //!    each UPF trial bracketed by the limits of the same size, direction and sessions,
 //!    each swapped in for its trial and the UPF's programs put back after it:
@@ -378,6 +381,11 @@ pub fn bench(
         Duration::from_millis(300),
     ));
     let max_sessions = u32::try_from(plan.sessions.max(1000)).unwrap_or(u32::MAX);
+    // Before our programs take upf's interfaces: whether the UPF runs native XDP there.
+    let gro = args.external.then(|| upf::GroGuard::for_external(lab));
+    if let (Some(m), Some(g)) = (&mut r.machine, &gro) {
+        m.notes.extend(g.notes.iter().cloned());
+    }
     let mut rig = Rig::new(lab, args.gen_cpu, args.fwd_cpu, max_sessions, psc)
         .context("attaching the sinks")?;
 
@@ -403,8 +411,6 @@ pub fn bench(
             plan.sessions.max(1000) + 1000,
         )?)
     };
-    // upfd's programs are on upf's interfaces now: give them the forwarding CPU.
-    rig.pin_forwarder();
     progress.step(&format!("establishing {} sessions", plan.sessions));
     // dn routes the lab's UE pool (10.45.0.0/16) to upf; this one too, so that the
     // data network can answer UEs (ping, iperf3).
@@ -512,11 +518,13 @@ pub fn bench(
     });
 
     // 3. Saturation throughput per size, at 1 session and at all, each trial bracketed
-    // by its limits; once the sessions' set-up has stopped keeping the CPUs busy.
+    // by its limits; once the sessions' set-up has stopped keeping the CPUs busy, with
+    // the UPF's programs (attached by now, or a note says not) on the forwarding CPU.
     let waited = rig.wait_quiet(Duration::from_secs(20));
     if waited > Duration::from_secs(1) {
         eprintln!("waited {waited:.1?} for the CPUs to quiet down after the set-up");
     }
+    rig.pin_for_trials(Duration::from_secs(if args.external { 5 } else { 1 }));
     for &n in &plan.session_counts {
         rig.set_sessions(&sessions[..n as usize])?;
         for &size in &plan.sizes {
@@ -738,6 +746,8 @@ pub fn bench(
         r.fill_ratios();
         rig.close().context("detaching the sinks")?;
     }
+    // GRO back as it was (also on an early return, by drop).
+    drop(gro);
     progress.finish();
     for l in check_lines {
         eprintln!("{l}");

@@ -155,12 +155,37 @@ impl Rig {
     /// container), forwarding runs where the kernel puts it and a note says so.
     pub fn pin_forwarder(&self) {
         for dev in ["n3", "n6"] {
-            self.pin_napi(dev);
+            if let Err(n) = self.try_pin_napi(dev) {
+                self.note(n);
+            }
         }
     }
 
-    /// upf's `dev` gets a NAPI thread on the forwarding CPU at SCHED_FIFO 50, or a note.
-    fn pin_napi(&self, dev: &str) {
+    /// [`Rig::pin_forwarder`] for the UPF's trials, right before them: a UPF started
+    /// by someone else may attach its programs (and with them the NAPI the thread
+    /// belongs to) a while after it answers PFCP, so each interface is tried for up to
+    /// `wait`. Never fails: what could not be pinned is a note of the report.
+    pub fn pin_for_trials(&self, wait: Duration) {
+        let end = Instant::now() + wait;
+        for dev in ["n3", "n6"] {
+            loop {
+                match self.try_pin_napi(dev) {
+                    Ok(()) => break,
+                    Err(_) if Instant::now() < end => {
+                        std::thread::sleep(Duration::from_millis(250))
+                    }
+                    Err(n) => {
+                        self.note(format!("for the UPF's trials: {n}"));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// upf's `dev` gets a NAPI thread on the forwarding CPU at SCHED_FIFO 50; what could
+    /// not be done, as a note (not real-time is noted at once, it is no reason to retry).
+    fn try_pin_napi(&self, dev: &str) -> Result<(), String> {
         let cpu = self.fwd_cpu;
         match napi_thread(&self.upf, dev, cpu) {
             Ok(pid) => {
@@ -169,10 +194,18 @@ impl Rig {
                         "upf {dev}'s NAPI thread is on CPU {cpu} but not real-time ({e})"
                     ));
                 }
+                Ok(())
             }
-            Err(e) => self.note(format!(
+            Err(e) => Err(format!(
                 "upf {dev}'s receive processing is not pinned to CPU {cpu} ({e})"
             )),
+        }
+    }
+
+    /// upf's `dev` gets a NAPI thread on the forwarding CPU, or a note.
+    fn pin_napi(&self, dev: &str) {
+        if let Err(n) = self.try_pin_napi(dev) {
+            self.note(n);
         }
     }
 

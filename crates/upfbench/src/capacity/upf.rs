@@ -245,3 +245,99 @@ impl LabSmf {
         ))
     }
 }
+
+/// GRO turned on for a UPF without a native XDP program on upf's `n3` and `n6`
+/// (`--external`): frames the generators send into a veth reach its receiver only through
+/// the veth's NAPI, which a native XDP program or GRO turns on; without it a socket or
+/// TUN UPF gets none. Each interface it turned on is turned off again on drop.
+pub struct GroGuard {
+    upf_ns: String,
+    turned_on: Vec<&'static str>,
+    /// What was done or could not be, for the report's machine notes.
+    pub notes: Vec<String>,
+}
+
+impl GroGuard {
+    pub fn for_external(lab: &Lab) -> GroGuard {
+        let mut g = GroGuard {
+            upf_ns: lab.ns(Ns::Upf),
+            turned_on: Vec::new(),
+            notes: Vec::new(),
+        };
+        for dev in ["n3", "n6"] {
+            match native_xdp(lab, dev) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    g.notes.push(format!(
+                        "upf {dev}: XDP state unknown ({e:#}); GRO left as it is"
+                    ));
+                    continue;
+                }
+            }
+            match ethtool(&g.upf_ns, &["-k", dev]) {
+                Ok(out) if out.lines().any(|l| l.trim() == "generic-receive-offload: on") => {
+                    g.notes.push(format!(
+                        "upf {dev} has no native XDP program; its GRO was already on (frames from the generators reach the UPF)"
+                    ));
+                }
+                Ok(_) => match ethtool(&g.upf_ns, &["-K", dev, "gro", "on"]) {
+                    Ok(_) => {
+                        g.turned_on.push(dev);
+                        g.notes.push(format!(
+                            "upf {dev} has no native XDP program: GRO turned on for the run (a veth hands redirected frames to its receiver only with one of the two), off again after"
+                        ));
+                    }
+                    Err(e) => g.notes.push(format!(
+                        "upf {dev} has no native XDP program and GRO could not be turned on ({e:#}): the UPF may receive none of the generators' frames"
+                    )),
+                },
+                Err(e) => g.notes.push(format!("upf {dev}: reading GRO: {e:#}")),
+            }
+        }
+        for n in &g.notes {
+            eprintln!("note: {n}");
+        }
+        g
+    }
+}
+
+impl Drop for GroGuard {
+    fn drop(&mut self) {
+        for dev in self.turned_on.drain(..) {
+            if let Err(e) = ethtool(&self.upf_ns, &["-K", dev, "gro", "off"]) {
+                eprintln!("upf {dev}: turning GRO off again: {e:#}");
+            }
+        }
+    }
+}
+
+/// `ethtool ARGS` in namespace `ns`; its output.
+fn ethtool(ns: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool"])
+        .args(args)
+        .output()
+        .context("running ethtool")?;
+    if !out.status.success() {
+        bail!(
+            "ethtool {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether upf's `dev` runs an XDP program in native (driver) mode: generic mode does
+/// not turn on a veth's NAPI.
+fn native_xdp(lab: &Lab, dev: &str) -> anyhow::Result<bool> {
+    let out = lab.ip(Ns::Upf, &["-j", "link", "show", "dev", dev])?;
+    let v: serde_json::Value = serde_json::from_str(&out)?;
+    let xdp = &v[0]["xdp"];
+    // XDP_ATTACHED_DRV = 1; MULTI = 4 lists each attachment with its mode.
+    Ok(xdp["mode"].as_u64() == Some(1)
+        || xdp["attached"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["mode"].as_u64() == Some(1))))
+}
