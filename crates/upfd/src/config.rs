@@ -441,6 +441,19 @@ pub enum XdpAttach {
     Generic,
 }
 
+/// Whether the N3 program hands G-PDUs to other CPUs (`datapath.spread`), and by what.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    /// Each G-PDU is forwarded on the CPU that received it.
+    #[default]
+    Off,
+    /// By TEID: each tunnel on one CPU.
+    Teid,
+    /// By the inner packet's addresses, protocol and ports: each flow on one CPU.
+    Inner,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Datapath {
@@ -462,6 +475,13 @@ pub struct Datapath {
     /// `to_upf` (TS 33.513 clause 4.2.2). With the N4 and API addresses, at most
     /// `MAX_PROTECTED_ADDRS` (8) of each IP version.
     pub protected_addresses: Vec<IpAddr>,
+    /// Spread G-PDUs arriving on N3 (and N9) over `spread_cpus` through a cpumap, by
+    /// TEID or by inner flow: for one gNB's tunnel that the NIC delivers to one queue
+    /// (docs/configuration.md). A flow stays on one CPU, in order.
+    pub spread: Spread,
+    /// The CPUs `spread` hands G-PDUs to (empty: every online CPU), at most
+    /// `MAX_SPREAD_CPUS` (64).
+    pub spread_cpus: Vec<usize>,
 }
 
 impl Default for Datapath {
@@ -475,6 +495,8 @@ impl Default for Datapath {
             unknown_teid_to_slowpath_per_sec: 100,
             error_indications_per_sec: 10,
             protected_addresses: Vec::new(),
+            spread: Spread::Off,
+            spread_cpus: Vec::new(),
         }
     }
 }
@@ -1114,6 +1136,11 @@ fn allowed(path: &str) -> Option<String> {
             "an interface name, e.g. eth1"
         }
         "datapath.xdp_attach" => "native or generic",
+        "datapath.spread" => "off, teid or inner",
+        "datapath.spread_cpus" => "a list of CPU numbers, e.g. [0, 1]",
+        "datapath.spread_cpus[]" => {
+            return Some(format!("a CPU number 0-{}", cpus_configured() - 1))
+        }
         "datapath.protected_addresses" => "a list of IP addresses, e.g. [10.0.0.2]",
         "api.listen" => "IP:port, e.g. \"127.0.0.1:9100\" or \"0.0.0.0:9100\"",
         "state.directory" => "a directory path, e.g. /var/lib/upfd",
@@ -1395,6 +1422,49 @@ impl Config {
                     "{c} is out of range: a CPU number 0-{} (this machine's)",
                     configured - 1
                 ),
+            );
+        }
+        if let Some((i, c)) = self
+            .datapath
+            .spread_cpus
+            .iter()
+            .enumerate()
+            .find(|(_, c)| **c >= configured)
+        {
+            return err(
+                format!("datapath.spread_cpus[{i}]"),
+                format!(
+                    "{c} is out of range: a CPU number 0-{} (this machine's)",
+                    configured - 1
+                ),
+            );
+        }
+        if let Some((i, c)) = self
+            .datapath
+            .spread_cpus
+            .iter()
+            .enumerate()
+            .find(|(i, c)| self.datapath.spread_cpus[..*i].contains(c))
+        {
+            return err(
+                format!("datapath.spread_cpus[{i}]"),
+                format!("{c} is listed twice: each CPU once"),
+            );
+        }
+        if self.datapath.spread_cpus.len() > upf::abi::MAX_SPREAD_CPUS as usize {
+            return err(
+                "datapath.spread_cpus",
+                format!(
+                    "{} CPUs: at most {}",
+                    self.datapath.spread_cpus.len(),
+                    upf::abi::MAX_SPREAD_CPUS
+                ),
+            );
+        }
+        if self.datapath.spread != Spread::Off && self.datapath.mode != DatapathMode::Xdp {
+            return err(
+                "datapath.spread",
+                "spreads what the XDP programs receive: needs datapath.mode xdp".into(),
             );
         }
         for (i, p) in self.ue_pools.iter().enumerate() {
@@ -2035,6 +2105,24 @@ ue_pools:
                 vec![],
                 vec![],
                 "t.yaml:11: datapath.mode: \"xdpp\": expected none or xdp".into(),
+            ),
+            (
+                with("datapath: { mode: xdp, n3_interface: eth1, n6_interface: eth2, spread: flow }\n"),
+                vec![],
+                vec![],
+                "t.yaml:11: datapath.spread: \"flow\": expected off, teid or inner".into(),
+            ),
+            (
+                with("datapath: { spread: inner }\n"),
+                vec![],
+                vec![],
+                "t.yaml: datapath.spread: spreads what the XDP programs receive: needs datapath.mode xdp".into(),
+            ),
+            (
+                with("datapath: { mode: xdp, n3_interface: eth1, n6_interface: eth2, spread: teid, spread_cpus: [0, 0] }\n"),
+                vec![],
+                vec![],
+                "t.yaml: datapath.spread_cpus[1]: 0 is listed twice: each CPU once".into(),
             ),
             (
                 GOOD.replace("node_id: upf.example.org\n", ""),

@@ -11,9 +11,9 @@ use anyhow::Context;
 use tokio::io::unix::AsyncFd;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{Config as DataPathConfig, Event};
-use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role};
+use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role, Spread as DpSpread};
 
-use crate::config::{Config, DatapathMode, XdpAttach};
+use crate::config::{Config, DatapathMode, Spread, XdpAttach};
 use crate::routewatch::{NextHopKeeper, RoutingEvent};
 use crate::slowpath::SlowPath;
 
@@ -70,6 +70,24 @@ fn data_path_config(cfg: &Config) -> DataPathConfig {
         slowpath_per_sec: per_sec,
         slowpath_burst: per_sec.max(1),
     }
+}
+
+/// The online CPUs (/sys/devices/system/cpu/online, e.g. "0-3,6"), at most
+/// `MAX_SPREAD_CPUS`; CPU 0 if it cannot be read.
+fn online_cpus() -> Vec<u32> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(lo), Ok(hi)) = (lo.parse::<u32>(), hi.parse::<u32>()) {
+            v.extend(lo..=hi);
+        }
+    }
+    v.truncate(upf::abi::MAX_SPREAD_CPUS as usize);
+    if v.is_empty() {
+        v.push(0);
+    }
+    v
 }
 
 /// The table sizes for `limits.max_sessions`.
@@ -152,6 +170,21 @@ impl Xdp {
             .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
         dp.configure(dcfg.clone(), n3_if, n6_if, n9_if.unwrap_or(0))
             .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
+        let how = match d.spread {
+            Spread::Off => DpSpread::Off,
+            Spread::Teid => DpSpread::Teid,
+            Spread::Inner => DpSpread::Inner,
+        };
+        if how != DpSpread::Off {
+            let cpus: Vec<u32> = if d.spread_cpus.is_empty() {
+                online_cpus()
+            } else {
+                d.spread_cpus.iter().map(|c| *c as u32).collect()
+            };
+            dp.set_spread(how, &cpus)
+                .map_err(|e| anyhow::anyhow!("datapath.spread: {e}"))?;
+            info!("xdp: G-PDUs on N3/N9 spread by {how:?} over CPUs {cpus:?}");
+        }
         let native = d.xdp_attach == XdpAttach::Native;
         let mut interfaces = vec![
             (Role::Gtpu, n3_if, n3_name.to_string(), "n3"),
