@@ -4,7 +4,7 @@
  * one CPU would forward it all. With upf_config.spread set, xdp_n3 only parses the
  * G-PDU, hashes its TEID (SPREAD_TEID: each tunnel stays on one CPU) or its inner
  * packet's addresses, protocol and ports (SPREAD_INNER: each flow does, a busy tunnel's
- * flows spread) and redirects it into the cpus map; the CPU picked runs xdp_n3_cpu,
+ * flows spread; see flow_hash for fragments) and redirects it into the cpus map; the CPU picked runs xdp_n3_cpu,
  * the whole N3 processing. A cpumap queue is first in, first out, and a flow always
  * hashes to the same CPU, so the packets of a flow leave in the order they came.
  * Anything that is not a well-formed G-PDU for us is processed where it arrived. */
@@ -22,8 +22,12 @@ static __always_inline __u32 mix32(__u32 h, __u32 w)
 	return h ^ (h >> 15);
 }
 
-/* The inner packet's flow hash: addresses, protocol, ports. */
-static __always_inline __u32 flow_hash(const struct flow *f)
+/* The inner packet's flow hash: addresses and protocol, and what tells its flows apart
+ * in every packet of the flow: for IPv4 the ports, unless the packet is a fragment
+ * (later fragments have none, and must not overtake the first); for IPv6 the flow label
+ * (RFC 6437: set per flow for this; fragments carry it too). `frag` is the inner IPv4
+ * header's fragment field. */
+static __always_inline __u32 flow_hash(const struct flow *f, __u16 frag)
 {
 	__u32 h = mix32(f->version, f->proto);
 	int i;
@@ -32,7 +36,9 @@ static __always_inline __u32 flow_hash(const struct flow *f)
 		h = mix32(h, *(const __u32 *)&f->src[i]);
 		h = mix32(h, *(const __u32 *)&f->dst[i]);
 	}
-	if (f->has_ports)
+	if (f->version == 6)
+		h = mix32(h, f->label);
+	else if (f->has_ports && !(frag & 0x3fff))
 		h = mix32(h, (__u32)f->sport << 16 | f->dport);
 	return h;
 }
@@ -59,7 +65,12 @@ static __always_inline int spread(struct xdp_md *ctx, struct upf_config *cfg)
 	if (cfg->spread == SPREAD_INNER) {
 		if (parse_inner(data, data_end, o.inner, frame, &f))
 			return -1;
-		h = flow_hash(&f);
+		__u16 frag = 0;
+		struct iphdr *ip = (void *)((__u8 *)data + o.inner);
+
+		if (f.version == 4 && (void *)(ip + 1) <= data_end)
+			frag = bpf_ntohs(ip->frag_off);
+		h = flow_hash(&f, frag);
 	} else {
 		h = mix32(0, o.teid);
 	}

@@ -6,7 +6,8 @@
 //! `UPF_SCALING_SESSIONS=1000000 cargo test --release -p upf-bpf --test scaling -- --ignored --nocapture`
 //! `UPF_SCALING_OMIT=qer,urr,threshold,sdf` (any of them) installs sessions without those
 //! rules, to find which cache line two CPUs fight over; `UPF_SCALING_PAIRS` (3) and
-//! `UPF_SCALING_SECS` (1) set the alternating pairs and the length of each run.
+//! `UPF_SCALING_SECS` (1) set the alternating pairs and the length of each run;
+//! `UPF_SCALING_ONLY=hot` or `=disjoint` measures one of the two cases.
 
 mod common;
 
@@ -24,6 +25,11 @@ fn scaling_by_session_count() {
     let mut cfg = ScalingConfig::new(env("UPF_SCALING_SESSIONS").unwrap_or(1000));
     cfg.pairs = env("UPF_SCALING_PAIRS").unwrap_or(3);
     cfg.run = Duration::from_secs_f64(env("UPF_SCALING_SECS").unwrap_or(1.0));
+    match std::env::var("UPF_SCALING_ONLY").as_deref() {
+        Ok("hot") => cfg.sharing = vec![Sharing::HotSession],
+        Ok("disjoint") => cfg.sharing = vec![Sharing::Disjoint],
+        _ => {}
+    }
     let omit = std::env::var("UPF_SCALING_OMIT").unwrap_or_default();
     for o in omit.split(',') {
         match o {

@@ -450,7 +450,8 @@ pub enum Spread {
     Off,
     /// By TEID: each tunnel on one CPU.
     Teid,
-    /// By the inner packet's addresses, protocol and ports: each flow on one CPU.
+    /// By the inner packet's addresses, protocol and ports (IPv4, not fragments) or flow
+    /// label (IPv6): each flow on one CPU.
     Inner,
 }
 
