@@ -15,6 +15,7 @@ pub mod procedures;
 pub mod report;
 pub mod rules;
 pub mod sdf;
+pub mod seidmap;
 pub mod sessions;
 pub mod state;
 

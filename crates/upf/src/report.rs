@@ -11,7 +11,7 @@
 //! and TERMR come from Query URR and deletion. A URR that reports starts a new
 //! measurement: counts, thresholds and quotas apply to what comes after.
 
-use std::collections::{HashMap, HashSet};
+use crate::seidmap::{SeidMap, SeidSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,12 +148,12 @@ pub struct Measurement {
 #[derive(Debug, Default)]
 pub struct Reporting {
     /// Boxed, as the data path's table: growing the map moves pointers, not records.
-    urrs: HashMap<(u64, u32), Box<UrrState>>,
+    urrs: SeidMap<(u64, u32), Box<UrrState>>,
     /// Sessions with a URR that must be polled periodically (time triggers, or volume
     /// triggers when the data path does not signal them). The others report on the data
     /// path's signals only: polling a million sessions every half second is what this
     /// set avoids.
-    polled: HashSet<u64>,
+    polled: SeidSet,
 }
 
 impl Reporting {

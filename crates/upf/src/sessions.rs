@@ -4,6 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::seidmap::{SeidMap, SeidSet};
+
 use pfcp::ie::{CauseValue, NodeId};
 use pfcp::msg::{SessionEstablishmentRequest, SessionModificationRequest};
 use rand::Rng;
@@ -17,8 +19,11 @@ use crate::rules::Session;
 /// (TEIDs, UE addresses), the data path they are installed in and their URRs' reporting
 /// state.
 pub struct Sessions {
-    sessions: HashMap<u64, Arc<Session>>,
-    by_node: HashMap<NodeId, HashSet<u64>>,
+    sessions: SeidMap<u64, Arc<Session>>,
+    /// Sessions per CP function. A count, not a set of SEIDs: a set was one more
+    /// million-entry table to insert into (and to grow, stalling requests) on every
+    /// establishment, for the rare release of an association, which scans instead.
+    by_node: HashMap<NodeId, usize>,
     reporting: Reporting,
     res: Resources,
     fastpath: Box<dyn FastPath>,
@@ -27,13 +32,13 @@ pub struct Sessions {
     deleted: Vec<u64>,
     /// Sessions changed (rules, resources or reporting state) since the state was last
     /// written (state.rs), when it is kept: `None` when not.
-    changed: Option<HashSet<u64>>,
+    changed: Option<SeidSet>,
 }
 
 impl Sessions {
     pub fn new(res: Resources, fastpath: Box<dyn FastPath>, max_sessions: usize) -> Self {
         Sessions {
-            sessions: HashMap::new(),
+            sessions: SeidMap::default(),
             by_node: HashMap::new(),
             reporting: Reporting::default(),
             res,
@@ -46,7 +51,7 @@ impl Sessions {
 
     /// Note changed sessions from now on ([`Sessions::take_changed`]): the state is kept.
     pub fn track_changes(&mut self) {
-        self.changed.get_or_insert_with(HashSet::new);
+        self.changed.get_or_insert_with(SeidSet::default);
     }
 
     /// The sessions changed (or deleted) since the last call.
@@ -129,10 +134,7 @@ impl Sessions {
             return Err(format!("session {seid:#x}: {e}"));
         }
         self.res.commit();
-        self.by_node
-            .entry(s.cp_node.clone())
-            .or_default()
-            .insert(seid);
+        self.count_in(&s.cp_node);
         self.reporting
             .restore(&mut *self.fastpath, &arc, &saved.urrs, counted);
         self.sessions.insert(seid, arc);
@@ -197,7 +199,7 @@ impl Sessions {
 
     /// How many sessions CP function `node` has.
     pub fn count_of_node(&self, node: &NodeId) -> usize {
-        self.by_node.get(node).map_or(0, |s| s.len())
+        self.by_node.get(node).copied().unwrap_or(0)
     }
 
     /// Network Instances requests named that the configuration does not (see
@@ -216,12 +218,27 @@ impl Sessions {
         std::mem::take(&mut self.deleted)
     }
 
-    /// Sessions of one CP function.
+    /// Sessions of one CP function (a scan of every session: for releases and Session
+    /// Set Deletions, which are rare).
     pub fn of_node(&self, node: &NodeId) -> Vec<u64> {
-        self.by_node
-            .get(node)
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default()
+        if !self.by_node.contains_key(node) {
+            return Vec::new();
+        }
+        self.sessions
+            .iter()
+            .filter(|(_, s)| s.cp_node == *node)
+            .map(|(seid, _)| *seid)
+            .collect()
+    }
+
+    /// One more session of `node`.
+    fn count_in(&mut self, node: &NodeId) {
+        match self.by_node.get_mut(node) {
+            Some(n) => *n += 1,
+            None => {
+                self.by_node.insert(node.clone(), 1);
+            }
+        }
     }
 
     fn new_seid(&self) -> u64 {
@@ -288,7 +305,7 @@ impl Sessions {
             return Err(fastpath_rejection(e));
         }
         self.res.commit();
-        self.by_node.entry(node.clone()).or_default().insert(seid);
+        self.count_in(node);
         self.reporting.start(&mut *self.fastpath, &s);
         self.sessions.insert(seid, s);
         self.mark_changed(seid);
@@ -390,9 +407,9 @@ impl Sessions {
         self.mark_changed(seid);
         self.fastpath.remove(&s);
         self.res.release_dropped(&s, None);
-        if let Some(set) = self.by_node.get_mut(&s.cp_node) {
-            set.remove(&seid);
-            if set.is_empty() {
+        if let Some(n) = self.by_node.get_mut(&s.cp_node) {
+            *n -= 1;
+            if *n == 0 {
                 self.by_node.remove(&s.cp_node);
             }
         }
@@ -401,12 +418,14 @@ impl Sessions {
 
     /// Whether the books agree (tests, fuzzing and `/check`): every TEID and allocated
     /// UE address is held by one session and the allocators hold exactly those; every
-    /// F-TEID a PDR uses is one its session holds; every session is listed under its CP
-    /// function and nothing else is; the TEID allocator's slot books are right. O(sessions).
+    /// F-TEID a PDR uses is one its session holds; every CP function's count of sessions
+    /// is right; the TEID allocator's slot books are right. O(sessions).
     pub fn check(&self) -> Result<(), String> {
         let mut teids = HashSet::new();
         let mut ues = HashSet::new();
+        let mut per_node: HashMap<&NodeId, usize> = HashMap::new();
         for (seid, s) in &self.sessions {
+            *per_node.entry(&s.cp_node).or_default() += 1;
             for t in &s.teids {
                 if !teids.insert(*t) {
                     return Err(format!("TEID {t:#x} held twice (session {seid:#x})"));
@@ -434,16 +453,6 @@ impl Sessions {
                     }
                 }
             }
-            if !self
-                .by_node
-                .get(&s.cp_node)
-                .is_some_and(|n| n.contains(seid))
-            {
-                return Err(format!(
-                    "session {seid:#x} is not listed under {}",
-                    s.cp_node
-                ));
-            }
         }
         if teids.len() != self.res.teids.in_use() {
             return Err(format!(
@@ -459,11 +468,14 @@ impl Sessions {
                 ues.len()
             ));
         }
-        let listed: usize = self.by_node.values().map(HashSet::len).sum();
-        if listed != self.sessions.len() {
+        if per_node.len() != self.by_node.len()
+            || per_node
+                .iter()
+                .any(|(node, n)| self.by_node.get(*node) != Some(n))
+        {
             return Err(format!(
-                "{listed} sessions listed by CP function, {} exist",
-                self.sessions.len()
+                "sessions counted by CP function {:?}, held {:?}",
+                self.by_node, per_node
             ));
         }
         self.res.teids.check()
