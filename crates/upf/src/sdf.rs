@@ -402,6 +402,16 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// Flow Descriptions longer than this are parsed each time, not kept.
+const PARSED_TEXT_MAX: usize = 256;
+/// Flow Descriptions kept parsed at most (per thread).
+const PARSED_KEPT: usize = 1024;
+
+thread_local! {
+    static PARSED: std::cell::RefCell<std::collections::HashMap<Box<[u8]>, FlowDescription>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
 /// A parsed Flow Description (TS 29.212 clause 5.4.2): always `permit out`, so only the
 /// protocol and the two sides remain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -422,7 +432,31 @@ impl FlowDescription {
     }
 
     /// Parses the octets of a Flow Description field as received in the IE.
+    ///
+    /// Remembers what it parsed: SMFs send the same few filters in every session, and
+    /// each is read three times per PDR (PDI, validation, compile), which was an eighth
+    /// of the instructions of an establishment (docs/benchmarks.md). Bounded: texts of at
+    /// most [`PARSED_TEXT_MAX`] octets, [`PARSED_KEPT`] of them, forgotten all at once
+    /// when full. Errors are not kept (they are rare and their message is built anew).
     pub fn parse_bytes(bytes: &[u8]) -> Result<Self, SdfError> {
+        if bytes.len() > PARSED_TEXT_MAX {
+            return Self::parse_bytes_now(bytes);
+        }
+        PARSED.with(|kept| {
+            if let Some(f) = kept.borrow().get(bytes) {
+                return Ok(f.clone());
+            }
+            let f = Self::parse_bytes_now(bytes)?;
+            let mut kept = kept.borrow_mut();
+            if kept.len() >= PARSED_KEPT {
+                kept.clear();
+            }
+            kept.insert(bytes.into(), f.clone());
+            Ok(f)
+        })
+    }
+
+    fn parse_bytes_now(bytes: &[u8]) -> Result<Self, SdfError> {
         match core::str::from_utf8(bytes) {
             Ok(text) => Self::parse(text),
             Err(e) => Err(SdfError::new(SdfErrorKind::NotAscii, e.valid_up_to(), "")),
@@ -1120,6 +1154,30 @@ fn mask_bytes(len: u8) -> [u8; 16] {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn parse_bytes_kept_gives_what_parse_gives() {
+        let texts: [&[u8]; 3] = [
+            b"permit out ip from any to assigned",
+            b"permit out 17 from 10.0.0.0/8 1000-2000 to assigned 53",
+            b"permit out 17 from 10.0.0.0/8 to assigned 70000",
+        ];
+        for _ in 0..2 {
+            for t in texts {
+                let text = std::str::from_utf8(t).unwrap();
+                assert_eq!(
+                    FlowDescription::parse_bytes(t),
+                    FlowDescription::parse(text)
+                );
+            }
+        }
+        assert!(FlowDescription::parse_bytes(texts[2]).is_err());
+        let long = format!("permit out ip from any to assigned{}", " ".repeat(300));
+        assert_eq!(
+            FlowDescription::parse_bytes(long.as_bytes()),
+            FlowDescription::parse(&long)
+        );
+    }
     use super::*;
     use pfcp::ie::Value;
 
