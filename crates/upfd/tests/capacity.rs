@@ -67,8 +67,32 @@ fn capacity_smoke_run_writes_the_report() {
         .throughput
         .iter()
         .all(|t| t.received_mpps > 0.01 && t.vs_io.is_some()));
+    // Each trial between two readings of its I/O limit; at all sessions, of the one-miss
+    // limit too (which forwards only what finds its session's record: a wrong table or
+    // TEID would read 0).
+    for t in &r.throughput {
+        let b = t
+            .io_bracket
+            .unwrap_or_else(|| panic!("no I/O limit beside {t:?}"));
+        assert!(b.before_mpps > 0.01 && b.after_mpps > 0.01, "{t:?}");
+        assert_eq!(t.one_miss_bracket.is_some(), t.sessions == 200, "{t:?}");
+    }
+    for l in &r.limits {
+        assert!(
+            l.one_miss_mpps.is_some_and(|m| m > 0.01) && l.one_miss_sessions == Some(200),
+            "{l:?}"
+        );
+    }
     assert_eq!(r.no_drop.len(), 2);
     assert!(r.no_drop.iter().all(|n| n.mpps > 0.0), "{:?}", r.no_drop);
+    assert!(
+        r.no_drop
+            .iter()
+            .all(|n| n.rig_mpps.is_some_and(|m| m > 0.0)),
+        "the rig's own no-drop rate: {:?}",
+        r.no_drop
+    );
+    assert!(cap.rig_users.is_some(), "{cap:?}");
     assert_eq!(r.latency.len(), 2);
     assert_eq!(r.sessions[0].resident, 200);
     // Every rule on: both PDRs carry the SDF filter upfd evaluates for every packet.
@@ -87,8 +111,9 @@ fn capacity_smoke_run_writes_the_report() {
 /// `upfbench capacity --external` as docs/benchmarks.md tells a user to run it: the lab
 /// made first, the UPF started in it (here upfd), then the run. The run uses that lab as
 /// it is and leaves it, and the UPF, in place; the limits are measured before and after
-/// the UPF's trials, and the report has the UPF's memory per session. Without the lab,
-/// it says what to do first.
+/// the UPF's trials and beside each of them (the UPF's programs put back each time), and
+/// the report has the UPF's memory per session. Without the lab, it says what to do
+/// first.
 #[test]
 fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
     if !root() {
@@ -135,6 +160,13 @@ fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
             Some(2),
             "two passes bracket the trials: {l}"
         );
+        assert!(l["one_miss_mpps"].as_f64().is_some(), "{l}");
+    }
+    // Swapping the limits in and out beside each trial leaves the UPF forwarding: every
+    // UPF trial, each after a limit's, got packets through.
+    for t in r["throughput"].as_array().expect("throughput") {
+        assert!(t["io_bracket"]["before_mpps"].as_f64().is_some(), "{t}");
+        assert!(t["received_mpps"].as_f64().unwrap() > 0.01, "{t}");
     }
     assert!(
         r["sessions"][0]["bytes_per_session"]
