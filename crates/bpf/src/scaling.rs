@@ -82,6 +82,12 @@ pub struct ScalingConfig {
     pub rules: Rules,
     pub programs: Vec<Program>,
     pub sharing: Vec<Sharing>,
+    /// Run the measuring (and spinning) threads SCHED_FIFO at this priority: on a busy
+    /// machine other work then cannot preempt them, so the two CPUs really run at once
+    /// (with `None`, a thread preempted for most of a run overlaps the other CPU's
+    /// thread only part of the time, and a hot session looks cheaper than it is; see
+    /// `CpuRun::busy`). The kernel keeps 5 % of each second for other work.
+    pub fifo: Option<i32>,
 }
 
 impl ScalingConfig {
@@ -95,6 +101,7 @@ impl ScalingConfig {
             rules: Rules::default(),
             programs: vec![Program::N3, Program::N6],
             sharing: vec![Sharing::Disjoint, Sharing::HotSession],
+            fifo: None,
         }
     }
 }
@@ -265,7 +272,7 @@ pub fn measure(cfg: &ScalingConfig) -> Result<ScalingReport, FastPathError> {
         // The driver alone: the tail call to an empty slot falls through to XDP_DROP.
         drv.set_target(None)?;
         drv.set_walks(&[(cfg.cpus[0], 0, n)])?;
-        let alone = run(drv.fd(), &[cfg.cpus[0]], cfg.run / 4, XDP_DROP)?;
+        let alone = run(drv.fd(), &[cfg.cpus[0]], cfg.run / 4, XDP_DROP, cfg.fifo)?;
         report.driver_ns.push((program, 1e3 / alone[0].mpps));
         let prog = match program {
             Program::N3 => &dp.skel().progs.xdp_n3,
@@ -288,9 +295,9 @@ pub fn measure(cfg: &ScalingConfig) -> Result<ScalingReport, FastPathError> {
                 };
                 drv.set_walks(&[one_walk])?;
                 let other = cfg.cpus[(p + 1) % 2];
-                let one = run_beside_spin(drv.fd(), alone_cpu, other, cfg.run)?;
+                let one = run_beside_spin(drv.fd(), alone_cpu, other, cfg.run, cfg.fifo)?;
                 drv.set_walks(&both_walks)?;
-                let both = run(drv.fd(), &cfg.cpus, cfg.run, XDP_REDIRECT)?;
+                let both = run(drv.fd(), &cfg.cpus, cfg.run, XDP_REDIRECT, cfg.fifo)?;
                 pairs.push(Pair {
                     one,
                     both: [both[0], both[1]],
@@ -375,14 +382,20 @@ fn shuffle(v: &mut [u32], state: &mut u64) {
 
 /// Run the driver on `cpus` at once, each a thread pinned to its CPU, started together,
 /// for `len`; every call must return `want`.
-fn run(fd: i32, cpus: &[usize], len: Duration, want: u32) -> Result<Vec<CpuRun>, FastPathError> {
+fn run(
+    fd: i32,
+    cpus: &[usize],
+    len: Duration,
+    want: u32,
+    fifo: Option<i32>,
+) -> Result<Vec<CpuRun>, FastPathError> {
     let barrier = Arc::new(Barrier::new(cpus.len()));
     let threads: Vec<_> = cpus
         .iter()
         .map(|&cpu| {
             let barrier = barrier.clone();
             std::thread::spawn(move || -> Result<CpuRun, String> {
-                pin(cpu)?;
+                pin(cpu, fifo)?;
                 // The frame comes from the driver's template: this only sizes the buffer.
                 let data = [0u8; 64];
                 barrier.wait();
@@ -441,17 +454,18 @@ fn run_beside_spin(
     cpu: usize,
     other: usize,
     len: Duration,
+    fifo: Option<i32>,
 ) -> Result<CpuRun, FastPathError> {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let s = stop.clone();
     let spinner = std::thread::spawn(move || {
-        let pinned = pin(other);
+        let pinned = pin(other, fifo);
         while !s.load(std::sync::atomic::Ordering::Relaxed) {
             std::hint::spin_loop();
         }
         pinned
     });
-    let r = run(fd, &[cpu], len, XDP_REDIRECT);
+    let r = run(fd, &[cpu], len, XDP_REDIRECT, fifo);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     spinner
         .join()
@@ -460,7 +474,8 @@ fn run_beside_spin(
     Ok(r?[0])
 }
 
-fn pin(cpu: usize) -> Result<(), String> {
+/// Pin this thread to `cpu`, and make it SCHED_FIFO at `fifo` if given.
+fn pin(cpu: usize, fifo: Option<i32>) -> Result<(), String> {
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and sched_setaffinity (0: this
     // thread) read and write only the set we own.
     unsafe {
@@ -471,6 +486,18 @@ fn pin(cpu: usize) -> Result<(), String> {
                 "pinning to CPU {cpu}: {}",
                 std::io::Error::last_os_error()
             ));
+        }
+        // SAFETY (as above): sched_setscheduler (0: this thread) reads the param we own.
+        if let Some(prio) = fifo {
+            let p = libc::sched_param {
+                sched_priority: prio,
+            };
+            if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
+                return Err(format!(
+                    "SCHED_FIFO {prio}: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
         }
     }
     Ok(())
