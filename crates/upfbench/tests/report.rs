@@ -184,6 +184,11 @@ fn html_page_holds_every_table_and_inlined_chart() {
     ));
     assert!(html.contains("<section id=\"scaling\">"));
     assert!(html.contains("the rig allows 9000"));
+    assert!(html.contains(
+        "Under traffic: 100000 of 100000 sessions established with 1M resident, 41000/s, \
+         p50 1.40 ms, p99 2.90 ms, max 31.00 ms, while 650 B packets ran at 50 % of the \
+         no-drop rate (UL 0.380, DL 0.330 Mpps): loss UL 0.0000 %, DL 0.0021 %<"
+    ));
 }
 
 /// The fields issue 17 adds, under the names other tools read: each trial's bracketing
@@ -228,9 +233,16 @@ fn json_names_the_brackets_one_miss_rig_and_scaling_figures() {
     );
     assert_eq!(s["mpps_per_cpu"].as_array().map(Vec::len), Some(2));
     assert_eq!(s["vs_one_cpu"].as_f64(), Some(1.95));
+    let u = &v["establish_under_traffic"];
+    assert_eq!(
+        (u["resident"].as_u64(), u["established"].as_u64()),
+        (Some(1_000_000), Some(100_000))
+    );
+    assert_eq!(u["dl_loss_pct"].as_f64(), Some(0.0021));
     // Absent when not measured.
     let old = serde_json::to_string(&Report::new("x")).unwrap();
     assert!(!old.contains("scaling"));
+    assert!(!old.contains("establish_under_traffic"));
 }
 
 #[test]

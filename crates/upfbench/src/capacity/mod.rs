@@ -11,7 +11,8 @@
 //!    sessions established by the SMF emulator from smf (rate and latency recorded);
 //!    then, right before the trials, upf's NAPI threads pinned (retried while a UPF
 //!    attaches its programs; a note, never a failure, when it cannot be done);
-//! 3. throughput at saturation per direction and packet size, at 1 session and at all,
+//! 3. throughput at saturation per direction and packet size, at 1 session and at all
+//!    (the full profile adds 10,000: the subscribers one core carries; `--session-counts`),
 //!    each UPF trial bracketed by the limits of the same size, direction and sessions,
 //!    each swapped in for its trial and the UPF's programs put back after it:
 //!    I/O limit, UPF, I/O limit at 1 session; I/O limit, one-miss limit, UPF, one-miss
@@ -26,9 +27,13 @@
 //! 6. the no-drop rate (binary search on the offered rate; zero loss) per direction, each
 //!    followed by the same search with the bare forwarder in the UPF's place (the rig's
 //!    own no-drop rate, and from it the subscribers the rig allows in step 4's model);
-//! 7. latency p50/p99/p99.9 at 10, 50 and 90 % of the no-drop rate;
+//! 7. latency p50/p99/p99.9 at 10, 50 and 90 % of the no-drop rate; then sessions
+//!    established while both directions run at 50 % of it (rate, latency, loss);
 //! 8. a ping and iperf3 TCP through the UPF from a UE of the gNB/UE emulator;
-//! 9. the bare forwarder's latency at step 7's rates, then the limits of step 1 again.
+//! 9. the bare forwarder's latency at step 7's rates, then the limits of step 1 again;
+//! 10. per-core scaling of upfd's XDP programs (not with `--external`): BPF_PROG_RUN on
+//!    one CPU, then both at once, disjoint sessions and one hot session
+//!    (`upf_bpf::scaling`).
 //!
 //! It prints the tables with every figure as a ratio of the run's limits, and writes
 //! report.json, PNG charts and report.html (`upfbench::report`); the ping and iperf3
@@ -135,6 +140,18 @@ pub struct Args {
     /// Skip the ping and iperf3 check.
     #[arg(long)]
     pub no_check: bool,
+    /// Session counts for saturation throughput, e.g. 1,4000,60000 (default: 1 and all;
+    /// the full profile adds 10000, the subscribers one core carries at the carrier
+    /// model's rates).
+    #[arg(long, value_delimiter = ',')]
+    pub session_counts: Vec<u64>,
+    /// Sessions to establish while traffic runs at half the no-drop rate, both
+    /// directions (default by profile: smoke 200, quick 2000, full 100000; 0: none).
+    #[arg(long)]
+    pub establish_under_traffic: Option<u64>,
+    /// Skip the per-core scaling of upfd's XDP programs (BPF_PROG_RUN on each CPU).
+    #[arg(long)]
+    pub no_scaling: bool,
 }
 
 /// Extra halvings of the no-drop search when none of its trials was loss-free.
@@ -155,6 +172,8 @@ pub struct Plan {
     pub models: bool,
     pub no_drop_iterations: u32,
     pub latency_percents: Vec<u8>,
+    /// Sessions established during traffic at half the no-drop rate.
+    pub under_traffic: u64,
 }
 
 impl Plan {
@@ -176,11 +195,7 @@ impl Plan {
             sessions,
             trial_secs: a.trial_secs.unwrap_or(secs).max(0.05),
             sizes,
-            session_counts: if sessions > 1 {
-                vec![1, sessions]
-            } else {
-                vec![1]
-            },
+            session_counts: session_counts(a, sessions),
             carrier_max_users: match a.profile {
                 Profile::Smoke => sessions.min(200),
                 _ => sessions,
@@ -191,9 +206,36 @@ impl Plan {
                 Profile::Smoke => vec![50],
                 _ => vec![10, 50, 90],
             },
+            under_traffic: a.establish_under_traffic.unwrap_or(match a.profile {
+                Profile::Smoke => 200,
+                Profile::Quick => 2000,
+                Profile::Full => 100_000,
+            }),
         }
     }
 }
+
+/// The session counts of the saturation trials: as given (at most all, each once), or 1,
+/// [CARRIER_CORE_USERS for the full profile,] all.
+fn session_counts(a: &Args, sessions: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = if a.session_counts.is_empty() {
+        let mut v = vec![1, sessions];
+        if a.profile == Profile::Full {
+            v.push(CARRIER_CORE_USERS);
+        }
+        v
+    } else {
+        a.session_counts.clone()
+    };
+    v.retain(|&n| n >= 1 && n <= sessions);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// About the subscribers one core carries at the carrier model's per-subscriber rates
+/// (issue 17: traffic over ~10k of 1M installed sessions is the carrier-realistic load).
+const CARRIER_CORE_USERS: u64 = 10_000;
 
 /// A progress bar on stderr: one line per step (redrawn in place on a terminal).
 struct Progress {
@@ -366,6 +408,8 @@ pub fn bench(
         + if plan.models { 2 * 2 * 2 } else { 0 }
         + 2 * 2 * (plan.no_drop_iterations as usize + 1) // the UPF's and the rig's
         + 2 * plan.latency_percents.len() * 2
+        + usize::from(plan.under_traffic > 0)
+        + usize::from(!args.external && !args.no_scaling)
         + usize::from(!args.no_check);
     let mut progress = Progress::new(steps);
     let mut r = Report::new(format!(
@@ -408,7 +452,7 @@ pub fn bench(
             lab,
             upfd_bin,
             out,
-            plan.sessions.max(1000) + 1000,
+            plan.sessions.max(1000) + plan.under_traffic + 1000,
         )?)
     };
     progress.step(&format!("establishing {} sessions", plan.sessions));
@@ -662,6 +706,17 @@ pub fn bench(
             }
         }
     }
+    // 7b. Establishment while both directions run at half the no-drop rate: an outage's
+    // subscribers coming back while the others' traffic flows (issue 17).
+    if plan.under_traffic > 0 {
+        progress.step(&format!(
+            "establishing {} sessions under traffic",
+            plan.under_traffic
+        ));
+        r.establish_under_traffic = Some(establish_under_traffic(
+            &mut rig, &mut smf, &no_drop, &mix, plan,
+        )?);
+    }
     r.no_drop = no_drop;
     r.fill_ratios();
 
@@ -746,6 +801,15 @@ pub fn bench(
         r.fill_ratios();
         rig.close().context("detaching the sinks")?;
     }
+    // 10. Per-core scaling of upfd's programs, once nothing else runs: BPF_PROG_RUN on
+    // one CPU, then on both at once (disjoint sessions, one hot session).
+    if !args.external && !args.no_scaling {
+        progress.step("per-core scaling (BPF_PROG_RUN on one CPU, then both)");
+        match scaling(args, plan) {
+            Ok(v) => r.scaling = v,
+            Err(e) => check_lines.push(format!("per-core scaling not measured: {e}")),
+        }
+    }
     // GRO back as it was (also on an early return, by drop).
     drop(gro);
     progress.finish();
@@ -753,6 +817,109 @@ pub fn bench(
         eprintln!("{l}");
     }
     Ok(r)
+}
+
+/// Establish `plan.under_traffic` sessions while both directions run at half their
+/// no-drop rate, from 0.2 s into the traffic; the traffic lasts long enough for them at
+/// 20,000/s (at least a trial, at most 30 s).
+fn establish_under_traffic(
+    rig: &mut Rig,
+    smf: &mut upf::LabSmf,
+    no_drop: &[NoDropRate],
+    mix: &Mix,
+    plan: &Plan,
+) -> anyhow::Result<report::EstablishUnderTraffic> {
+    const PERCENT: u8 = 50;
+    let rate = |d: Direction| {
+        let mpps = no_drop
+            .iter()
+            .find(|n| n.direction == d)
+            .map_or(0.0, |n| n.mpps);
+        (mpps * 1e6 * f64::from(PERCENT) / 100.0).max(1000.0) as u64
+    };
+    let load: Vec<(Direction, &Mix, Option<u64>)> = Direction::BOTH
+        .iter()
+        .map(|&d| (d, mix, Some(rate(d))))
+        .collect();
+    let n = plan.under_traffic;
+    let traffic_secs = (n as f64 / 20_000.0 + 1.0).clamp(plan.trial_secs, 30.0);
+    let resident = smf.smf.sessions().len() as u64;
+    let (trial, est) = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            let t0 = std::time::Instant::now();
+            let e = smf.establish(n as usize);
+            (e, t0.elapsed())
+        });
+        let t = rig.trial(&load, traffic_secs);
+        (t, h.join())
+    });
+    let trial = trial?;
+    let (est, took) = est.map_err(|_| anyhow::anyhow!("the establishing thread panicked"))?;
+    Ok(report::EstablishUnderTraffic {
+        resident,
+        requested: n,
+        established: est.accepted as u64,
+        established_per_s: est.per_second,
+        p50_ms: est.latency.p50_ms,
+        p99_ms: est.latency.p99_ms,
+        max_ms: est.latency.max_ms,
+        percent_of_no_drop: PERCENT,
+        packet_bytes: mix.label_bytes(),
+        ul_offered_mpps: trial.sent_pps(Direction::Uplink) / 1e6,
+        dl_offered_mpps: trial.sent_pps(Direction::Downlink) / 1e6,
+        ul_loss_pct: trial.loss_pct(Direction::Uplink),
+        dl_loss_pct: trial.loss_pct(Direction::Downlink),
+        traffic_secs,
+        establish_secs: took.as_secs_f64(),
+    })
+}
+
+/// upfd's XDP programs at the run's session count on the generator's and the
+/// forwarder's CPUs, one alone then both at once (`upf_bpf::scaling`), as report rows:
+/// per case a one-CPU row and a two-CPU row with the median of the pairs' ratios.
+fn scaling(args: &Args, plan: &Plan) -> anyhow::Result<Vec<report::ScalingCase>> {
+    use upf_bpf::scaling::{measure, ScalingConfig};
+    let mut cfg = ScalingConfig::new(u32::try_from(plan.sessions).unwrap_or(u32::MAX).max(2));
+    cfg.cpus = [args.gen_cpu, args.fwd_cpu];
+    // The measuring threads at real-time priority: at normal priority they ran 20-50 % of
+    // the time on this VM, so the two CPUs' runs overlapped only partly.
+    cfg.fifo = Some(50);
+    match args.profile {
+        Profile::Smoke => {
+            cfg.pairs = 1;
+            cfg.run = Duration::from_millis(200);
+        }
+        Profile::Quick => cfg.run = Duration::from_millis(500),
+        Profile::Full => {}
+    }
+    let rep = measure(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut out = Vec::new();
+    for c in &rep.cases {
+        let case = match c.sharing {
+            upf_bpf::scaling::Sharing::Disjoint => "disjoint sessions",
+            upf_bpf::scaling::Sharing::HotSession => "one hot session",
+        };
+        out.push(report::ScalingCase {
+            case: case.to_string(),
+            program: c.program.name().to_string(),
+            sessions: u64::from(c.sessions),
+            cpus: 1,
+            mpps_per_cpu: vec![c.one_cpu_mpps],
+            aggregate_mpps: c.one_cpu_mpps,
+            vs_one_cpu: None,
+        });
+        out.push(report::ScalingCase {
+            case: case.to_string(),
+            program: c.program.name().to_string(),
+            sessions: u64::from(c.sessions),
+            cpus: 2,
+            mpps_per_cpu: c.per_cpu_mpps.to_vec(),
+            aggregate_mpps: c.aggregate_mpps,
+            vs_one_cpu: Some(c.ratio),
+        });
+    }
+    Ok(out)
 }
 
 /// One saturated UPF trial of `d` with `mix` at `sessions`, bracketed: I/O limit,

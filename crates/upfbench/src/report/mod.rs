@@ -82,6 +82,36 @@ pub struct Report {
     /// The data path's programs on one CPU and on several at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scaling: Vec<ScalingCase>,
+    /// Sessions established while traffic ran at half the no-drop rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub establish_under_traffic: Option<EstablishUnderTraffic>,
+}
+
+/// PFCP establishments while the UPF forwards: an outage's subscribers coming back while
+/// the others' traffic flows (issue 17).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EstablishUnderTraffic {
+    /// Sessions resident before.
+    pub resident: u64,
+    pub requested: u64,
+    /// Accepted ("Request accepted").
+    pub established: u64,
+    pub established_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// The traffic's rate as a share of the no-drop rate, percent.
+    pub percent_of_no_drop: u8,
+    pub packet_bytes: u32,
+    pub ul_offered_mpps: f64,
+    pub dl_offered_mpps: f64,
+    pub ul_loss_pct: f64,
+    pub dl_loss_pct: f64,
+    /// How long the traffic ran, and how long the establishments took (they start
+    /// 0.2 s into it); the establishments ended within the traffic when the first is
+    /// larger.
+    pub traffic_secs: f64,
+    pub establish_secs: f64,
 }
 
 /// Direction of user traffic: uplink is gNB (N3, GTP-U) to data network (N6), downlink the
@@ -525,6 +555,7 @@ impl Report {
             ping: None,
             iperf3: Vec::new(),
             scaling: Vec::new(),
+            establish_under_traffic: None,
         }
     }
 

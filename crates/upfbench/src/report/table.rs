@@ -140,8 +140,11 @@ pub(crate) fn sections(r: &Report) -> Vec<Section> {
     if !r.latency.is_empty() {
         out.push(latency_section(&r.latency));
     }
-    if !r.sessions.is_empty() {
-        out.push(sessions_section(&r.sessions));
+    if !r.sessions.is_empty() || r.establish_under_traffic.is_some() {
+        out.push(sessions_section(
+            &r.sessions,
+            r.establish_under_traffic.as_ref(),
+        ));
     }
     if let Some(p) = &r.ping {
         out.push(ping_section(p));
@@ -675,7 +678,7 @@ fn latency_section(v: &[LatencyPoint]) -> Section {
     }
 }
 
-fn sessions_section(v: &[SessionRatePoint]) -> Section {
+fn sessions_section(v: &[SessionRatePoint], under: Option<&EstablishUnderTraffic>) -> Section {
     let mut t = Table::new(
         &[
             "resident sessions",
@@ -699,10 +702,39 @@ fn sessions_section(v: &[SessionRatePoint]) -> Section {
                 .unwrap_or("-".into()),
         ]);
     }
+    let mut lines = Vec::new();
+    if let Some(u) = under {
+        lines.push(format!(
+            "Under traffic: {} of {} sessions established with {} resident, {:.0}/s, \
+             p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, while {} B packets ran at {} % of \
+             the no-drop rate (UL {:.3}, DL {:.3} Mpps): loss UL {:.4} %, DL {:.4} %{}",
+            u.established,
+            u.requested,
+            count_short(u.resident),
+            u.established_per_s,
+            u.p50_ms,
+            u.p99_ms,
+            u.max_ms,
+            u.packet_bytes,
+            u.percent_of_no_drop,
+            u.ul_offered_mpps,
+            u.dl_offered_mpps,
+            u.ul_loss_pct,
+            u.dl_loss_pct,
+            if u.establish_secs + 0.2 <= u.traffic_secs {
+                String::new()
+            } else {
+                format!(
+                    " (the establishments took {:.1} s, longer than the {:.1} s of traffic)",
+                    u.establish_secs, u.traffic_secs
+                )
+            }
+        ));
+    }
     Section {
         id: "sessions",
         heading: "PFCP session establishment".to_string(),
-        lines: Vec::new(),
+        lines,
         tables: vec![t],
         chart: Some("sessions"),
     }

@@ -177,6 +177,23 @@ pub fn sample() -> Report {
             bytes_per_session: Some(bytes),
         });
     }
+    r.establish_under_traffic = Some(EstablishUnderTraffic {
+        resident: 1_000_000,
+        requested: 100_000,
+        established: 100_000,
+        established_per_s: 41_000.0,
+        p50_ms: 1.4,
+        p99_ms: 2.9,
+        max_ms: 31.0,
+        percent_of_no_drop: 50,
+        packet_bytes: 650,
+        ul_offered_mpps: 0.38,
+        dl_offered_mpps: 0.33,
+        ul_loss_pct: 0.0,
+        dl_loss_pct: 0.0021,
+        traffic_secs: 6.0,
+        establish_secs: 2.44,
+    });
     for (case, cpus, per_cpu, vs) in [
         ("disjoint sessions", 1, vec![3.0], None),
         ("disjoint sessions", 2, vec![2.9, 2.85], Some(1.95)),
