@@ -602,39 +602,73 @@ impl std::ops::Sub for Count {
 
 /// An XDP program attached (native mode) to an interface in a namespace; the previous
 /// program goes back on drop.
+///
+/// A UPF that attached its program through a BPF link (eUPF does, with cilium/ebpf) cannot
+/// have it replaced by a netlink attach ("Can't replace active BPF XDP link", EBUSY):
+/// then the link's program is swapped (BPF_LINK_UPDATE) and swapped back, and the UPF's
+/// link stays as it was.
 #[derive(Debug)]
 struct Attachment {
     ifindex: u32,
     netns: Netns,
-    /// What ran before (the lab's XDP_PASS), held open so it survives being replaced.
+    /// What ran before (the lab's XDP_PASS, a UPF's program), held open so it survives
+    /// being replaced.
     previous: Option<OwnedFd>,
+    /// The UPF's XDP link on this interface, when it had one.
+    link: Option<OwnedFd>,
 }
 
 impl Attachment {
     fn new(prog: BorrowedFd<'_>, ifindex: u32) -> io::Result<Attachment> {
         let netns = Netns::current()?;
         let xdp = Xdp::new(prog);
-        let previous = match xdp.query_id(ifindex as i32, XdpFlags::DRV_MODE) {
-            Ok(0) | Err(_) => None,
-            Ok(id) => {
+        let previous_id = xdp
+            .query_id(ifindex as i32, XdpFlags::DRV_MODE)
+            .unwrap_or(0);
+        let previous = (previous_id != 0)
+            .then(|| {
                 // SAFETY: plain syscall wrapper; a non-negative return is a new fd we own.
-                let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+                let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(previous_id) };
                 // SAFETY: fd was just returned to us by the kernel.
                 (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-            }
+            })
+            .flatten();
+        let what = format!("attaching XDP (native) to ifindex {ifindex}");
+        // A program held by a link is swapped inside it (a netlink attach would fail).
+        let link = match previous_id {
+            0 => None,
+            id => xdp_link(ifindex, id)?,
         };
-        xdp.attach(ifindex as i32, XdpFlags::DRV_MODE)
-            .map_err(|e| io_err(&format!("attaching XDP (native) to ifindex {ifindex}"), e))?;
+        match &link {
+            Some(l) => link_update(l, prog).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{what}: swapping its XDP link's program: {e}"),
+                )
+            })?,
+            None => xdp
+                .attach(ifindex as i32, XdpFlags::DRV_MODE)
+                .map_err(|e| io_err(&what, e))?,
+        }
         Ok(Attachment {
             ifindex,
             netns,
             previous,
+            link,
         })
     }
 
     fn restore(&mut self, ours: RawFd) -> io::Result<()> {
         let ifindex = self.ifindex as i32;
         let previous = self.previous.take();
+        if let (Some(link), Some(p)) = (self.link.take(), &previous) {
+            return link_update(&link, p.as_fd()).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("restoring the XDP link's program on ifindex {ifindex}: {e}"),
+                )
+            });
+        }
         self.netns.run(move || {
             // SAFETY: `ours` is the program fd of a skeleton that outlives this call.
             let ours = unsafe { BorrowedFd::borrow_raw(ours) };
@@ -645,6 +679,48 @@ impl Attachment {
             .map_err(|e| io_err(&format!("restoring XDP on ifindex {ifindex}"), e))
         })?
     }
+}
+
+/// The XDP link that runs program `prog_id` on `ifindex`. Program IDs are global and an
+/// XDP program is attached once per link, so the pair names the link of this namespace's
+/// interface even where other namespaces have the same ifindex.
+fn xdp_link(ifindex: u32, prog_id: u32) -> io::Result<Option<OwnedFd>> {
+    let mut id = 0u32;
+    // SAFETY: plain syscall wrappers on a u32 and a zeroed struct of the size passed; each
+    // non-negative fd returned is a new one we own.
+    unsafe {
+        while libbpf_sys::bpf_link_get_next_id(id, &mut id) == 0 {
+            let fd = libbpf_sys::bpf_link_get_fd_by_id(id);
+            if fd < 0 {
+                continue; // gone since, or not ours to see
+            }
+            let fd = OwnedFd::from_raw_fd(fd);
+            let mut info: libbpf_sys::bpf_link_info = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+            if libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) != 0 {
+                continue;
+            }
+            if info.type_ == libbpf_sys::BPF_LINK_TYPE_XDP
+                && info.prog_id == prog_id
+                && info.__bindgen_anon_1.xdp.ifindex == ifindex
+            {
+                return Ok(Some(fd));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// BPF_LINK_UPDATE: `link` runs `prog` from now on.
+fn link_update(link: &OwnedFd, prog: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain syscall wrapper on two fds we hold; no options.
+    let r = unsafe {
+        libbpf_sys::bpf_link_update(link.as_raw_fd(), prog.as_raw_fd(), std::ptr::null())
+    };
+    if r < 0 {
+        return Err(io::Error::from_raw_os_error(-r));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1323,3 +1323,49 @@ fn measure_limits() {
     drop(ns);
     drop(topo);
 }
+
+/// A UPF that attached its XDP programs through BPF links (eUPF does) keeps them: the
+/// bare forwarder swaps each link's program for its own (a netlink attach would fail,
+/// "Can't replace active BPF XDP link") and swaps it back when detached.
+#[test]
+fn bare_forwarder_swaps_a_upfs_xdp_links_and_puts_them_back() {
+    require_root!();
+    let _live = live();
+    let topo = Topo::up("tk-");
+    let ns = NsGuard::new();
+    ns.enter(&topo.ns("upf"));
+    let (n3, n6) = (ns.ifindex("n3"), ns.ifindex("n6"));
+    let obj = libbpf_rs::ObjectBuilder::default()
+        .open_memory(PASS_OBJECT)
+        .expect("open the XDP_PASS object")
+        .load()
+        .expect("load it");
+    let prog = obj.progs_mut().next().expect("a program");
+    // The "UPF's" links, held for the whole test as the UPF would hold them.
+    let links = [n3, n6].map(|i| prog.attach_xdp(i as i32).expect("XDP link"));
+    let upf = [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")];
+    assert!(upf.iter().all(Option::is_some), "{upf:?}");
+
+    let mut bare = BareForwarder::attach(bare_config(n3, n6)).expect("bare forwarder");
+    let swapped = [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")];
+    assert!(
+        swapped[0] != upf[0] && swapped[1] != upf[1] && swapped.iter().all(Option::is_some),
+        "the links run the bare forwarder: {swapped:?}, was {upf:?}"
+    );
+    bare.detach().expect("detach");
+    assert_eq!(
+        [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")],
+        upf,
+        "the UPF's programs back in its links"
+    );
+    // Again (capacity swaps around every trial), then dropped rather than detached.
+    bare.attach_here().expect("attach again");
+    assert_ne!(topo.xdp_prog("upf", "n3"), upf[0]);
+    drop(bare);
+    assert_eq!(
+        [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")],
+        upf
+    );
+    drop(links);
+    assert_eq!(topo.xdp_prog("upf", "n3"), None, "link gone, program gone");
+}
