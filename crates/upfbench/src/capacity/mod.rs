@@ -31,9 +31,9 @@
 //!    established while both directions run at 50 % of it (rate, latency, loss);
 //! 8. a ping and iperf3 TCP through the UPF from a UE of the gNB/UE emulator;
 //! 9. the bare forwarder's latency at step 7's rates, then the limits of step 1 again;
-//! 10. per-core scaling of upfd's XDP programs (not with `--external`): BPF_PROG_RUN on
-//!    one CPU, then both at once, disjoint sessions and one hot session
-//!    (`upf_bpf::scaling`).
+//! 10. per-core scaling of upfd's XDP programs (not with `--external`): BPF_PROG_RUN
+//!     on one CPU, then both at once, disjoint sessions and one hot session
+//!     (`upf_bpf::scaling`).
 //!
 //! It prints the tables with every figure as a ratio of the run's limits, and writes
 //! report.json, PNG charts and report.html (`upfbench::report`); the ping and iperf3
@@ -820,8 +820,8 @@ pub fn bench(
 }
 
 /// Establish `plan.under_traffic` sessions while both directions run at half their
-/// no-drop rate, from 0.2 s into the traffic; the traffic lasts long enough for them at
-/// 20,000/s (at least a trial, at most 30 s).
+/// no-drop rate: the traffic runs in trials of a second from before the first request
+/// (0.2 s) until the last answer (at most a minute), and its loss is summed over them.
 fn establish_under_traffic(
     rig: &mut Rig,
     smf: &mut upf::LabSmf,
@@ -830,6 +830,7 @@ fn establish_under_traffic(
     plan: &Plan,
 ) -> anyhow::Result<report::EstablishUnderTraffic> {
     const PERCENT: u8 = 50;
+    const MAX: Duration = Duration::from_secs(60);
     let rate = |d: Direction| {
         let mpps = no_drop
             .iter()
@@ -842,19 +843,30 @@ fn establish_under_traffic(
         .map(|&d| (d, mix, Some(rate(d))))
         .collect();
     let n = plan.under_traffic;
-    let traffic_secs = (n as f64 / 20_000.0 + 1.0).clamp(plan.trial_secs, 30.0);
     let resident = smf.smf.sessions().len() as u64;
-    let (trial, est) = std::thread::scope(|s| {
+    let start = std::time::Instant::now();
+    let (sum, est) = std::thread::scope(|s| {
         let h = s.spawn(|| {
             std::thread::sleep(Duration::from_millis(200));
             let t0 = std::time::Instant::now();
             let e = smf.establish(n as usize);
             (e, t0.elapsed())
         });
-        let t = rig.trial(&load, traffic_secs);
-        (t, h.join())
+        let mut sum = Trial::default();
+        let traffic = (|| loop {
+            let t = rig.trial(&load, 1.0)?;
+            for i in 0..2 {
+                sum.sent[i] += t.sent[i];
+                sum.received[i] += t.received[i];
+                sum.elapsed[i] += t.elapsed[i];
+            }
+            if h.is_finished() || start.elapsed() > MAX {
+                return Ok::<_, std::io::Error>(());
+            }
+        })();
+        (traffic.map(|()| sum), h.join())
     });
-    let trial = trial?;
+    let trial = sum?;
     let (est, took) = est.map_err(|_| anyhow::anyhow!("the establishing thread panicked"))?;
     Ok(report::EstablishUnderTraffic {
         resident,
@@ -870,7 +882,7 @@ fn establish_under_traffic(
         dl_offered_mpps: trial.sent_pps(Direction::Downlink) / 1e6,
         ul_loss_pct: trial.loss_pct(Direction::Uplink),
         dl_loss_pct: trial.loss_pct(Direction::Downlink),
-        traffic_secs,
+        traffic_secs: start.elapsed().as_secs_f64(),
         establish_secs: took.as_secs_f64(),
     })
 }
