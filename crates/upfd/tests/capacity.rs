@@ -95,6 +95,29 @@ fn capacity_smoke_run_writes_the_report() {
     assert!(cap.rig_users.is_some(), "{cap:?}");
     assert_eq!(r.latency.len(), 2);
     assert_eq!(r.sessions[0].resident, 200);
+    // 200 more sessions while both directions ran at half the no-drop rate.
+    let u = r
+        .establish_under_traffic
+        .as_ref()
+        .expect("establishment under traffic");
+    assert_eq!(
+        (u.resident, u.requested, u.established),
+        (200, 200, 200),
+        "{u:?}"
+    );
+    assert!(
+        u.ul_offered_mpps > 0.0 && u.dl_offered_mpps > 0.0 && u.traffic_secs >= u.establish_secs,
+        "{u:?}"
+    );
+    // Per-core scaling: xdp_n3 and xdp_n6, disjoint and one hot session, one CPU and two.
+    assert_eq!(r.scaling.len(), 8, "{:?}", r.scaling);
+    assert!(
+        r.scaling
+            .iter()
+            .all(|c| c.aggregate_mpps > 0.0 && c.mpps_per_cpu.len() == c.cpus as usize),
+        "{:?}",
+        r.scaling
+    );
     // Every rule on: both PDRs carry the SDF filter upfd evaluates for every packet.
     let rules = &r.upf.as_ref().expect("upf").options["rules per session"];
     assert!(rules.contains("2 PDRs with an SDF filter"), "{rules}");
