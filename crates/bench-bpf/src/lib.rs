@@ -606,7 +606,8 @@ impl std::ops::Sub for Count {
 /// A UPF that attached its program through a BPF link (eUPF does, with cilium/ebpf) cannot
 /// have it replaced by a netlink attach ("Can't replace active BPF XDP link", EBUSY):
 /// then the link's program is swapped (BPF_LINK_UPDATE) and swapped back, and the UPF's
-/// link stays as it was.
+/// link stays as it was; where the kernel refuses the swap (EINVAL, as for eUPF's
+/// programs), the link is detached and the UPF's program goes back through netlink.
 #[derive(Debug)]
 struct Attachment {
     ifindex: u32,
@@ -639,17 +640,40 @@ impl Attachment {
             0 => None,
             id => xdp_link(ifindex, id)?,
         };
-        match &link {
-            Some(l) => link_update(l, prog).map_err(|e| {
-                io::Error::new(
+        let link = match link.map(|l| link_update(&l, prog).map(|()| l)) {
+            Some(Ok(l)) => Some(l),
+            // EINVAL: the kernel refuses the swap (it does for eUPF v0.7.1's programs,
+            // loaded by cilium/ebpf; not seen with libbpf-loaded ones). Then the link is
+            // detached and the program goes back through netlink on restore: the UPF
+            // forwards with the same program, no longer held by its link.
+            Some(Err(e)) if e.raw_os_error() == Some(libc::EINVAL) => {
+                if let Some(l) = xdp_link(ifindex, previous_id)? {
+                    // SAFETY: plain syscall wrapper on a link fd we hold.
+                    let r = unsafe { libbpf_sys::bpf_link_detach(l.as_raw_fd()) };
+                    if r < 0 {
+                        let e = io::Error::from_raw_os_error(-r);
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("{what}: detaching its XDP link: {e}"),
+                        ));
+                    }
+                }
+                xdp.attach(ifindex as i32, XdpFlags::DRV_MODE)
+                    .map_err(|e| io_err(&what, e))?;
+                None
+            }
+            Some(Err(e)) => {
+                return Err(io::Error::new(
                     e.kind(),
                     format!("{what}: swapping its XDP link's program: {e}"),
-                )
-            })?,
-            None => xdp
-                .attach(ifindex as i32, XdpFlags::DRV_MODE)
-                .map_err(|e| io_err(&what, e))?,
-        }
+                ))
+            }
+            None => {
+                xdp.attach(ifindex as i32, XdpFlags::DRV_MODE)
+                    .map_err(|e| io_err(&what, e))?;
+                None
+            }
+        };
         Ok(Attachment {
             ifindex,
             netns,

@@ -1324,48 +1324,51 @@ fn measure_limits() {
     drop(topo);
 }
 
-/// A UPF that attached its XDP programs through BPF links (eUPF does) keeps them: the
-/// bare forwarder swaps each link's program for its own (a netlink attach would fail,
-/// "Can't replace active BPF XDP link") and swaps it back when detached.
+/// A UPF that attached its XDP programs through BPF links (eUPF does) keeps forwarding
+/// with them: the bare forwarder swaps each link's program for its own (a netlink attach
+/// would fail, "Can't replace active BPF XDP link") and swaps it back when detached.
+/// (Where the kernel refuses the swap, EINVAL, as it did for eUPF v0.7.1's programs, the
+/// link is detached and the program put back through netlink: not reproduced here with
+/// libbpf-loaded programs; the eUPF runs of docs/benchmarks.md went that way.)
 #[test]
-fn bare_forwarder_swaps_a_upfs_xdp_links_and_puts_them_back() {
+fn bare_forwarder_swaps_a_upfs_xdp_links_and_puts_their_programs_back() {
     require_root!();
     let _live = live();
     let topo = Topo::up("tk-");
     let ns = NsGuard::new();
     ns.enter(&topo.ns("upf"));
     let (n3, n6) = (ns.ifindex("n3"), ns.ifindex("n6"));
-    let obj = libbpf_rs::ObjectBuilder::default()
-        .open_memory(PASS_OBJECT)
-        .expect("open the XDP_PASS object")
-        .load()
-        .expect("load it");
-    let prog = obj.progs_mut().next().expect("a program");
-    // The "UPF's" links, held for the whole test as the UPF would hold them.
-    let links = [n3, n6].map(|i| prog.attach_xdp(i as i32).expect("XDP link"));
-    let upf = [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")];
-    assert!(upf.iter().all(Option::is_some), "{upf:?}");
+    let ids = || [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")];
+    for round in 0..2 {
+        let obj = libbpf_rs::ObjectBuilder::default()
+            .open_memory(PASS_OBJECT)
+            .expect("open the XDP_PASS object")
+            .load()
+            .expect("load it");
+        let prog = obj.progs_mut().next().expect("a program");
+        // The "UPF's" links, held for the whole case as the UPF would hold them.
+        let links = [n3, n6].map(|i| prog.attach_xdp(i as i32).expect("XDP link"));
+        let upf = ids();
+        assert!(upf.iter().all(Option::is_some), "{upf:?}");
 
-    let mut bare = BareForwarder::attach(bare_config(n3, n6)).expect("bare forwarder");
-    let swapped = [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")];
-    assert!(
-        swapped[0] != upf[0] && swapped[1] != upf[1] && swapped.iter().all(Option::is_some),
-        "the links run the bare forwarder: {swapped:?}, was {upf:?}"
-    );
-    bare.detach().expect("detach");
-    assert_eq!(
-        [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")],
-        upf,
-        "the UPF's programs back in its links"
-    );
-    // Again (capacity swaps around every trial), then dropped rather than detached.
-    bare.attach_here().expect("attach again");
-    assert_ne!(topo.xdp_prog("upf", "n3"), upf[0]);
-    drop(bare);
-    assert_eq!(
-        [topo.xdp_prog("upf", "n3"), topo.xdp_prog("upf", "n6")],
-        upf
-    );
-    drop(links);
-    assert_eq!(topo.xdp_prog("upf", "n3"), None, "link gone, program gone");
+        let mut bare = BareForwarder::attach(bare_config(n3, n6)).expect("bare forwarder");
+        let swapped = ids();
+        assert!(
+            swapped[0] != upf[0] && swapped[1] != upf[1] && swapped.iter().all(Option::is_some),
+            "the bare forwarder runs: {swapped:?}, was {upf:?}"
+        );
+        bare.detach().expect("detach");
+        assert_eq!(ids(), upf, "the UPF's programs back (round {round})");
+        // Again (capacity swaps around every trial), then dropped rather than detached.
+        bare.attach_here().expect("attach again");
+        assert_ne!(topo.xdp_prog("upf", "n3"), upf[0]);
+        drop(bare);
+        assert_eq!(ids(), upf);
+        drop(links);
+        assert_eq!(
+            ids(),
+            [None, None],
+            "the links gone, their programs too (round {round})"
+        );
+    }
 }
