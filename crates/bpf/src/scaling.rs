@@ -211,13 +211,17 @@ const REPEAT: i32 = 200_000;
 const XDP_REDIRECT: u32 = 4;
 const XDP_DROP: u32 = 1;
 
-const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
-const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
-const DN: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
+// The benchmark's addresses and frames, shared with crates/bpf/tests (common/mod.rs).
+/// The UPF's N3 address.
+pub const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
+/// The gNB's N3 address.
+pub const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+/// The data network's host.
+pub const DN: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
 const IFINDEX: u32 = 20;
 
 /// Session `i`'s UE address.
-fn ue(i: u32) -> Ipv4Addr {
+pub fn ue(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(0x0a40_0000 + i + 1)
 }
 
@@ -586,8 +590,9 @@ impl Driver {
     }
 }
 
-/// Every packet leaves by ifindex 20 through configured neighbours (no kernel FIB).
-fn neigh_config() -> Config {
+/// N3 on 10.10.0.7, every packet leaving by ifindex 20 through configured neighbours (no
+/// kernel FIB), so BPF_PROG_RUN forwards without interfaces.
+pub fn neigh_config() -> Config {
     let e = |n: u8| Egress {
         ifindex: IFINDEX,
         mtu: 1500,
@@ -613,7 +618,7 @@ fn eth(ethertype: u16) -> Vec<u8> {
 
 /// A G-PDU from the gNB on `teid` (PDU Session Container, QFI 1) from `ue` to the data
 /// network: TEID at octet 46, the inner source at 70.
-fn uplink_frame(teid: u32, ue: Ipv4Addr) -> Vec<u8> {
+pub fn uplink_frame(teid: u32, ue: Ipv4Addr) -> Vec<u8> {
     let inner = capture::ip_udp_packet(ue.into(), DN.into(), 40000, 9, &[0x55; 64]);
     let mut g = vec![0x34, 0xff];
     g.extend_from_slice(&((inner.len() + 8) as u16).to_be_bytes());
@@ -632,7 +637,7 @@ fn uplink_frame(teid: u32, ue: Ipv4Addr) -> Vec<u8> {
 }
 
 /// A packet from the data network to `ue`: the destination at octet 30.
-fn downlink_frame(ue: Ipv4Addr) -> Vec<u8> {
+pub fn downlink_frame(ue: Ipv4Addr) -> Vec<u8> {
     let mut f = eth(0x0800);
     f.extend(capture::ip_udp_packet(
         DN.into(),

@@ -1,14 +1,14 @@
 //! What the data path's tests share: the benchmark's session shape, a URR template.
 #![allow(dead_code)] // each test binary uses part of it
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 
 use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
-use upf::fastpath::{Config, Egress};
+use upf::fastpath::Config;
 use upf::rules::*;
 
-pub const N3: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 7);
-pub const GNB: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+#[allow(unused_imports)] // each test binary uses part of it
+pub use upf_bpf::scaling::{downlink_frame, neigh_config, ue, uplink_frame, DN, GNB, N3};
 
 /// Whether we are root; says so when not (loading BPF programs needs CAP_BPF).
 pub fn root() -> bool {
@@ -46,11 +46,6 @@ pub fn urr_template() -> pfcp::msg::CreateUrr {
 /// Session `i`'s uplink TEID: spread like the allocator's random TEIDs, unique.
 pub fn teid(i: u32) -> u32 {
     i.wrapping_mul(0x9e37_79b1) | 1 << 31
-}
-
-/// Session `i`'s UE address.
-pub fn ue(i: u32) -> Ipv4Addr {
-    Ipv4Addr::from(0x0a40_0000 + i + 1)
 }
 
 /// A session without rules, `seid` on both sides, owned by a CP function on loopback.
@@ -183,64 +178,6 @@ pub fn session(i: u32, flow: &str, urr: &pfcp::msg::CreateUrr) -> Session {
 }
 
 /// The data network host the frames below talk to.
-pub const DN: Ipv4Addr = Ipv4Addr::new(192, 168, 6, 1);
-
-/// N3 on 10.10.0.7, every packet leaving by ifindex 20 through configured neighbours
-/// (no kernel FIB), so BPF_PROG_RUN forwards without interfaces.
-pub fn neigh_config() -> Config {
-    let e = |n: u8| Egress {
-        ifindex: 20,
-        mtu: 1500,
-        smac: [2, 0, 0, 0, 0, n],
-        dmac: [2, 0, 0, 0, 1, n],
-    };
-    let mut neigh = std::collections::HashMap::new();
-    neigh.insert(IpAddr::V4(Ipv4Addr::UNSPECIFIED), e(1));
-    neigh.insert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), e(2));
-    Config {
-        local: vec![IpAddr::V4(N3)],
-        n3_v4: Some(N3),
-        neigh,
-        ..Default::default()
-    }
-}
-
-fn inner(src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
-    capture::ip_udp_packet(src.into(), dst.into(), 40000, 9, &[0x55; 64])
-}
-
-fn eth(ethertype: u16) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8];
-    f.extend_from_slice(&ethertype.to_be_bytes());
-    f
-}
-
-/// A G-PDU from the gNB on `teid` (PDU Session Container, QFI 1) from `ue` to DN.
-pub fn uplink_frame(teid: u32, ue: Ipv4Addr) -> Vec<u8> {
-    let inner = inner(ue, DN);
-    let mut g = vec![0x34, 0xff];
-    g.extend_from_slice(&((inner.len() + 8) as u16).to_be_bytes());
-    g.extend_from_slice(&teid.to_be_bytes());
-    g.extend_from_slice(&[0, 0, 0, 0x85, 1, 0x10, 1, 0]);
-    g.extend(inner);
-    let mut f = eth(0x0800);
-    f.extend(capture::ip_udp_packet(
-        GNB.into(),
-        N3.into(),
-        2152,
-        2152,
-        &g,
-    ));
-    f
-}
-
-/// A packet from DN to `ue`.
-pub fn downlink_frame(ue: Ipv4Addr) -> Vec<u8> {
-    let mut f = eth(0x0800);
-    f.extend(inner(DN, ue));
-    f
-}
-
 /// Put the session's uplink PDRs on local TEID `teid`.
 pub fn set_teid(s: &mut Session, teid: u32) {
     for p in s.pdrs.values_mut() {
