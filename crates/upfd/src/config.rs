@@ -1411,34 +1411,19 @@ impl Config {
             );
         }
         let configured = cpus_configured();
-        if let Some((i, c)) = self
-            .cpus
-            .iter()
-            .enumerate()
-            .find(|(_, c)| **c >= configured)
-        {
-            return err(
-                format!("cpus[{i}]"),
-                format!(
-                    "{c} is out of range: a CPU number 0-{} (this machine's)",
-                    configured - 1
-                ),
-            );
-        }
-        if let Some((i, c)) = self
-            .datapath
-            .spread_cpus
-            .iter()
-            .enumerate()
-            .find(|(_, c)| **c >= configured)
-        {
-            return err(
-                format!("datapath.spread_cpus[{i}]"),
-                format!(
-                    "{c} is out of range: a CPU number 0-{} (this machine's)",
-                    configured - 1
-                ),
-            );
+        for (key, list) in [
+            ("cpus", &self.cpus),
+            ("datapath.spread_cpus", &self.datapath.spread_cpus),
+        ] {
+            if let Some((i, c)) = list.iter().enumerate().find(|(_, c)| **c >= configured) {
+                return err(
+                    format!("{key}[{i}]"),
+                    format!(
+                        "{c} is out of range: a CPU number 0-{} (this machine's)",
+                        configured - 1
+                    ),
+                );
+            }
         }
         if let Some((i, c)) = self
             .datapath
