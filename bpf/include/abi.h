@@ -62,10 +62,32 @@ enum far_flag {
 	FAR_F_TOS = 0x01, /* tos holds the Transport Level Marking for the outer header */
 };
 
-/* struct rule_set's hot: which copies travel in the rule set. */
+/* struct rule_set's hot: which copies travel in the rule set, and what else it asks. */
 enum rs_hot {
 	RS_HOT_PDR0 = 0x01, /* pdr0 is a copy of pdrs[pdr[0]] */
 	RS_HOT_FAR0 = 0x02, /* far0 is a copy of fars[pdr0.far] */
+	RS_APPS = 0x04,     /* a PDR has an Application ID: classify the packet (include/app.h) */
+	RS_APP_REPORT = 0x08, /* raise EV_APP_START when a flow of an application starts */
+};
+
+/* Application detection (include/app.h, docs/application-detection.md). */
+enum app_limit {
+	APP_MAX = 4096,          /* Application IDs the data path holds (index 0: none) */
+	APP_MAX_FLOWS = 8,       /* PFD flow descriptions per application */
+	APP_NAME_MAX = 253,      /* octets of a domain name */
+	APP_KEY_MAX = 256,       /* octets of an app_names or app_urls key */
+	APP_DNS_ANSWERS = 8,     /* answer records read per DNS response */
+	APP_TLS_EXTENSIONS = 32, /* ClientHello extensions walked to server_name */
+	APP_HTTP_SCAN = 512,     /* octets of an HTTP request searched for its Host */
+	APP_FLOW_IDLE_SEC = 120, /* a flow entry unused this long no longer classifies */
+	APP_TTL_MAX = 86400,     /* a DNS answer's TTL is capped at this (seconds) */
+};
+
+/* What a domain name of a PFD applies to (Domain Name Protocol, TS 29.244 8.2.39). */
+enum app_proto {
+	APP_P_DNS = 0x01,  /* the QNAME of DNS answers towards the UE */
+	APP_P_SNI = 0x02,  /* a TLS ClientHello's server_name */
+	APP_P_HOST = 0x04, /* an HTTP request's Host */
 };
 
 /* struct qer's flags. */
@@ -132,6 +154,7 @@ enum event_type {
 	EV_BUFFER = 1,    /* a packet for a FAR that buffers (with FAR_NOCP: notify) */
 	EV_QUOTA = 2,     /* a URR's volume quota ran out */
 	EV_THRESHOLD = 3, /* a URR's volume threshold was reached */
+	EV_APP_START = 4, /* a flow of an application started (struct app_event) */
 };
 
 /* Why the data path dropped a packet: named and counted per reason with its octets (as
@@ -189,6 +212,8 @@ struct abi_enums {
 	enum urr_cell_size urr_cell_size;
 	enum urr_quota_flag urr_quota_flag;
 	enum sdf_flag sdf_flag;
+	enum app_limit app_limit;
+	enum app_proto app_proto;
 	enum cfg_flag cfg_flag;
 	enum spread_mode spread_mode;
 	enum nh_flag nh_flag;

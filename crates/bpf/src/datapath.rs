@@ -151,6 +151,8 @@ pub struct Datapath {
     /// G-PDUs spread over CPUs ([`Datapath::set_spread`]).
     spread: Spread,
     spread_cpus: Vec<u32>,
+    /// The PFDs of every application (application detection, include/app.h).
+    pfds: Arc<upf::pfd::PfdTable>,
 }
 
 /// How `xdp_n3` spreads G-PDUs over CPUs ([`Datapath::set_spread`]).
@@ -290,6 +292,7 @@ impl Datapath {
             downlink,
             spread: Spread::Off,
             spread_cpus: Vec::new(),
+            pfds: Arc::default(),
         };
         d.configure(cfg, 0, 0, 0)?;
         d.bump_nexthop_generation()?;
@@ -975,6 +978,15 @@ impl FastPath for Datapath {
         self.publish(&plan, &written, &prev, &mut inst, now)?;
         self.release(&prev, &inst.qers, &inst.urrs);
         self.sessions.insert(new.up_seid, inst);
+        Ok(())
+    }
+
+    fn set_pfds(
+        &mut self,
+        pfds: &Arc<upf::pfd::PfdTable>,
+        _changed: &[String],
+    ) -> Result<(), FastPathError> {
+        self.pfds = Arc::clone(pfds);
         Ok(())
     }
 

@@ -10,6 +10,7 @@ pub mod fastpath;
 pub mod load;
 pub mod model;
 pub mod n4;
+pub mod pfd;
 pub mod predefined;
 pub mod procedures;
 pub mod report;

@@ -161,6 +161,8 @@ impl SlowPath {
                 self.signalled.push(seid);
                 Vec::new()
             }
+            // Reported by the ADI work (report.rs); in progress.
+            Event::AppStart { .. } => Vec::new(),
         }
     }
 

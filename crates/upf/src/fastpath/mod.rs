@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::pfd::PfdTable;
 use crate::rules::Session;
 
 /// A configured neighbour: where packets to an address leave, with the link-layer
@@ -101,6 +102,26 @@ pub enum Event {
     ThresholdReached {
         seid: u64,
     },
+    /// The data path classified a new flow of the session as application `app` (an
+    /// Application ID) and the session asks for Application Detection Information
+    /// (TS 29.244 clause 5.11.1, reporting trigger START).
+    AppStart {
+        seid: u64,
+        app: String,
+        flow: AppFlow,
+    },
+}
+
+/// One flow the data path classified (docs/application-detection.md): the UE's side and
+/// the remote side, as in a downlink-oriented flow description; ports 0 when the
+/// protocol has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AppFlow {
+    pub protocol: u8,
+    pub ue: IpAddr,
+    pub ue_port: u16,
+    pub remote: IpAddr,
+    pub remote_port: u16,
 }
 
 /// Counts of one URR, summed over the data path's CPUs (kept in the state as they are:
@@ -206,6 +227,17 @@ pub trait FastPath {
     fn session_by_ue(&self, _a: std::net::IpAddr) -> Option<Option<u64>> {
         None
     }
+    /// Install the PFDs of every application (pfd.rs), after PFD Management or at start.
+    /// `changed` names the applications whose PFDs changed: what the data path learned
+    /// for them (addresses from DNS answers) is forgotten, so that new flows follow the
+    /// new PFDs; flows already classified keep their application. All or nothing.
+    fn set_pfds(&mut self, pfds: &Arc<PfdTable>, changed: &[String]) -> Result<(), FastPathError>;
+    /// How long ago the data path last saw a packet of a classified flow of a session
+    /// (for Application Detection Information STOP); None: it holds no such flow (ended,
+    /// idle past APP_FLOW_IDLE_SEC, or evicted).
+    fn app_flow_idle(&self, _seid: u64, _flow: &AppFlow) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Sending a frame through the data path again, as if it had just arrived: how upfd
@@ -248,5 +280,11 @@ impl<T: FastPath> FastPath for Rc<RefCell<T>> {
     }
     fn session_by_ue(&self, a: std::net::IpAddr) -> Option<Option<u64>> {
         self.borrow().session_by_ue(a)
+    }
+    fn set_pfds(&mut self, pfds: &Arc<PfdTable>, changed: &[String]) -> Result<(), FastPathError> {
+        self.borrow_mut().set_pfds(pfds, changed)
+    }
+    fn app_flow_idle(&self, seid: u64, flow: &AppFlow) -> Option<std::time::Duration> {
+        self.borrow().app_flow_idle(seid, flow)
     }
 }

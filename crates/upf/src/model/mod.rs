@@ -197,6 +197,8 @@ pub struct Model {
     epoch: Option<Instant>,
     /// Whether it claims to signal volume thresholds and quotas (see `without_traffic`).
     signals_volume: bool,
+    /// The PFDs of every application (application detection, app.rs).
+    pfds: Arc<crate::pfd::PfdTable>,
 }
 
 impl Model {
@@ -327,6 +329,15 @@ impl FastPath for Model {
         self.by_ue.extend(k.ues.iter().map(|(a, _)| (*a, seid)));
         self.routes.extend(k.routes.iter().map(|r| (*r, seid)));
         self.sessions.insert(seid, Arc::clone(new));
+        Ok(())
+    }
+
+    fn set_pfds(
+        &mut self,
+        pfds: &Arc<crate::pfd::PfdTable>,
+        _changed: &[String],
+    ) -> Result<(), FastPathError> {
+        self.pfds = Arc::clone(pfds);
         Ok(())
     }
 
