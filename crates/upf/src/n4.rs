@@ -146,6 +146,12 @@ pub enum Event {
         peer: SocketAddr,
         name: String,
     },
+    /// PFD Management changed the PFDs (the applications whose PFDs changed; the data
+    /// path has them).
+    PfdsChanged {
+        peer: SocketAddr,
+        applications: Vec<String>,
+    },
     /// A request was refused: who sent it, what it was, and why.
     Rejected {
         peer: SocketAddr,
@@ -290,7 +296,9 @@ fn node_header(t: u8, seq: u32) -> HeaderRepr {
 }
 
 impl N4 {
-    pub fn new(cfg: N4Config, sessions: Sessions) -> Self {
+    pub fn new(mut cfg: N4Config, sessions: Sessions) -> Self {
+        // PFD Management is N4's, whatever the data path: always offered.
+        cfg.features.set(pfcp::ie::up_function_features::PFDM, true);
         let cfg_rts = cfg.recovery_time_stamp;
         N4 {
             cfg,
@@ -511,6 +519,16 @@ impl N4 {
     /// The session table.
     pub fn sessions(&self) -> &Sessions {
         &self.sessions
+    }
+
+    /// Replace the PFD table outside PFD Management (upfd's `applications` at start):
+    /// see [`Sessions::set_pfds`].
+    pub fn set_pfds(
+        &mut self,
+        pfds: crate::pfd::PfdTable,
+        changed: &[String],
+    ) -> Result<(), crate::fastpath::FastPathError> {
+        self.sessions.set_pfds(pfds, changed)
     }
 
     pub fn config(&self) -> &N4Config {
@@ -1217,11 +1235,7 @@ impl N4 {
                 ))
             }
             mt::PFD_MANAGEMENT_REQUEST => {
-                // PFDM is not advertised: application detection is not supported.
-                let (cause, offending_ie) = match msg::parse::<msg::PfdManagementRequest>(data) {
-                    Err(e) => (e.cause(), e.offending_ie()),
-                    Ok(_) => (CauseValue::SERVICE_NOT_SUPPORTED, None),
-                };
+                let (cause, offending_ie) = self.pfd_management(from, data);
                 Some(msg::emit(
                     &node,
                     &msg::PfdManagementResponse {
@@ -1366,6 +1380,45 @@ impl N4 {
             }
         }
         msg::emit(node, &rsp)
+    }
+
+    /// PFD Management (clauses 6.2.5, 7.4.3): the PFDs of the request replace the
+    /// applications' ones (pfd.rs, all or nothing), the data path takes the new table,
+    /// and the Cause and Offending IE of the response are returned.
+    fn pfd_management(&mut self, from: SocketAddr, data: &[u8]) -> (CauseValue, Option<u16>) {
+        let r = match msg::parse::<msg::PfdManagementRequest>(data) {
+            Err(e) => return (e.cause(), e.offending_ie()),
+            Ok((_, r)) => r,
+        };
+        if !self.by_addr.contains_key(&from.ip()) {
+            return (CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION, None);
+        }
+        let mut next = (**self.sessions.pfds()).clone();
+        let refused = |n4: &mut Self, rej: Rejection| {
+            n4.rejected(from, mt::PFD_MANAGEMENT_REQUEST, &rej);
+            (rej.cause, rej.offending_ie)
+        };
+        let changed = match next.apply(&r) {
+            Ok(c) => c,
+            Err(e) => {
+                let rej = Rejection::ie(e.cause, e.offending_ie, e.to_string());
+                return refused(self, rej);
+            }
+        };
+        if next != **self.sessions.pfds() {
+            if let Err(e) = self.sessions.set_pfds(next, &changed) {
+                let rej = Rejection::cause(
+                    CauseValue::SYSTEM_FAILURE,
+                    format!("the data path did not take the PFDs: {e}"),
+                );
+                return refused(self, rej);
+            }
+            self.events.push(Event::PfdsChanged {
+                peer: from,
+                applications: changed,
+            });
+        }
+        (CauseValue::REQUEST_ACCEPTED, None)
     }
 
     /// Count and (once per name) report the unknown Network Instances of a request.

@@ -5,6 +5,7 @@
 //! returned by [`Resources::rollback`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use pfcp::ie::{types, CauseValue, FTeid, FailedRuleId, UeIpAddress};
 use pfcp::msg::{
@@ -14,6 +15,7 @@ use pfcp::msg::{
 
 use crate::alloc::{TeidAllocator, UeIpPools};
 use crate::fastpath::NiAddresses;
+use crate::pfd::PfdTable;
 use crate::predefined::Predefined;
 use crate::rules::*;
 
@@ -163,6 +165,10 @@ pub struct Resources {
     unknown_network_instances: Vec<NetworkInstance>,
     /// The predefined rules CP functions may activate (clause 5.19).
     pub predefined: Predefined,
+    /// The applications PDRs may name (PDI Application ID, clause 5.11): configured
+    /// (`applications`) or provisioned by PFD Management. Replaced, not changed in place,
+    /// when the PFDs change ([`crate::sessions::Sessions::set_pfds`]).
+    pub pfds: Arc<PfdTable>,
     taken_teids: Vec<u32>,
     taken_ue_ips: Vec<IpAddr>,
     /// The UE IPv4 address of the session the current request is for, if known: the
@@ -186,6 +192,7 @@ impl Resources {
             network_instances: Vec::new(),
             unknown_network_instances: Vec::new(),
             predefined: Predefined::default(),
+            pfds: Arc::default(),
             taken_teids: Vec::new(),
             taken_ue_ips: Vec::new(),
             ue_hint: None,
@@ -229,6 +236,23 @@ impl Resources {
             self.unknown_network_instances.push(ni.clone());
         }
         Ok(())
+    }
+
+    /// An Application ID a PDI (or a predefined rule) names, if the application is known
+    /// (configured, or given PFDs by PFD Management, now or earlier); else Cause Unknown
+    /// Application ID with the Application ID as Offending IE (clause 5.11).
+    pub fn known_application(&self, id: &str) -> Result<String, Rejection> {
+        if self.pfds.knows(id) {
+            Ok(id.to_string())
+        } else {
+            Err(Rejection::ie(
+                CauseValue::UNKNOWN_APPLICATION_ID,
+                types::APPLICATION_ID,
+                format!(
+                    "Application ID {id:?} is unknown: no PFD Management gave it PFDs and applications does not configure it"
+                ),
+            ))
+        }
     }
 
     /// Keep what the current request allocated (the request succeeded).
@@ -458,13 +482,10 @@ fn build_pdi(
             "Source Interface not supported (5G VN internal or spare)",
         ));
     }
-    if p.application_id.is_some() {
-        return Err(Rejection::ie(
-            CauseValue::UNKNOWN_APPLICATION_ID,
-            types::APPLICATION_ID,
-            "application detection (PFD management) is not supported",
-        ));
-    }
+    let application_id = match &p.application_id {
+        Some(a) => Some(res.known_application(&a.as_str())?),
+        None => None,
+    };
     if p.ethernet_pdu_session_information.is_some() || !p.ethernet_packet_filters.is_empty() {
         return Err(fail("Ethernet PDU sessions are not supported"));
     }
@@ -518,7 +539,7 @@ fn build_pdi(
             ue_ips,
             traffic_endpoint_ids: p.traffic_endpoint_ids.iter().copied().collect(),
             sdf_filters: p.sdf_filters.iter().cloned().collect(),
-            application_id: None,
+            application_id,
             qfis: p.qfis.iter().copied().collect(),
             framed_routes,
             framed_routing: p.framed_routing,

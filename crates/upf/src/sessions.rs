@@ -10,7 +10,8 @@ use pfcp::ie::{CauseValue, NodeId};
 use pfcp::msg::{SessionEstablishmentRequest, SessionModificationRequest};
 use rand::Rng;
 
-use crate::fastpath::{FastPath, Usage};
+use crate::fastpath::{FastPath, FastPathError, Usage};
+use crate::pfd::PfdTable;
 use crate::procedures::{self, Created, ModifyEffects, Rejection, Resources};
 use crate::report::{Report, ReportReason, Reporting};
 use crate::rules::Session;
@@ -211,6 +212,21 @@ impl Sessions {
     /// The TEIDs and UE addresses the sessions hold.
     pub fn resources(&self) -> &Resources {
         &self.res
+    }
+
+    /// The applications PDRs may name and their PFDs (pfd.rs).
+    pub fn pfds(&self) -> &Arc<PfdTable> {
+        &self.res.pfds
+    }
+
+    /// Replace the PFD table (PFD Management, or the configuration at start): the data
+    /// path takes it first (`changed`: the applications whose PFDs changed, see
+    /// [`FastPath::set_pfds`]); on its error nothing changed.
+    pub fn set_pfds(&mut self, pfds: PfdTable, changed: &[String]) -> Result<(), FastPathError> {
+        let pfds = Arc::new(pfds);
+        self.fastpath.set_pfds(&pfds, changed)?;
+        self.res.pfds = pfds;
+        Ok(())
     }
 
     /// The sessions deleted since the last call (so their buffers can be dropped).

@@ -1691,3 +1691,276 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
     m.sessions().check().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// PFD Management (clauses 6.2.5, 7.4.3) and Application ID in a PDI (clause 5.11).
+
+fn pfd_request(apps: &[(&str, Vec<pfcp::ie::PfdContents>)]) -> msg::PfdManagementRequest {
+    msg::PfdManagementRequest {
+        application_ids_pfds: apps
+            .iter()
+            .map(|(id, contents)| msg::ApplicationIdsPfds {
+                application_id: pfcp::ie::Text::new(id),
+                pfd_contexts: if contents.is_empty() {
+                    vec![]
+                } else {
+                    vec![msg::PfdContext {
+                        pfd_contents: contents.clone(),
+                        other: vec![],
+                    }]
+                },
+                other: vec![],
+            })
+            .collect(),
+        node_id: Some(NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4))),
+        other: vec![],
+    }
+}
+
+fn domain(name: &str) -> pfcp::ie::PfdContents {
+    pfcp::ie::PfdContents {
+        domain_name: Some(pfcp::ie::Text::new(name)),
+        ..Default::default()
+    }
+}
+
+fn flow(fd: &str) -> pfcp::ie::PfdContents {
+    pfcp::ie::PfdContents {
+        flow_description: Some(pfcp::ie::Text::new(fd)),
+        ..Default::default()
+    }
+}
+
+fn pfd_management(
+    n: &mut N4,
+    from: &str,
+    r: &msg::PfdManagementRequest,
+    now: Instant,
+) -> msg::PfdManagementResponse {
+    match ask(n, from, msg::emit(&HeaderRepr::node(0, next_seq()), r), now) {
+        Msg::PfdManagementResponse(r) => r,
+        m => panic!("unexpected {m:?}"),
+    }
+}
+
+/// The typical session with its downlink PDR naming application `app`.
+fn app_establishment(cp_seid: u64, app: &str) -> msg::SessionEstablishmentRequest {
+    let mut e = establishment(cp_seid, None);
+    let mut p = e.create_pdrs[1].clone();
+    p.pdr_id = 3;
+    p.precedence = Some(10);
+    p.pdi.application_id = Some(pfcp::ie::Text::new(app));
+    e.create_pdrs.push(p);
+    e
+}
+
+#[test]
+fn pfd_management_makes_applications_known_to_pdrs() {
+    let mut n = node();
+    let now = Instant::now();
+    match setup(&mut n, SMF, 1, now) {
+        Msg::AssociationSetupResponse(r) => assert!(r
+            .up_function_features
+            .unwrap()
+            .get(pfcp::ie::up_function_features::PFDM)),
+        m => panic!("{m:?}"),
+    }
+    // Unknown before PFD Management: Cause 81, Offending IE Application ID.
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &app_establishment(0x42, "video"),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::UNKNOWN_APPLICATION_ID);
+    assert_eq!(r.offending_ie, Some(types::APPLICATION_ID));
+    let req = pfd_request(&[
+        (
+            "video",
+            vec![
+                domain("video.example"),
+                flow("permit out 6 from 192.0.2.0/24 443 to assigned"),
+            ],
+        ),
+        ("chat", vec![domain("chat.example")]),
+    ]);
+    let r = pfd_management(&mut n, SMF, &req, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    assert_eq!(n.sessions().pfds().len(), 2);
+    assert!(n
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::PfdsChanged { applications, .. } if applications.len() == 2)));
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &app_establishment(0x42, "video"),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    let s = n.sessions().get(seid).unwrap();
+    assert_eq!(
+        s.pdrs.get(&3).unwrap().pdi.application_id.as_deref(),
+        Some("video")
+    );
+    assert_eq!(s.pdrs.get(&2).unwrap().pdi.application_id, None);
+    // Still unknown: another name.
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &app_establishment(0x43, "games"),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::UNKNOWN_APPLICATION_ID);
+    assert_eq!(r.offending_ie, Some(types::APPLICATION_ID));
+    // An Update PDR naming an unknown application is refused, the session unchanged.
+    let mut m = empty_modification();
+    m.update_pdrs.push(msg::UpdatePdr {
+        pdr_id: 3,
+        outer_header_removal: None,
+        precedence: None,
+        pdi: Some({
+            let mut p = pdi(1, None, None);
+            p.application_id = Some(pfcp::ie::Text::new("games"));
+            p
+        }),
+        far_id: None,
+        urr_ids: vec![],
+        qer_ids: vec![],
+        activate_predefined_rules: vec![],
+        deactivate_predefined_rules: vec![],
+        activation_time: None,
+        deactivation_time: None,
+        other: vec![],
+    });
+    let r = modify(&mut n, SMF, seid, next_seq(), &m, now);
+    assert_eq!(r.cause, CauseValue::UNKNOWN_APPLICATION_ID);
+    assert_eq!(
+        n.sessions()
+            .get(seid)
+            .unwrap()
+            .pdrs
+            .get(&3)
+            .unwrap()
+            .pdi
+            .application_id
+            .as_deref(),
+        Some("video")
+    );
+}
+
+#[test]
+fn pfd_management_refusals_change_nothing() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let ok = pfd_request(&[("video", vec![domain("video.example")])]);
+    assert_eq!(
+        pfd_management(&mut n, SMF, &ok, now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+    let before = (**n.sessions().pfds()).clone();
+    // Custom PFD content: Service not supported, Offending IE PFD Contents.
+    let custom = pfcp::ie::PfdContents {
+        custom_pfd_content: Some(pfcp::ie::Bytes(b"opaque".to_vec())),
+        ..Default::default()
+    };
+    let r = pfd_management(
+        &mut n,
+        SMF,
+        &pfd_request(&[
+            ("chat", vec![domain("chat.example")]),
+            ("video", vec![custom]),
+        ]),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::SERVICE_NOT_SUPPORTED);
+    assert_eq!(r.offending_ie, Some(types::PFD_CONTENTS));
+    // A flow description that does not parse: Mandatory IE incorrect.
+    let r = pfd_management(
+        &mut n,
+        SMF,
+        &pfd_request(&[("chat", vec![flow("permit sideways 6 from me to you")])]),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::MANDATORY_IE_INCORRECT);
+    assert_eq!(r.offending_ie, Some(types::PFD_CONTENTS));
+    // A domain name that is not one, or an unknown Domain Name Protocol: the same.
+    let r = pfd_management(
+        &mut n,
+        SMF,
+        &pfd_request(&[("chat", vec![domain("not a name")])]),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::MANDATORY_IE_INCORRECT);
+    let bad_dnp = pfcp::ie::PfdContents {
+        domain_name_protocol: Some(pfcp::ie::Text::new("QUIC")),
+        ..domain("chat.example")
+    };
+    let r = pfd_management(&mut n, SMF, &pfd_request(&[("chat", vec![bad_dnp])]), now);
+    assert_eq!(r.cause, CauseValue::MANDATORY_IE_INCORRECT);
+    assert_eq!(**n.sessions().pfds(), before, "all or nothing");
+    assert!(!n.sessions().pfds().knows("chat"));
+    // From a peer without an association: refused, nothing changed.
+    let r = pfd_management(
+        &mut n,
+        SMF2,
+        &pfd_request(&[("chat", vec![domain("chat.example")])]),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::NO_ESTABLISHED_PFCP_ASSOCIATION);
+    assert!(!n.sessions().pfds().knows("chat"));
+}
+
+#[test]
+fn an_empty_pfd_management_request_removes_the_smfs_pfds() {
+    let mut n = node();
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    // A configured application (as upfd's `applications` makes one).
+    let mut t = (**n.sessions().pfds()).clone();
+    let mut local = upf::pfd::AppPfds::default();
+    local.add_domain("local.example", None).unwrap();
+    t.set("local", local, true).unwrap();
+    n.set_pfds(t, &["local".into()]).unwrap();
+    let req = pfd_request(&[("video", vec![domain("video.example")])]);
+    assert_eq!(
+        pfd_management(&mut n, SMF, &req, now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+    assert!(!n.sessions().pfds().get("video").unwrap().pfds.is_empty());
+    // A retransmission is answered from the cache.
+    let seq = next_seq();
+    let data = msg::emit(&HeaderRepr::node(0, seq), &pfd_request(&[]));
+    let first = n.on_datagram(addr(SMF), &data, now);
+    let again = n.on_datagram(addr(SMF), &data, now);
+    assert_eq!(first, again);
+    match Msg::parse(&first[0].data).unwrap().1 {
+        Msg::PfdManagementResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+    let t = n.sessions().pfds();
+    // The application stays known (PDRs naming it stay valid), without PFDs; the
+    // configured one keeps its own.
+    assert!(t.get("video").unwrap().pfds.is_empty());
+    assert!(!t.get("local").unwrap().pfds.is_empty());
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &app_establishment(0x42, "video"),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &app_establishment(0x43, "local"),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+}

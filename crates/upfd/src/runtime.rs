@@ -720,6 +720,15 @@ impl Daemon {
             Event::UnknownNetworkInstance { peer, name } => info!(
                 "n4: {peer} named Network Instance {name:?}, which no network_instances or ue_pools entry names: accepted (n4.strict refuses; upf_n4_unknown_network_instances_total counts the requests)"
             ),
+            Event::PfdsChanged { peer, applications } => info!(
+                "n4: PFD Management from {peer}: PFDs of {} application(s) changed{}",
+                applications.len(),
+                if applications.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", applications.join(", "))
+                }
+            ),
             Event::Rejected {
                 peer,
                 message_type,
