@@ -12,8 +12,11 @@
 //! - `packet.rs`: reading frames (Ethernet, the outer G-PDU, the inner IP packet);
 //! - `select.rs`: which PDRs a packet meets, and which takes it;
 //! - `pipeline.rs`: what the programs `xdp_n3` and `xdp_n6` do to a frame;
-//! - `encap.rs`: the headers the data path writes (outer IP/UDP/GTP-U, TTL).
+//! - `encap.rs`: the headers the data path writes (outer IP/UDP/GTP-U, TTL);
+//! - `app.rs`: application detection (docs/application-detection.md): the parsers of DNS
+//!   answers, ClientHellos and HTTP requests, the flow table and the learned addresses.
 
+pub mod app;
 mod encap;
 mod packet;
 mod pipeline;
@@ -27,7 +30,7 @@ use std::time::Instant;
 use ipnet::IpNet;
 
 use crate::abi::{self, DropReason};
-use crate::fastpath::{Buffered, Config, FastPath, FastPathError, Reinject, Usage};
+use crate::fastpath::{AppFlow, Buffered, Config, FastPath, FastPathError, Reinject, Usage};
 use crate::rules::{interface, Session};
 
 use self::select::{candidates, Key};
@@ -199,6 +202,8 @@ pub struct Model {
     signals_volume: bool,
     /// The PFDs of every application (application detection, app.rs).
     pfds: Arc<crate::pfd::PfdTable>,
+    /// The flow table, the learned addresses and the events of application detection.
+    apps: app::AppState,
 }
 
 impl Model {
@@ -335,16 +340,23 @@ impl FastPath for Model {
     fn set_pfds(
         &mut self,
         pfds: &Arc<crate::pfd::PfdTable>,
-        _changed: &[String],
+        changed: &[String],
     ) -> Result<(), FastPathError> {
-        self.pfds = Arc::clone(pfds);
+        let old = std::mem::replace(&mut self.pfds, Arc::clone(pfds));
+        // What was learned for a changed application goes; classified flows stay.
+        self.forget_learned(&old, changed);
         Ok(())
+    }
+
+    fn app_flow_idle(&self, seid: u64, flow: &AppFlow) -> Option<std::time::Duration> {
+        self.flow_idle(seid, flow)
     }
 
     fn remove(&mut self, session: &Session) {
         let seid = session.up_seid;
         self.unindex(seid, &SessionKeys::of(session));
         self.sessions.remove(&seid);
+        self.forget_flows(seid);
         // Everything kept per rule goes with the session (a million sessions churned
         // left 36 octets each behind when thresholds stayed: upfbench soak, heap test).
         for u in session.urrs.keys() {

@@ -169,3 +169,42 @@ pub(super) fn parse_inner(f: &[u8], off: usize) -> Option<(usize, PacketFields)>
     };
     Some((len, PacketFields::from_ip(&b[..len])?))
 }
+
+/// The offset of the transport header in the IP packet `ip` (exactly as long as its IP
+/// header says), if it is not a fragment or the first one: after the IPv4 header and
+/// its options, after the IPv6 header and its Hop-by-Hop, Routing, Fragment and
+/// Destination Options headers (at most `sdf::MAX_IPV6_EXTENSION_HEADERS`, as
+/// bpf/include/parse.h walks them). None for later fragments and chains that do not fit.
+pub(super) fn transport_offset(ip: &[u8]) -> Option<usize> {
+    match ip.first()? >> 4 {
+        4 => {
+            let h = ip.get(..20)?;
+            let ihl = usize::from(h[0] & 0x0f) * 4;
+            (be16(h, 6) & 0x1fff == 0 && ihl >= 20 && ihl <= ip.len()).then_some(ihl)
+        }
+        6 => {
+            let mut nh = *ip.get(6)?;
+            let mut off = 40;
+            for _ in 0..=crate::sdf::MAX_IPV6_EXTENSION_HEADERS {
+                match nh {
+                    0 | 43 | 60 => {
+                        let h = ip.get(off..off + 2)?;
+                        nh = h[0];
+                        off += (usize::from(h[1]) + 1) * 8;
+                    }
+                    44 => {
+                        let h = ip.get(off..off + 8)?;
+                        nh = h[0];
+                        off += 8;
+                        if be16(h, 2) >> 3 != 0 {
+                            return None;
+                        }
+                    }
+                    _ => return (off <= ip.len()).then_some(off),
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}

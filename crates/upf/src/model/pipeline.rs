@@ -14,7 +14,7 @@ use crate::sdf::{Direction, PacketFields};
 
 use super::encap::{dec_ttl, outer_header, tunnel, udp6_checksum};
 use super::packet::{parse_eth, parse_gtpu, parse_inner, Gtp, Outer};
-use super::select::{candidates, pdr_takes, removal_fits, Key};
+use super::select::{candidates, pdr_takes, removal_fits, Key, Seen};
 use super::{Buckets, Model, Verdict};
 
 const NSEC_PER_SEC: u64 = 1_000_000_000;
@@ -228,9 +228,18 @@ impl Model {
         } else {
             Direction::Downlink
         };
+        // Application detection (app.rs), for sessions with a PDR naming an application.
+        let app = self.classify(&s, p.ip(), &p.fields, dir, now);
+        let seen = Seen {
+            outer: &p.outer,
+            fields: &p.fields,
+            dir,
+            pfds: &self.pfds,
+            app,
+        };
         let pdr = *pdrs
             .iter()
-            .find(|x| pdr_takes(&s, x, &p.outer, &p.fields, dir))
+            .find(|x| pdr_takes(&s, x, &seen))
             .ok_or(DropReason::NoPdr)?;
         let far = pdr
             .far_id

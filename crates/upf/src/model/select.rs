@@ -4,9 +4,11 @@
 
 use std::net::IpAddr;
 
+use crate::pfd::PfdTable;
 use crate::rules::{interface, Pdr, Session};
 use crate::sdf::{Direction, PacketFields, SdfRule};
 
+use super::app::app_matches;
 use super::packet::Outer;
 
 /// How a packet found its session.
@@ -46,19 +48,31 @@ pub(super) fn candidates(s: &Session, key: Key) -> (Vec<&Pdr>, bool) {
     (found.into_iter().map(|(p, _)| p).collect(), uplink)
 }
 
+/// How a packet meets PDRs: its fields, its direction, and for PDRs with an Application
+/// ID the PFD table and the packet's application (app.rs).
+pub(super) struct Seen<'a> {
+    pub outer: &'a Outer,
+    pub fields: &'a PacketFields,
+    pub dir: Direction,
+    pub pfds: &'a PfdTable,
+    pub app: Option<u16>,
+}
+
 /// Whether PDR `p` takes the packet: its QFI (if any) is the PDU Session Container's,
-/// and it has no SDF filter or one that matches.
-pub(super) fn pdr_takes(s: &Session, p: &Pdr, o: &Outer, f: &PacketFields, dir: Direction) -> bool {
+/// it has no SDF filter or one that matches, and it names no application or the
+/// packet's (its application, or one of the application's flow descriptions).
+pub(super) fn pdr_takes(s: &Session, p: &Pdr, x: &Seen<'_>) -> bool {
     let pdi = s.effective_pdi(p);
-    if pdi.qfis.first().is_some_and(|q| o.qfi != Some(*q)) {
+    if pdi.qfis.first().is_some_and(|q| x.outer.qfi != Some(*q)) {
         return false;
     }
-    pdi.sdf_filters.is_empty()
+    let sdf = pdi.sdf_filters.is_empty()
         || pdi
             .sdf_filters
             .iter()
-            .filter_map(|x| SdfRule::from_ie(x).ok())
-            .any(|r| r.matches(f, dir))
+            .filter_map(|f| SdfRule::from_ie(f).ok())
+            .any(|r| r.matches(x.fields, x.dir));
+    sdf && app_matches(x.pfds, &pdi, x.app, x.fields, x.dir)
 }
 
 /// Whether Outer Header Removal (clause 8.2.64) fits how the packet came: a G-PDU needs
