@@ -31,6 +31,15 @@ pub struct Config {
     /// Rules SMFs activate by name (TS 29.244 clause 5.19).
     #[serde(default)]
     pub predefined_rules: PredefinedRules,
+    /// Applications and their Packet Flow Descriptions, known from the start (for
+    /// predefined rules and SMFs that name applications without PFD Management; an
+    /// SMF's PFDs for the same Application ID replace them): docs/application-detection.md.
+    #[serde(default)]
+    pub applications: Vec<Application>,
+    /// How long a flow of an application stays without packets before a URR with
+    /// reporting trigger STOPT reports its stop (Application Detection Information).
+    #[serde(default = "default_stop_after", with = "humantime_serde")]
+    pub applications_stop_after: Duration,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -383,6 +392,86 @@ impl PredefinedRules {
     }
 }
 
+/// One application (`applications[]`): its Application ID and PFDs, as PFD Management
+/// would give them (TS 29.244 clause 8.2.39).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Application {
+    /// The Application ID PDRs name.
+    pub id: String,
+    /// IPFilterRules, downlink-oriented as SDF filters: `permit out 17 from 192.0.2.0/24
+    /// to assigned`.
+    #[serde(default)]
+    pub flow_descriptions: Vec<String>,
+    /// `http://host[/path]` (HTTP requests for host under path) or `https://host`.
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// Domain names (a name and every name below it), each for every protocol or for
+    /// the one given (DNS_QNAME, TLS_SNI, TLS_SAN, TLS_SCN).
+    #[serde(default)]
+    pub domain_names: Vec<DomainName>,
+}
+
+/// `applications[].domain_names[]`: a name, or `{ name, protocol }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DomainName {
+    Name(String),
+    WithProtocol(DomainNameProtocol),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainNameProtocol {
+    pub name: String,
+    #[serde(default)]
+    pub protocol: Option<String>,
+}
+
+/// The PFD table of `applications` (every application local); Err: the key path and
+/// what is wrong.
+pub fn pfd_table(apps: &[Application]) -> Result<upf::pfd::PfdTable, (String, String)> {
+    let mut t = upf::pfd::PfdTable::new();
+    for (i, a) in apps.iter().enumerate() {
+        let at = |k: &str| format!("applications[{i}].{k}");
+        if a.id.is_empty() {
+            return Err((
+                at("id"),
+                "\"\": expected an Application ID (text), not empty".into(),
+            ));
+        }
+        if let Some(j) = apps[..i].iter().position(|b| b.id == a.id) {
+            return Err((
+                at("id"),
+                format!("{:?}: defined twice (applications[{j}] too)", a.id),
+            ));
+        }
+        let mut p = upf::pfd::AppPfds::default();
+        for (j, f) in a.flow_descriptions.iter().enumerate() {
+            p.add_flow(f).map_err(|e| {
+                (
+                    at(&format!("flow_descriptions[{j}]")),
+                    format!("{f:?}: {e}"),
+                )
+            })?;
+        }
+        for (j, u) in a.urls.iter().enumerate() {
+            p.add_url(u).map_err(|e| (at(&format!("urls[{j}]")), e))?;
+        }
+        for (j, d) in a.domain_names.iter().enumerate() {
+            let (name, protocol) = match d {
+                DomainName::Name(n) => (n, None),
+                DomainName::WithProtocol(d) => (&d.name, d.protocol.as_deref()),
+            };
+            p.add_domain(name, protocol)
+                .map_err(|e| (at(&format!("domain_names[{j}]")), format!("{name:?}: {e}")))?;
+        }
+        t.set(&a.id, p, true)
+            .map_err(|e| ("applications".to_string(), e.why))?;
+    }
+    Ok(t)
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UePool {
@@ -601,6 +690,10 @@ impl Default for Log {
             level: "info".into(),
         }
     }
+}
+
+fn default_stop_after() -> Duration {
+    Duration::from_secs(10)
 }
 
 fn default_pfcp_port() -> u16 {
@@ -853,6 +946,8 @@ pub const TOP_KEYS: &[&str] = &[
     "ue_pools",
     "network_instances",
     "predefined_rules",
+    "applications",
+    "applications_stop_after",
     "limits",
     "datapath",
     "buffering",
@@ -1075,6 +1170,7 @@ fn allowed(path: &str) -> Option<String> {
         | "n4.graceful_release_period"
         | "buffering.duration"
         | "reporting.poll_interval"
+        | "applications_stop_after"
         | "predefined_rules.urrs[].measurement_period" => DURATION,
         "n4.n1" => "a whole number of retransmissions 0-10",
         "n4.response_cache_max" => "a whole number of responses 0-18446744073709551615",
@@ -1121,6 +1217,22 @@ fn allowed(path: &str) -> Option<String> {
         }
         "predefined_rules.rules[].sdf_filters" => {
             "a list of IPFilterRules, e.g. [\"permit out ip from any to assigned\"]"
+        }
+        "applications" => "a list of { id, flow_descriptions, urls, domain_names }",
+        "applications[].id" => "an Application ID (text)",
+        "applications[].flow_descriptions" => {
+            "a list of IPFilterRules, e.g. [\"permit out 17 from 192.0.2.0/24 to assigned\"]"
+        }
+        "applications[].flow_descriptions[]" => {
+            "an IPFilterRule, e.g. \"permit out 6 from 192.0.2.0/24 443 to assigned\""
+        }
+        "applications[].urls" => "a list of URLs, e.g. [\"http://video.example/live\"]",
+        "applications[].urls[]" => "a URL, http://host[:port][/path] or https://host",
+        "applications[].domain_names" => {
+            "a list of domain names, e.g. [example.com, { name: cdn.example, protocol: TLS_SNI }]"
+        }
+        "applications[].domain_names[]" => {
+            "a domain name, or { name, protocol } with protocol DNS_QNAME, TLS_SNI, TLS_SAN or TLS_SCN"
         }
         "limits.max_sessions" => "a whole number 1-4294967295",
         "limits.max_pdrs_per_session"
@@ -1532,6 +1644,16 @@ impl Config {
         if let Err(e) = self.predefined_rules.build() {
             return err("predefined_rules", e);
         }
+        pfd_table(&self.applications)?;
+        if self.applications_stop_after < Duration::from_secs(1) {
+            return err(
+                "applications_stop_after",
+                format!(
+                    "{}: expected at least 1s (flows are looked at once a second)",
+                    show_duration(self.applications_stop_after)
+                ),
+            );
+        }
         let addrs = self.gtpu_addresses();
         for v4 in [true, false] {
             let n = addrs.iter().filter(|(a, _)| a.is_ipv4() == v4).count();
@@ -1809,6 +1931,8 @@ impl Config {
         if self.datapath.mode == DatapathMode::Xdp {
             bits.extend([f::BUCP, f::EMPU, f::QUOAC]);
         }
+        // PFD Management (application detection).
+        bits.push(f::PFDM);
         pfcp::ie::Flags::from_bits(&bits, 3)
     }
 

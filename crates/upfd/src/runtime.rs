@@ -107,10 +107,16 @@ fn build(
         Some(x) => Box::new(x.dp.clone()),
         None => Box::new(Model::without_traffic(cfg.limits.max_sessions * 4)),
     };
-    Ok((
-        xdp,
-        build_n4(cfg, fastpath, teid_index, recovery_time_stamp),
-    ))
+    let mut n4 = build_n4(cfg, fastpath, teid_index, recovery_time_stamp);
+    // The configured applications, before any session names them.
+    let pfds = crate::config::pfd_table(&cfg.applications)
+        .map_err(|(path, e)| anyhow::anyhow!("{path}: {e}"))?;
+    let ids: Vec<String> = pfds.iter().map(|a| a.id.clone()).collect();
+    if !ids.is_empty() {
+        n4.set_pfds(pfds, &ids)
+            .context("applications: the data path did not take the PFDs")?;
+    }
+    Ok((xdp, n4))
 }
 
 /// Start from the state kept (`state.directory`) if there is a usable one, else clean;

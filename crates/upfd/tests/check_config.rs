@@ -304,6 +304,38 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
             vec![],
             "FILE: datapath.n3_interface: missing: required with datapath.mode xdp, an interface name, e.g. eth1".into(),
         ),
+        (
+            "an application's URL that is not detected",
+            format!(
+                "{g}applications:\n  - id: video\n    domain_names: [video.example]\n  - id: chat\n    urls: [\"http://chat.example/\", \"ftp://chat.example/\"]\n"
+            ),
+            vec![],
+            vec![],
+            "FILE: applications[1].urls[1]: URL \"ftp://chat.example/\": only http:// and https:// are detected".into(),
+        ),
+        (
+            "an unknown Domain Name Protocol",
+            format!(
+                "{g}applications:\n  - id: video\n    domain_names: [video.example, {{ name: cdn.example, protocol: QUIC }}]\n"
+            ),
+            vec![],
+            vec![],
+            "FILE: applications[0].domain_names[1]: \"cdn.example\": unknown Domain Name Protocol \"QUIC\"".into(),
+        ),
+        (
+            "an application defined twice",
+            format!("{g}applications:\n  - id: video\n  - id: video\n"),
+            vec![],
+            vec![],
+            "FILE: applications[1].id: \"video\": defined twice (applications[0] too)".into(),
+        ),
+        (
+            "applications_stop_after without units from the environment",
+            g.clone(),
+            vec![("UPFD_APPLICATIONS_STOP_AFTER", "10")],
+            vec![],
+            "environment UPFD_APPLICATIONS_STOP_AFTER: applications_stop_after: 10: a duration needs units: 10s, 500ms, 2m".into(),
+        ),
     ];
     assert!(cases.len() >= 12);
     for (what, text, env, set, want) in cases {
@@ -329,6 +361,18 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
         assert_eq!(r.stderr, format!("{want}\n"), "{what}");
         assert_eq!(r.stdout, "", "{what}");
     }
+}
+
+#[test]
+fn applications_with_their_pfds_are_valid() {
+    let d = Dir::new("applications");
+    let text = format!(
+        "{}applications:\n  - id: video\n    flow_descriptions: [\"permit out 17 from 192.0.2.0/24 to assigned\"]\n    urls: [\"http://video.example/live\", \"https://secure.video.example\"]\n    domain_names: [video.example, {{ name: cdn.example, protocol: TLS_SNI }}]\n  - id: empty\napplications_stop_after: 30s\n",
+        good(&d)
+    );
+    let f = d.file("upfd.yaml", &text);
+    let r = check_config(&f, &[], &[]);
+    assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""));
 }
 
 #[test]
