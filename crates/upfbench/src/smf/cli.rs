@@ -66,6 +66,24 @@ pub struct Args {
     /// assigned" (default: none).
     #[arg(long)]
     pub sdf: Option<String>,
+    /// PFDs to provision with a PFD Management Request after the association: a JSON
+    /// list of {"id", "domains", "urls", "flows"} (upfbench::smf::apps).
+    #[arg(long)]
+    pub pfds: Option<PathBuf>,
+    /// Application PDRs in every session, in order: ID[:gate=closed,mbr=KBPS,start]
+    /// (PDRs 3+2k and 4+2k, URR 2+k, QER 2+k; repeat for more applications).
+    #[arg(long = "app")]
+    pub apps: Vec<super::AppRule>,
+    /// Keep the sessions this many seconds after establishing them (answering the UPF's
+    /// heartbeats and reports), before --delete and --release.
+    #[arg(long, default_value_t = 0)]
+    pub hold: u64,
+    /// A second PFD Management Request, sent --pfds-update-after seconds into --hold.
+    #[arg(long, requires = "hold")]
+    pub pfds_update: Option<PathBuf>,
+    /// Seconds into --hold for --pfds-update.
+    #[arg(long, default_value_t = 0)]
+    pub pfds_update_after: u64,
     /// Establish the downlink FAR as BUFF|NOCP, then switch each session to FORW towards
     /// the gNB with a Session Modification Request.
     #[arg(long)]
@@ -113,6 +131,7 @@ impl Args {
         c.dl_buffer = self.modify;
         c.mbr_kbps = self.mbr_kbps;
         c.sdf_filter = self.sdf.clone();
+        c.applications = self.apps.clone();
         c.timers = Timers {
             t1: Duration::from_millis(self.t1_ms.max(1)),
             n1: self.n1,
@@ -150,6 +169,19 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         .await
         .context("binding the local PFCP socket")?;
     let mut phases: Vec<PhaseReport> = Vec::new();
+    let pfds = args
+        .pfds
+        .as_deref()
+        .map(super::apps::load_pfds)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let pfds_update = args
+        .pfds_update
+        .as_deref()
+        .map(super::apps::load_pfds)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let mut pfd_causes = Vec::new();
     let assoc = associate_telling(&mut smf).await?;
     let associated = assoc.accepted == 1;
     let failure = (!associated).then(|| association_failure(&smf, &assoc));
@@ -174,10 +206,25 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             smf.upf_node_id().map(|n| n.to_string()).unwrap_or_default(),
             args.sessions
         );
+        if let Some(p) = &pfds {
+            pfd_causes.push(send_pfds(&smf, p, "PFD Management").await?);
+        }
         phases.push(smf.establish(args.sessions, pace).await);
         if args.modify {
             phases.push(smf.modify(pace).await);
         }
+        if args.hold > 0 {
+            let hold = Duration::from_secs(args.hold);
+            let start = tokio::time::Instant::now();
+            eprintln!("holding the sessions for {} ...", secs(hold));
+            if let Some(p) = &pfds_update {
+                let at = Duration::from_secs(args.pfds_update_after).min(hold);
+                tokio::time::sleep_until(start + at).await;
+                pfd_causes.push(send_pfds(&smf, p, "PFD Management (update)").await?);
+            }
+            tokio::time::sleep_until(start + hold).await;
+        }
+        smf.absorb_session_reports();
         if args.delete {
             phases.push(smf.delete(pace).await);
         }
@@ -194,7 +241,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         f.flush()?;
     }
-    let ok = associated && phases.iter().all(PhaseReport::all_accepted);
+    let ok = associated
+        && phases.iter().all(PhaseReport::all_accepted)
+        && pfd_causes.iter().all(|&c| c == 1);
     let established = smf
         .sessions()
         .iter()
@@ -224,6 +273,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             "sessions_established": established,
             "uplink_fteids": with_fteid,
             "upf_requests": upf_requests,
+            "pfd_management_causes": pfd_causes,
+            "usage_by_urr": smf.usage(),
         });
         writeln!(out, "{v}")?;
     } else {
@@ -255,12 +306,43 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             "sessions: {established} established, {with_fteid} with an uplink F-TEID; UPF requests answered: {} heartbeats, {} session reports, {} node requests",
             upf_requests.heartbeats, upf_requests.session_reports, upf_requests.node_requests
         )?;
+        for (urr, u) in smf.usage() {
+            let app = (0..args.apps.len())
+                .find(|&k| super::AppIds::of(k).urr == *urr)
+                .map(|k| format!(" (application {})", args.apps[k].id))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "URR {urr}{app}: {} octets ({} up, {} down), {} packets, in {} reports, {} with application detection",
+                u.total, u.uplink, u.downlink, u.total_packets, u.reports, u.app_detections
+            )?;
+        }
     }
     Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Send a PFD Management Request; its Cause (said on stderr if not accepted).
+async fn send_pfds(smf: &Smf, apps: &[super::AppPfds], what: &str) -> anyhow::Result<u8> {
+    let r = smf
+        .pfd_management(apps)
+        .await
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+    let ids: Vec<&str> = apps.iter().map(|a| a.id.as_str()).collect();
+    if r.cause.is_acceptance() {
+        eprintln!("{what}: PFDs of {} accepted", ids.join(", "));
+    } else {
+        eprintln!(
+            "{what}: PFDs of {} rejected: Cause {}, offending IE {:?}",
+            ids.join(", "),
+            r.cause.0,
+            r.offending_ie
+        );
+    }
+    Ok(r.cause.0)
 }
 
 /// The Association Setup, saying at once what is being done and, while the UPF does not

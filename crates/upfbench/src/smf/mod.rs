@@ -28,7 +28,12 @@
 //!   [`Smf::modify`] switches it to FORW + Outer Header Creation.
 //! - QER 1: gate open, MBR, QFI 1 (unless `psc` is off). URR 1: VOLUM, VOLTH with a
 //!   total volume threshold. Apply Action is 2 octets; PDN Type IPv4 is sent.
+//! - With [`SmfConfig::applications`], an uplink and a downlink PDR per application with
+//!   its Application ID, its own FARs, URR and optionally QER ([`apps`]); the emulator
+//!   provisions PFDs with [`Smf::pfd_management`] and sums usage per URR
+//!   ([`Smf::usage`]) from deletions, queries ([`Smf::query_usage`]) and Session Reports.
 
+pub mod apps;
 pub mod cli;
 pub mod fake_upf;
 pub mod n4;
@@ -45,14 +50,16 @@ use pfcp::ie::{
 };
 use pfcp::msg::{
     self, AssociationReleaseRequest, AssociationSetupRequest, CreateFar, CreatePdr, CreateQer,
-    CreateUrr, ForwardingParameters, Msg, Pdi, SessionDeletionRequest, SessionEstablishmentRequest,
-    SessionModificationRequest, UpdateFar, UpdateForwardingParameters,
+    CreateUrr, ForwardingParameters, Msg, Pdi, PfdManagementResponse, QueryUrr,
+    SessionDeletionRequest, SessionEstablishmentRequest, SessionModificationRequest,
+    SessionReportRequest, UpdateFar, UpdateForwardingParameters, UsageReport,
 };
 use pfcp::{CauseValue, HeaderRepr};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+pub use apps::{AppIds, AppPfds, AppRule, UsageByUrr, UsageTotals};
 pub use n4::{Timers, TxError, UpfRequests, N4};
 pub use report::{Latency, PhaseReport, Rejection};
 
@@ -164,6 +171,8 @@ pub struct SmfConfig {
     /// An SDF filter (Flow Description, TS 29.244 clause 8.2.5) in both PDIs, so the UPF
     /// evaluates one per packet; None: PDRs match on the F-TEID or UE address alone.
     pub sdf_filter: Option<String>,
+    /// Application PDRs in every session ([`apps`]), in this order.
+    pub applications: Vec<AppRule>,
     pub timers: Timers,
 }
 
@@ -200,6 +209,7 @@ impl SmfConfig {
             mbr_kbps: 10_000_000,
             volume_threshold: 100 * 1024 * 1024,
             sdf_filter: None,
+            applications: Vec::new(),
             timers: Timers::default(),
         }
     }
@@ -272,6 +282,7 @@ pub struct Smf {
     upf_node_id: Option<NodeId>,
     upf_n3: Ipv4Addr,
     sessions: Vec<Session>,
+    usage: UsageByUrr,
 }
 
 /// Rule IDs of the session template.
@@ -328,6 +339,7 @@ impl Smf {
             upf_node_id: None,
             upf_n3,
             sessions: Vec::new(),
+            usage: UsageByUrr::new(),
         })
     }
 
@@ -440,13 +452,94 @@ impl Smf {
         stats.finish(t0.elapsed())
     }
 
+    /// PFD Management (clause 6.2.5): `apps`' PFDs replace what the UPF had for each of
+    /// them (an application without PFDs has them removed). The UPF's response, or why
+    /// there was none.
+    pub async fn pfd_management(&self, apps: &[AppPfds]) -> Result<PfdManagementResponse, String> {
+        let req = apps::pfd_management_request(apps);
+        let bytes = msg::emit(&HeaderRepr::node(0, self.n4.next_sequence()), &req);
+        let r = self.n4.transact(&bytes).await.map_err(|e| e.to_string())?;
+        match Msg::parse(&r.bytes) {
+            Ok((_, Msg::PfdManagementResponse(p))) => Ok(p),
+            Ok((h, _)) => Err(format!(
+                "a response of type {} to a PFD Management Request",
+                h.message_type
+            )),
+            Err(e) => Err(format!("PFD Management Response does not parse: {e}")),
+        }
+    }
+
+    /// Ask for the usage of every URR of session `index` now (Session Modification with
+    /// QAURR, clause 7.5.4.4): the reports, also added to [`Smf::usage`].
+    pub async fn query_usage(&mut self, index: usize) -> Result<Vec<UsageReport>, String> {
+        let s = self
+            .sessions
+            .get(index)
+            .ok_or_else(|| format!("no session {index}"))?;
+        let up = s
+            .up_fseid
+            .ok_or_else(|| format!("session {index} has no UP F-SEID"))?
+            .seid;
+        let mut req = self.modification_request(s);
+        req.update_fars.clear();
+        req.pfcpsm_req_flags = Some(Flags::from_bits(&[pfcp::ie::pfcpsm_req_flags::QAURR], 1));
+        // Also by ID: a UPF without QAURR still answers.
+        req.query_urrs = std::iter::once(URR)
+            .chain((0..self.cfg.applications.len()).map(|k| AppIds::of(k).urr))
+            .map(|urr_id| QueryUrr {
+                urr_id,
+                other: vec![],
+            })
+            .collect();
+        let bytes = msg::emit(&HeaderRepr::session(0, up, self.n4.next_sequence()), &req);
+        let r = self.n4.transact(&bytes).await.map_err(|e| e.to_string())?;
+        match Msg::parse(&r.bytes) {
+            Ok((_, Msg::SessionModificationResponse(m))) if m.cause.is_acceptance() => {
+                apps::add_usage(&mut self.usage, &m.usage_reports);
+                Ok(m.usage_reports)
+            }
+            Ok((_, Msg::SessionModificationResponse(m))) => {
+                Err(format!("usage query rejected: Cause {}", m.cause.0))
+            }
+            Ok((h, _)) => Err(format!(
+                "a response of type {} to a Session Modification Request",
+                h.message_type
+            )),
+            Err(e) => Err(format!("Session Modification Response does not parse: {e}")),
+        }
+    }
+
+    /// The Session Report Requests the UPF sent since the last call (see
+    /// [`N4::take_session_reports`]), parsed; their usage reports are added to
+    /// [`Smf::usage`].
+    pub fn absorb_session_reports(&mut self) -> Vec<SessionReportRequest> {
+        let mut out = Vec::new();
+        for b in self.n4.take_session_reports() {
+            if let Ok((_, Msg::SessionReportRequest(r))) = Msg::parse(&b) {
+                apps::add_usage(&mut self.usage, &r.usage_reports);
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Usage per URR ID, summed over every session and report taken in so far: deletion
+    /// and query responses, and Session Reports passed through
+    /// [`Smf::absorb_session_reports`]. URR 1 is the default PDRs'; application `k`'s is
+    /// `AppIds::of(k).urr`.
+    pub fn usage(&self) -> &UsageByUrr {
+        &self.usage
+    }
+
     /// The Session Establishment Request for `s`, as sent.
     pub fn establishment_request(&self, s: &Session) -> SessionEstablishmentRequest {
         let c = &self.cfg;
         let ni = c.network_instance();
         let qfis = if c.psc { vec![1] } else { vec![] };
+        // With application PDRs, CHOOSE ID 1: every uplink PDR of the session on one tunnel.
+        let choose_id = (!c.applications.is_empty()).then_some(1);
         let local_fteid = if self.uses_choose() {
-            FTeid::choose(c.choose_v4, false, None)
+            FTeid::choose(c.choose_v4, false, choose_id)
         } else {
             FTeid::new(s.index as u32 + 1, Some(self.upf_n3), None)
         };
@@ -556,15 +649,15 @@ impl Smf {
                 ..ul_far.clone()
             }
         };
-        SessionEstablishmentRequest {
-            node_id: self.node_id(),
-            cp_fseid: self.cp_fseid(s.cp_seid),
-            create_pdrs: vec![ul_pdr, dl_pdr],
-            create_fars: vec![ul_far, dl_far],
-            create_urrs: vec![CreateUrr {
-                urr_id: URR,
+        let urr = |urr_id: u32, start: bool| {
+            let mut triggers = vec![reporting_triggers::VOLTH];
+            if start {
+                triggers.push(reporting_triggers::START);
+            }
+            CreateUrr {
+                urr_id,
                 measurement_method: Flags::from_bits(&[measurement_method::VOLUM], 1),
-                reporting_triggers: Flags::from_bits(&[reporting_triggers::VOLTH], 3),
+                reporting_triggers: Flags::from_bits(&triggers, 3),
                 measurement_period: None,
                 volume_threshold: Some(Volume {
                     spare: 0,
@@ -600,25 +693,65 @@ impl Smf {
                 exempted_sdf_filters: vec![],
                 user_plane_inactivity_timer: None,
                 other: vec![],
-            }],
-            create_qers: vec![CreateQer {
-                qer_id: QER,
-                qer_correlation_id: None,
-                gate_status: 0, // UL and DL gates open
-                mbr: Some(Bitrate {
-                    ul_kbps: c.mbr_kbps,
-                    dl_kbps: c.mbr_kbps,
-                }),
-                gbr: None,
-                packet_rate: None,
-                dl_flow_level_marking: None,
-                qfi: c.psc.then_some(1),
-                rqi: None,
-                paging_policy_indicator: None,
-                averaging_window: None,
-                qer_control_indications: None,
-                other: vec![],
-            }],
+            }
+        };
+        let qer = |qer_id: u32, gate_status: u8, mbr_kbps: u64| CreateQer {
+            qer_id,
+            qer_correlation_id: None,
+            gate_status,
+            mbr: Some(Bitrate {
+                ul_kbps: mbr_kbps,
+                dl_kbps: mbr_kbps,
+            }),
+            gbr: None,
+            packet_rate: None,
+            dl_flow_level_marking: None,
+            qfi: c.psc.then_some(1),
+            rqi: None,
+            paging_policy_indicator: None,
+            averaging_window: None,
+            qer_control_indications: None,
+            other: vec![],
+        };
+        let mut create_pdrs = vec![ul_pdr, dl_pdr];
+        let mut create_fars = vec![ul_far, dl_far];
+        let mut create_urrs = vec![urr(URR, false)];
+        // UL and DL gates open.
+        let mut create_qers = vec![qer(QER, 0, c.mbr_kbps)];
+        for (k, app) in c.applications.iter().enumerate() {
+            let ids = AppIds::of(k);
+            let mut qer_ids = vec![QER];
+            if app.has_qer() {
+                // Gate Status: UL gate bits 3-4, DL gate bits 1-2; 1 = closed.
+                let gate = if app.gate_closed { 0b0101 } else { 0 };
+                create_qers.push(qer(ids.qer, gate, app.mbr_kbps.unwrap_or(c.mbr_kbps)));
+                qer_ids.push(ids.qer);
+            }
+            create_urrs.push(urr(ids.urr, app.start));
+            for (base, pdr_id, far_id) in [(0, ids.pdr_ul, ids.far_ul), (1, ids.pdr_dl, ids.far_dl)]
+            {
+                let mut p = create_pdrs[base].clone();
+                p.pdr_id = pdr_id;
+                p.precedence = Some(ids.precedence);
+                p.pdi.application_id = Some(pfcp::ie::Text::new(&app.id));
+                p.far_id = Some(far_id);
+                p.urr_ids = vec![ids.urr];
+                p.qer_ids = qer_ids.clone();
+                create_pdrs.push(p);
+            }
+            for (base, far_id) in [(0, ids.far_ul), (1, ids.far_dl)] {
+                let mut f = create_fars[base].clone();
+                f.far_id = far_id;
+                create_fars.push(f);
+            }
+        }
+        SessionEstablishmentRequest {
+            node_id: self.node_id(),
+            cp_fseid: self.cp_fseid(s.cp_seid),
+            create_pdrs,
+            create_fars,
+            create_urrs,
+            create_qers,
             create_bar: None,
             create_traffic_endpoints: vec![],
             pdn_type: Some(1), // IPv4
@@ -655,23 +788,11 @@ impl Smf {
     /// The Session Modification Request that points the downlink FAR at the gNB.
     pub fn modification_request(&self, s: &Session) -> SessionModificationRequest {
         let c = &self.cfg;
-        SessionModificationRequest {
-            cp_fseid: None,
-            remove_pdrs: vec![],
-            remove_fars: vec![],
-            remove_urrs: vec![],
-            remove_qers: vec![],
-            remove_bar: None,
-            remove_traffic_endpoints: vec![],
-            create_pdrs: vec![],
-            create_fars: vec![],
-            create_urrs: vec![],
-            create_qers: vec![],
-            create_bar: None,
-            create_traffic_endpoints: vec![],
-            update_pdrs: vec![],
-            update_fars: vec![UpdateFar {
-                far_id: FAR_DL,
+        let dl_fars =
+            std::iter::once(FAR_DL).chain((0..c.applications.len()).map(|k| AppIds::of(k).far_dl));
+        let update_fars = dl_fars
+            .map(|far_id| UpdateFar {
+                far_id,
                 apply_action: Some(apply(&[apply_action::FORW])),
                 update_forwarding_parameters: Some(UpdateForwardingParameters {
                     destination_interface: Some(Interface::ACCESS),
@@ -690,7 +811,24 @@ impl Smf {
                 update_duplicating_parameters: vec![],
                 bar_id: None,
                 other: vec![],
-            }],
+            })
+            .collect();
+        SessionModificationRequest {
+            cp_fseid: None,
+            remove_pdrs: vec![],
+            remove_fars: vec![],
+            remove_urrs: vec![],
+            remove_qers: vec![],
+            remove_bar: None,
+            remove_traffic_endpoints: vec![],
+            create_pdrs: vec![],
+            create_fars: vec![],
+            create_urrs: vec![],
+            create_qers: vec![],
+            create_bar: None,
+            create_traffic_endpoints: vec![],
+            update_pdrs: vec![],
+            update_fars,
             update_urrs: vec![],
             update_qers: vec![],
             update_bar: None,
@@ -821,6 +959,7 @@ impl Smf {
         let results = run_paced(&n4, reqs, pace, &mut stats).await;
         for (i, d) in results {
             stats.record(&d);
+            apps::add_usage(&mut self.usage, &d.usage);
             // Accepted, or the UPF no longer knows it: either way it is gone.
             let gone = match d.reply {
                 Reply::Cause(c) => c.is_acceptance() || c == CauseValue::SESSION_CONTEXT_NOT_FOUND,
@@ -865,11 +1004,13 @@ impl Reply {
 }
 
 /// One request's outcome.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Digest {
     reply: Reply,
     latency: Duration,
     retransmissions: u32,
+    /// The usage reports of a modification or deletion response.
+    usage: Vec<UsageReport>,
 }
 
 fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
@@ -880,6 +1021,7 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
                 reply: Reply::TimedOut,
                 latency: Duration::ZERO,
                 retransmissions,
+                usage: vec![],
             }
         }
         Err(_) => {
@@ -887,9 +1029,11 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
                 reply: Reply::Failed,
                 latency: Duration::ZERO,
                 retransmissions: 0,
+                usage: vec![],
             }
         }
     };
+    let mut usage = vec![];
     let reply = match Msg::parse(&r.bytes) {
         Ok((h, m)) if h.message_type == request_type + 1 => match m {
             Msg::SessionEstablishmentResponse(e) => Reply::Established {
@@ -901,8 +1045,14 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
                     .find(|c| c.pdr_id == PDR_UL)
                     .and_then(|c| c.local_fteid),
             },
-            Msg::SessionModificationResponse(m) => Reply::Cause(m.cause),
-            Msg::SessionDeletionResponse(d) => Reply::Cause(d.cause),
+            Msg::SessionModificationResponse(m) => {
+                usage = m.usage_reports;
+                Reply::Cause(m.cause)
+            }
+            Msg::SessionDeletionResponse(d) => {
+                usage = d.usage_reports;
+                Reply::Cause(d.cause)
+            }
             _ => Reply::Bad,
         },
         _ => Reply::Bad,
@@ -911,6 +1061,7 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
         reply,
         latency: r.latency,
         retransmissions: r.retransmissions,
+        usage,
     }
 }
 
@@ -1060,6 +1211,63 @@ mod tests {
         .unwrap();
         let req = smf.establishment_request(&s);
         assert!(req.create_pdrs.iter().all(|p| p.pdi.sdf_filters.is_empty()));
+    }
+
+    #[tokio::test]
+    async fn application_rules_get_their_own_pdrs_fars_urrs_and_qers() {
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.teid = TeidMode::Choose;
+        cfg.applications = vec![
+            "video:mbr=2000,start".parse().unwrap(),
+            "chat:gate=closed".parse().unwrap(),
+            "plain".parse().unwrap(),
+        ];
+        let smf = Smf::connect(cfg).await.unwrap();
+        let req = smf.establishment_request(&sample_session());
+        let bytes = msg::emit(&HeaderRepr::session(0, 0, 7), &req);
+        let (_, back) = msg::parse::<SessionEstablishmentRequest>(&bytes).unwrap();
+        assert_eq!(back, req);
+        let ids: Vec<u16> = req.create_pdrs.iter().map(|p| p.pdr_id).collect();
+        assert_eq!(ids, vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        for (k, app) in ["video", "chat", "plain"].iter().enumerate() {
+            let a = AppIds::of(k);
+            for pdr_id in [a.pdr_ul, a.pdr_dl] {
+                let p = req.create_pdrs.iter().find(|p| p.pdr_id == pdr_id).unwrap();
+                assert_eq!(
+                    p.pdi.application_id.as_ref().map(|t| t.0.clone()),
+                    Some(app.as_bytes().to_vec())
+                );
+                assert!(p.precedence.unwrap() < 200);
+                assert_eq!(p.urr_ids, vec![a.urr]);
+                assert_eq!(p.qer_ids.len(), if k < 2 { 2 } else { 1 });
+            }
+        }
+        // One tunnel for every uplink PDR: CHOOSE ID 1.
+        for p in req
+            .create_pdrs
+            .iter()
+            .filter(|p| p.pdi.local_fteid.is_some())
+        {
+            assert_eq!(
+                p.pdi.local_fteid.unwrap().choose.unwrap().choose_id,
+                Some(1)
+            );
+        }
+        assert_eq!(req.create_fars.len(), 8);
+        assert_eq!(req.create_urrs.len(), 4);
+        let start = |id: u32| {
+            let u = req.create_urrs.iter().find(|u| u.urr_id == id).unwrap();
+            u.reporting_triggers.get(reporting_triggers::START)
+        };
+        assert!(start(2) && !start(3) && !start(1));
+        let q = |id: u32| req.create_qers.iter().find(|q| q.qer_id == id).unwrap();
+        assert_eq!(q(2).mbr.unwrap().dl_kbps, 2000);
+        assert_eq!(q(3).gate_status, 0b0101);
+        assert_eq!(req.create_qers.len(), 3);
+        let m = smf.modification_request(&sample_session());
+        let fars: Vec<u32> = m.update_fars.iter().map(|f| f.far_id).collect();
+        assert_eq!(fars, vec![2, 4, 6, 8]);
     }
 
     #[tokio::test]
