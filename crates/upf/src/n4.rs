@@ -195,6 +195,9 @@ pub struct Stats {
     /// Session Report Requests sent (not counting retransmissions), by the Report Type
     /// bits they carry (clause 8.2.21: index 0 is DLDR, 1 USAR, ...).
     pub reports_sent: [u64; 8],
+    /// Application flows whose START was not reported: their CP function had
+    /// MAX_OUTSTANDING_REPORTS unanswered reports.
+    pub app_starts_unreported: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -274,7 +277,14 @@ pub struct N4 {
     /// The associations and sequence number as last written to the state (state.rs).
     saved_assocs: Vec<SavedAssociation>,
     saved_seq: u32,
+    /// A flow of an application idle this long has stopped (STOPT).
+    app_stop_after: Duration,
+    /// When the application flows are next looked at (once a second).
+    next_app_poll: Option<Instant>,
 }
+
+/// How often started application flows are looked at for their stop.
+const APP_POLL: Duration = Duration::from_secs(1);
 
 /// Session `seid` as the state keeps it, with its unanswered reports (taken from
 /// `reports`); None: no such session.
@@ -318,7 +328,15 @@ impl N4 {
             now: Instant::now(),
             saved_assocs: Vec::new(),
             saved_seq: 0,
+            app_stop_after: crate::report::DEFAULT_INACTIVITY,
+            next_app_poll: None,
         }
+    }
+
+    /// How long a flow of an application stays idle before its stop is reported (STOPT;
+    /// default 10 s).
+    pub fn set_app_stop_after(&mut self, d: Duration) {
+        self.app_stop_after = d;
     }
 
     /// The associations as the state keeps them, in a fixed order.
@@ -553,6 +571,7 @@ impl N4 {
     /// (USAR). Each CP function takes at most MAX_OUTSTANDING_REPORTS unanswered
     /// reports; the sessions beyond keep measuring and report at a later poll.
     pub fn poll_reports(&mut self, now: Instant, signalled: Option<Vec<u64>>) -> Vec<Out> {
+        let periodic = signalled.is_none();
         let mut seids = signalled.unwrap_or_else(|| self.sessions.polled_seids());
         seids.append(&mut self.report_retry);
         seids.sort_unstable();
@@ -575,6 +594,78 @@ impl N4 {
             }
         });
         self.report_retry = deferred;
+        let mut out = Vec::new();
+        for (seid, reports) in due {
+            let body = msg::SessionReportRequest::usage(self.usage_reports(seid, &reports));
+            out.extend(self.send_report(seid, body, now));
+        }
+        if periodic {
+            out.extend(self.poll_app_flows(now));
+        }
+        out
+    }
+
+    /// The data path classified a new flow of session `seid` as application `app`
+    /// (TS 29.244 clause 5.11.1): a Session Report Request with a Usage Report (trigger
+    /// START, Application Detection Information) for each URR with START on a PDR
+    /// naming `app`. Nothing if no URR asks, or the CP function has no room for a report
+    /// (counted in [`Stats::app_starts_unreported`]; the flow's stop is then not
+    /// reported either).
+    pub fn app_start(
+        &mut self,
+        seid: u64,
+        app: &str,
+        flow: crate::fastpath::AppFlow,
+        now: Instant,
+    ) -> Vec<Out> {
+        if !self.can_report(seid) {
+            if self.sessions.get(seid).is_some() {
+                self.stats.app_starts_unreported += 1;
+            }
+            return Vec::new();
+        }
+        let reports = self.sessions.app_start(seid, app, flow);
+        if reports.is_empty() {
+            return Vec::new();
+        }
+        let body = msg::SessionReportRequest::usage(self.usage_reports(seid, &reports));
+        self.send_report(seid, body, now)
+    }
+
+    /// Once a second: the stops of application flows idle for `app_stop_after` (or
+    /// gone from the data path), as Usage Reports with trigger STOPT.
+    fn poll_app_flows(&mut self, now: Instant) -> Vec<Out> {
+        if self.next_app_poll.is_some_and(|t| now < t) || !self.sessions.has_app_flows() {
+            return Vec::new();
+        }
+        self.next_app_poll = Some(now + APP_POLL);
+        // Each CP function's room for reports, as poll_reports counts it.
+        let addrs: HashMap<u64, SocketAddr> = self
+            .sessions
+            .app_flow_seids()
+            .into_iter()
+            .filter_map(|seid| {
+                let s = self.sessions.get(seid)?;
+                Some((seid, self.assocs.get(&s.cp_node)?.addr))
+            })
+            .collect();
+        let pending = &self.reports_pending;
+        let mut free: HashMap<SocketAddr, usize> = HashMap::new();
+        let stop_after = self.app_stop_after;
+        let due = self.sessions.poll_app_flows(stop_after, |seid| {
+            let Some(a) = addrs.get(&seid) else {
+                return false;
+            };
+            let f = free.entry(*a).or_insert_with(|| {
+                MAX_OUTSTANDING_REPORTS.saturating_sub(pending.get(a).copied().unwrap_or(0))
+            });
+            if *f > 0 {
+                *f -= 1;
+                true
+            } else {
+                false
+            }
+        });
         let mut out = Vec::new();
         for (seid, reports) in due {
             let body = msg::SessionReportRequest::usage(self.usage_reports(seid, &reports));
@@ -1775,6 +1866,9 @@ fn trigger(r: &Report) -> Flags {
     Flags::from_bits(&[r.reason.bit()], 3)
 }
 
+/// Flow Direction of Flow Information (clause 8.2.91): bidirectional.
+const FLOW_BIDIRECTIONAL: u8 = 3;
+
 fn usage_report_plain(r: &Report) -> msg::UsageReport {
     let u = &r.usage;
     msg::UsageReport {
@@ -1793,7 +1887,19 @@ fn usage_report_plain(r: &Report) -> msg::UsageReport {
             downlink_packets: Some(u.dl_packets),
         }),
         duration_measurement: None,
-        application_detection_information: None,
+        application_detection_information: r.app.as_ref().map(|a| {
+            msg::ApplicationDetectionInformation {
+                application_id: pfcp::ie::Text::new(&a.app),
+                application_instance_id: Some(pfcp::ie::Text::new(&a.instance)),
+                flow_information: Some(pfcp::ie::FlowInformation {
+                    // The flow both ways, written downlink-oriented.
+                    direction: FLOW_BIDIRECTIONAL,
+                    flow_description: pfcp::ie::Text::new(&a.flow_description()),
+                }),
+                pdr_id: None,
+                other: Vec::new(),
+            }
+        }),
         ue_ip_address: None,
         network_instance: None,
         time_of_first_packet: u.first_packet.map(to_ntp),

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::rules::VolumeLimit;
 use pfcp::ie::reporting_triggers as rt;
 
-use crate::fastpath::{FastPath, Usage};
+use crate::fastpath::{AppFlow, FastPath, Usage};
 use crate::rules::{Session, Urr};
 use crate::state::SavedUrr;
 
@@ -79,6 +79,72 @@ pub struct Report {
     /// Seconds since the UNIX epoch when measurement started (installation or last report).
     pub start: u64,
     pub end: u64,
+    /// Application Detection Information (clause 8.2.40 group in the Usage Report) of a
+    /// START or STOPT report on an application's PDR.
+    pub app: Option<Box<AppDetection>>,
+}
+
+/// The start or stop of one flow of an application (TS 29.244 clause 5.11.1): what the
+/// Usage Report's Application Detection Information says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppDetection {
+    /// The Application ID.
+    pub app: String,
+    /// Names this flow of the application in its START and its STOPT report: the
+    /// session's SEID in hex and a number, unique while upfd runs.
+    pub instance: String,
+    pub flow: AppFlow,
+}
+
+impl AppDetection {
+    /// The flow as a Flow Description (TS 29.212 IPFilterRule), downlink-oriented as
+    /// SDF filters are: `permit out PROTO from REMOTE [PORT] to UE [PORT]`.
+    pub fn flow_description(&self) -> String {
+        let f = &self.flow;
+        let side = |a: std::net::IpAddr, port: u16| match port {
+            0 => a.to_string(),
+            p => format!("{a} {p}"),
+        };
+        format!(
+            "permit out {} from {} to {}",
+            f.protocol,
+            side(f.remote, f.remote_port),
+            side(f.ue, f.ue_port)
+        )
+    }
+}
+
+/// A flow whose start was reported, waiting for its stop.
+#[derive(Debug, Clone)]
+struct StartedFlow {
+    app: String,
+    instance: String,
+    flow: AppFlow,
+}
+
+/// The URRs of session `s` with reporting trigger `trigger` on a PDR naming application
+/// `app` (clause 5.11.1).
+fn app_urrs<'a>(s: &'a Session, app: &'a str, trigger: u16) -> impl Iterator<Item = &'a Urr> + 'a {
+    let mut ids: Vec<u32> = s
+        .pdrs
+        .values()
+        .filter(|p| p.pdi.application_id.as_deref() == Some(app))
+        .flat_map(|p| p.urr_ids.iter().copied())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.into_iter()
+        .filter_map(|id| s.urrs.get(&id))
+        .filter(move |u| u.rule.reporting_triggers.get(trigger))
+}
+
+/// Whether URR `id` of `s` counts an application's traffic (a PDR naming an Application
+/// ID uses it): its START and STOPT are the application's flows', with Application
+/// Detection Information, not the URR's traffic at large.
+fn is_app_urr(s: &Session, id: u32) -> bool {
+    s.pdrs
+        .values()
+        .any(|p| p.pdi.application_id.is_some() && p.urr_ids.contains(&id))
 }
 
 /// Seconds since the UNIX epoch.
@@ -154,6 +220,11 @@ pub struct Reporting {
     /// path's signals only: polling a million sessions every half second is what this
     /// set avoids.
     polled: SeidSet,
+    /// Per session, the applications' flows whose start was reported to a URR with
+    /// STOPT (clause 5.11.1): their stop is reported once the data path finds them idle.
+    app_flows: std::collections::HashMap<u64, Vec<StartedFlow>>,
+    /// Numbers Application Instance IDs.
+    app_instances: u64,
 }
 
 impl Reporting {
@@ -216,7 +287,10 @@ impl Reporting {
             }
         }
         let signals = fp.signals_volume();
-        if s.urrs.values().any(|u| needs_polling(u, signals)) {
+        if s.urrs
+            .values()
+            .any(|u| needs_polling(u, signals, is_app_urr(s, u.id)))
+        {
             self.polled.insert(s.up_seid);
         } else {
             self.polled.remove(&s.up_seid);
@@ -312,6 +386,7 @@ impl Reporting {
     /// Forget a session: nothing of it is polled any more.
     pub fn forget_session(&mut self, s: &Session) {
         self.polled.remove(&s.up_seid);
+        self.app_flows.remove(&s.up_seid);
         for u in s.urrs.keys() {
             self.urrs.remove(&(s.up_seid, *u));
         }
@@ -359,6 +434,7 @@ impl Reporting {
             usage: total.since(&st.reported),
             start: st.start,
             end: now,
+            app: None,
         };
         st.reported = total;
         st.start = now;
@@ -367,6 +443,126 @@ impl Reporting {
             self.rearm_threshold(fp, seid, u);
         }
         r
+    }
+
+    /// The data path classified a new flow of session `s` as application `app`: a
+    /// report with trigger START and Application Detection Information for each URR
+    /// with START on a PDR naming `app` (clause 5.11.1); the flow is kept for its stop
+    /// if such a URR has STOPT. Nothing for a flow already started, or when no URR asks.
+    pub fn app_start(
+        &mut self,
+        fp: &mut dyn FastPath,
+        s: &Session,
+        app: &str,
+        flow: AppFlow,
+    ) -> Vec<Report> {
+        let seid = s.up_seid;
+        if self
+            .app_flows
+            .get(&seid)
+            .is_some_and(|v| v.iter().any(|f| f.flow == flow && f.app == app))
+        {
+            return Vec::new();
+        }
+        let start: Vec<Urr> = app_urrs(s, app, rt::START).cloned().collect();
+        let stop = app_urrs(s, app, rt::STOPT).next().is_some();
+        if start.is_empty() && !stop {
+            return Vec::new();
+        }
+        self.app_instances += 1;
+        let detected = AppDetection {
+            app: app.to_string(),
+            instance: format!("{seid:x}-{}", self.app_instances),
+            flow,
+        };
+        if stop {
+            self.app_flows.entry(seid).or_default().push(StartedFlow {
+                app: detected.app.clone(),
+                instance: detected.instance.clone(),
+                flow,
+            });
+        }
+        start
+            .iter()
+            .map(|u| {
+                let mut r = self.report(fp, seid, u, ReportReason::StartOfTraffic);
+                r.app = Some(Box::new(detected.clone()));
+                r
+            })
+            .collect()
+    }
+
+    /// The sessions with application flows waiting for their stop.
+    pub fn app_flow_seids(&self) -> Vec<u64> {
+        self.app_flows.keys().copied().collect()
+    }
+
+    /// Whether any session has application flows waiting for their stop.
+    pub fn has_app_flows(&self) -> bool {
+        !self.app_flows.is_empty()
+    }
+
+    /// The stops of started application flows (clause 5.11.1): a flow the data path no
+    /// longer holds, or idle for `stop_after`, is reported with trigger STOPT and its
+    /// START's Application Detection Information by each URR with STOPT on a PDR naming
+    /// its application, then forgotten. Sessions `may_report` refuses keep their flows
+    /// for a later call.
+    pub fn poll_app_flows(
+        &mut self,
+        fp: &mut dyn FastPath,
+        session: impl Fn(u64) -> Option<Arc<Session>>,
+        stop_after: Duration,
+        mut may_report: impl FnMut(u64) -> bool,
+    ) -> Vec<(u64, Vec<Report>)> {
+        let mut out = Vec::new();
+        let mut seids: Vec<u64> = self.app_flows.keys().copied().collect();
+        seids.sort_unstable();
+        for seid in seids {
+            let Some(s) = session(seid) else {
+                self.app_flows.remove(&seid);
+                continue;
+            };
+            let flows = self.app_flows.get(&seid).cloned().unwrap_or_default();
+            let stopped: Vec<StartedFlow> = flows
+                .into_iter()
+                .filter(|f| {
+                    fp.app_flow_idle(seid, &f.flow)
+                        .is_none_or(|idle| idle >= stop_after)
+                })
+                .collect();
+            if stopped.is_empty() {
+                continue;
+            }
+            let due = stopped
+                .iter()
+                .any(|f| app_urrs(&s, &f.app, rt::STOPT).next().is_some());
+            if due && !may_report(seid) {
+                continue;
+            }
+            let mut reports = Vec::new();
+            for f in &stopped {
+                let urrs: Vec<Urr> = app_urrs(&s, &f.app, rt::STOPT).cloned().collect();
+                for u in &urrs {
+                    let mut r = self.report(fp, seid, u, ReportReason::StopOfTraffic);
+                    r.app = Some(Box::new(AppDetection {
+                        app: f.app.clone(),
+                        instance: f.instance.clone(),
+                        flow: f.flow,
+                    }));
+                    reports.push(r);
+                }
+            }
+            if let Some(v) = self.app_flows.get_mut(&seid) {
+                v.retain(|f| !stopped.iter().any(|x| x.instance == f.instance));
+                if v.is_empty() {
+                    self.app_flows.remove(&seid);
+                }
+            }
+            if !reports.is_empty() {
+                out.push((seid, reports));
+            }
+        }
+        out
     }
 
     /// Poll the URRs of `seids` (sessions the data path signalled, or the periodic set;
@@ -409,7 +605,8 @@ impl Reporting {
                 let u = total.since(&st.reported);
                 // What a report changes is decided on a copy, kept only if it is sent.
                 let mut next = (**st).clone();
-                if let Some(r) = reason(urr, &mut next, &u, active, now) {
+                let app = is_app_urr(&s, urr.id);
+                if let Some(r) = reason(urr, &mut next, &u, active, app, now) {
                     due.push((urr.id, r));
                     next_states.push((urr.id, next));
                 }
@@ -483,11 +680,13 @@ fn quota_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
 
 /// Why URR `urr` should report now, if it should. `u` is what was counted since its last
 /// report; `active` whether traffic flowed since the last poll.
+/// An application's URR (`app`) leaves START and STOPT to its flows (clause 5.11.1).
 fn reason(
     urr: &Urr,
     st: &mut UrrState,
     u: &Usage,
     active: bool,
+    app: bool,
     now: Instant,
 ) -> Option<ReportReason> {
     let r = &urr.rule;
@@ -529,11 +728,11 @@ fn reason(
             }
         }
     }
-    if t.get(rt::START) && active && !st.traffic_on {
+    if t.get(rt::START) && !app && active && !st.traffic_on {
         st.traffic_on = true;
         return Some(ReportReason::StartOfTraffic);
     }
-    if t.get(rt::STOPT) && st.traffic_on {
+    if t.get(rt::STOPT) && !app && st.traffic_on {
         let idle = r
             .inactivity_detection_time
             .map(|s| Duration::from_secs(s as u64))
@@ -585,10 +784,15 @@ fn threshold_left(urr: &Urr, since_report: &Usage) -> Option<i64> {
 /// Whether a URR needs periodic polling: time-based triggers and duration measurement
 /// always; volume thresholds and quotas only when the data path does not signal them
 /// (`signals_volume`); linked usage reports ride on other URRs' reports.
-fn needs_polling(urr: &Urr, signals_volume: bool) -> bool {
+/// An application's URR (`app`) reports START and STOPT from the data path's flows
+/// ([`Reporting::app_start`], [`Reporting::poll_app_flows`]), not from polling.
+fn needs_polling(urr: &Urr, signals_volume: bool, app: bool) -> bool {
     let t = &urr.rule.reporting_triggers;
     let volume = [rt::VOLTH, rt::VOLQU, rt::LIUSA];
-    let timed = t.bits().any(|b| !volume.contains(&b));
+    let flows = [rt::START, rt::STOPT];
+    let timed = t
+        .bits()
+        .any(|b| !(volume.contains(&b) || app && flows.contains(&b)));
     let duration = urr
         .rule
         .measurement_method
@@ -635,18 +839,21 @@ mod tests {
         assert_eq!(threshold_left(&u, &usage(100, 500)), Some(200));
         assert_eq!(threshold_left(&u, &usage(350, 0)), Some(-50));
         assert!(
-            !needs_polling(&u, true),
+            !needs_polling(&u, true, false),
             "VOLTH is signalled by the data path"
         );
-        assert!(needs_polling(&u, false), "else polled");
+        assert!(needs_polling(&u, false, false), "else polled");
         let mut t = urr(&[rt::VOLTH, rt::PERIO]);
         t.rule.measurement_method =
             pfcp::ie::Flags::from_bits(&[pfcp::ie::measurement_method::VOLUM], 1);
-        assert!(needs_polling(&t, true), "a period is a time trigger");
+        assert!(needs_polling(&t, true, false), "a period is a time trigger");
         let mut d = urr(&[rt::VOLQU]);
         d.rule.measurement_method =
             pfcp::ie::Flags::from_bits(&[pfcp::ie::measurement_method::DURAT], 1);
-        assert!(needs_polling(&d, true), "duration is measured by polling");
+        assert!(
+            needs_polling(&d, true, false),
+            "duration is measured by polling"
+        );
         assert_eq!(threshold_left(&urr(&[rt::PERIO]), &usage(0, 0)), None);
     }
 
@@ -673,13 +880,16 @@ mod tests {
         });
         let mut st = Default::default();
         let now = Instant::now();
-        assert_eq!(reason(&u, &mut st, &usage(400, 500), true, now), None);
         assert_eq!(
-            reason(&u, &mut st, &usage(400, 600), true, now),
+            reason(&u, &mut st, &usage(400, 500), true, false, now),
+            None
+        );
+        assert_eq!(
+            reason(&u, &mut st, &usage(400, 600), true, false, now),
             Some(ReportReason::VolumeThreshold)
         );
         assert_eq!(
-            reason(&u, &mut st, &usage(5000, 0), true, now),
+            reason(&u, &mut st, &usage(5000, 0), true, false, now),
             Some(ReportReason::VolumeQuota)
         );
         assert_eq!(quota_left(&u, &usage(1200, 9)), Some(3800));
@@ -691,12 +901,13 @@ mod tests {
         u.rule.measurement_period = Some(10);
         let mut st = Default::default();
         let t0 = Instant::now();
-        assert_eq!(reason(&u, &mut st, &usage(0, 0), false, t0), None);
+        assert_eq!(reason(&u, &mut st, &usage(0, 0), false, false, t0), None);
         assert_eq!(
             reason(
                 &u,
                 &mut st,
                 &usage(0, 0),
+                false,
                 false,
                 t0 + Duration::from_secs(10)
             ),
@@ -708,6 +919,7 @@ mod tests {
                 &mut st,
                 &usage(0, 0),
                 false,
+                false,
                 t0 + Duration::from_secs(19)
             ),
             None
@@ -717,6 +929,7 @@ mod tests {
                 &u,
                 &mut st,
                 &usage(0, 0),
+                false,
                 false,
                 t0 + Duration::from_secs(20)
             ),
@@ -731,7 +944,7 @@ mod tests {
         let mut st = UrrState::default();
         let t0 = Instant::now();
         assert_eq!(
-            reason(&u, &mut st, &usage(1, 0), true, t0),
+            reason(&u, &mut st, &usage(1, 0), true, false, t0),
             Some(ReportReason::StartOfTraffic)
         );
         st.last_activity = Some(t0);
@@ -740,6 +953,7 @@ mod tests {
                 &u,
                 &mut st,
                 &usage(1, 0),
+                false,
                 false,
                 t0 + Duration::from_secs(4)
             ),
@@ -750,6 +964,7 @@ mod tests {
                 &u,
                 &mut st,
                 &usage(1, 0),
+                false,
                 false,
                 t0 + Duration::from_secs(5)
             ),

@@ -294,6 +294,55 @@ impl Sessions {
         (due, deferred)
     }
 
+    /// The data path classified a new flow of session `seid` as application `app`: the
+    /// START reports with Application Detection Information due (see
+    /// [`Reporting::app_start`]); none for an unknown session.
+    pub fn app_start(
+        &mut self,
+        seid: u64,
+        app: &str,
+        flow: crate::fastpath::AppFlow,
+    ) -> Vec<Report> {
+        let Some(s) = self.sessions.get(&seid).cloned() else {
+            return Vec::new();
+        };
+        let reports = self.reporting.app_start(&mut *self.fastpath, &s, app, flow);
+        if !reports.is_empty() {
+            self.mark_changed(seid);
+        }
+        reports
+    }
+
+    /// Whether application flows wait for their stop ([`Sessions::poll_app_flows`]).
+    pub fn has_app_flows(&self) -> bool {
+        self.reporting.has_app_flows()
+    }
+
+    /// The sessions with application flows waiting for their stop.
+    pub fn app_flow_seids(&self) -> Vec<u64> {
+        self.reporting.app_flow_seids()
+    }
+
+    /// The STOPT reports of application flows idle for `stop_after` (see
+    /// [`Reporting::poll_app_flows`]).
+    pub fn poll_app_flows(
+        &mut self,
+        stop_after: std::time::Duration,
+        may_report: impl FnMut(u64) -> bool,
+    ) -> Vec<(u64, Vec<Report>)> {
+        let sessions = &self.sessions;
+        let due = self.reporting.poll_app_flows(
+            &mut *self.fastpath,
+            |seid| sessions.get(&seid).cloned(),
+            stop_after,
+            may_report,
+        );
+        for (seid, _) in &due {
+            self.mark_changed(*seid);
+        }
+        due
+    }
+
     /// PFCP Session Establishment (clause 6.3.2 / 7.5.2).
     pub fn establish(
         &mut self,

@@ -1964,3 +1964,99 @@ fn an_empty_pfd_management_request_removes_the_smfs_pfds() {
     );
     assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
 }
+
+/// Application Detection Information (clause 5.11.1): a new flow of an application is
+/// reported by its PDR's URR with START (Application ID, Instance ID, Flow Information),
+/// and its stop with STOPT once the data path no longer holds it.
+#[test]
+fn application_flows_start_and_stop_are_reported() {
+    let mut n = node();
+    let mut now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let req = pfd_request(&[("video", vec![domain("video.example")])]);
+    assert_eq!(
+        pfd_management(&mut n, SMF, &req, now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+    let mut e = app_establishment(0x42, "video");
+    let mut u = urr(7);
+    u.reporting_triggers =
+        Flags::from_bits(&[reporting_triggers::START, reporting_triggers::STOPT], 2);
+    e.create_urrs.push(u);
+    e.create_pdrs[2].urr_ids = vec![7];
+    let r = establish(&mut n, SMF, next_seq(), &e, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    let flow = upf::fastpath::AppFlow {
+        protocol: 6,
+        ue: "10.45.0.2".parse().unwrap(),
+        ue_port: 40000,
+        remote: "192.0.2.10".parse().unwrap(),
+        remote_port: 443,
+    };
+    let report = |out: &[upf::n4::Out]| -> msg::UsageReport {
+        assert_eq!(out.len(), 1, "one Session Report Request");
+        match Msg::parse(&out[0].data).unwrap().1 {
+            Msg::SessionReportRequest(r) => {
+                assert!(r.report_type.get(pfcp::ie::report_type::USAR));
+                assert_eq!(r.usage_reports.len(), 1);
+                r.usage_reports[0].clone()
+            }
+            m => panic!("{m:?}"),
+        }
+    };
+    let out = n.app_start(seid, "video", flow, now);
+    let start = report(&out);
+    assert_eq!(start.urr_id, 7);
+    assert!(start
+        .usage_report_trigger
+        .get(pfcp::ie::usage_report_trigger::START));
+    let adi = start.application_detection_information.unwrap();
+    assert_eq!(adi.application_id.as_str(), "video");
+    let instance = adi.application_instance_id.unwrap();
+    assert!(instance.as_str().starts_with(&format!("{seid:x}-")));
+    let fi = adi.flow_information.unwrap();
+    assert_eq!(fi.direction, 3, "bidirectional");
+    assert_eq!(
+        fi.flow_description.as_str(),
+        "permit out 6 from 192.0.2.10 443 to 10.45.0.2 40000"
+    );
+    // The same flow again: nothing new.
+    assert!(n.app_start(seid, "video", flow, now).is_empty());
+    // Another application (no PDR names it) or another session: nothing.
+    assert!(n.app_start(seid, "chat", flow, now).is_empty());
+    assert!(n.app_start(seid ^ 1, "video", flow, now).is_empty());
+    // The data path holds no such flow (this model classifies nothing): stopped at the
+    // next look, a second on.
+    now += Duration::from_secs(1);
+    let out = n.poll_reports(now, None);
+    let stop = report(&out);
+    assert_eq!(stop.urr_id, 7);
+    assert_eq!(stop.ur_seqn, start.ur_seqn + 1);
+    assert!(stop
+        .usage_report_trigger
+        .get(pfcp::ie::usage_report_trigger::STOPT));
+    let adi = stop.application_detection_information.unwrap();
+    assert_eq!(adi.application_id.as_str(), "video");
+    assert_eq!(adi.application_instance_id.unwrap(), instance);
+    // Reported once; a new flow gets a new instance.
+    now += Duration::from_secs(1);
+    assert!(n.poll_reports(now, None).is_empty());
+    let other = upf::fastpath::AppFlow {
+        ue_port: 40001,
+        ..flow
+    };
+    let again = report(&n.app_start(seid, "video", other, now));
+    assert_ne!(
+        again
+            .application_detection_information
+            .unwrap()
+            .application_instance_id
+            .unwrap(),
+        instance
+    );
+    // The session ends: its flows are forgotten (no STOPT for a deleted session).
+    delete(&mut n, SMF, seid, next_seq(), now);
+    now += Duration::from_secs(1);
+    assert!(n.poll_reports(now, None).is_empty());
+}

@@ -87,7 +87,9 @@ pub(crate) fn build_n4(
         graceful_release_period: cfg.n4.graceful_release_period,
         strict: cfg.n4.strict,
     };
-    N4::new(n4cfg, sessions)
+    let mut n4 = N4::new(n4cfg, sessions);
+    n4.set_app_stop_after(cfg.applications_stop_after);
+    n4
 }
 
 /// The data path (not attached yet) and the N4 node over it, with a new Recovery Time

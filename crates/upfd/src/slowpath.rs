@@ -161,8 +161,9 @@ impl SlowPath {
                 self.signalled.push(seid);
                 Vec::new()
             }
-            // Reported by the ADI work (report.rs); in progress.
-            Event::AppStart { .. } => Vec::new(),
+            // Application Detection Information: START reports (TS 29.244 clause
+            // 5.11.1); the flow's stop is found by the periodic poll (n4.rs).
+            Event::AppStart { seid, app, flow } => n4.app_start(seid, &app, flow, now),
         }
     }
 
