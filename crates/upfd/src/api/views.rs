@@ -29,6 +29,7 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/sessions/{seid}",
     "/api/v1/stats",
     "/api/v1/buffers",
+    "/api/v1/applications",
 ];
 
 /// Sessions in one page of `/api/v1/sessions`: by default, and at most.
@@ -85,6 +86,7 @@ pub fn route(req: &Request, cx: &Context) -> Response {
         "/api/v1/sessions" => sessions(req, cx),
         "/api/v1/stats" => Response::json(200, &stats(cx)),
         "/api/v1/buffers" => Response::json(200, &buffers(cx)),
+        "/api/v1/applications" => Response::json(200, &applications(cx.n4())),
         _ => match path.strip_prefix("/api/v1/sessions/") {
             Some(s) => match parse_u64(s) {
                 Some(seid) => match cx.n4().sessions().get(seid) {
@@ -550,6 +552,39 @@ fn stats(cx: &Context) -> Value {
     })
 }
 
+/// The applications PDRs may name and their PFDs (configured, or provisioned by PFD
+/// Management), by Application ID.
+fn applications(n4: &upf::n4::N4) -> Value {
+    use upf::abi;
+    let protocols = |p: u8| {
+        let mut v = Vec::new();
+        for (bit, name) in [
+            (abi::APP_P_DNS, "dns"),
+            (abi::APP_P_SNI, "tls_sni"),
+            (abi::APP_P_HOST, "http_host"),
+        ] {
+            if u32::from(p) & bit != 0 {
+                v.push(name);
+            }
+        }
+        v
+    };
+    let t = n4.sessions().pfds();
+    json!({
+        "applications": t.iter().map(|a| json!({
+            "id": a.id,
+            "index": a.index,
+            "source": if a.local { "configuration" } else { "pfd_management" },
+            "flow_descriptions": a.pfds.flow_texts,
+            "urls": a.pfds.urls.iter().map(|u| format!("http://{}{}", u.host, u.path)).collect::<Vec<_>>(),
+            "domain_names": a.pfds.domains.iter().map(|d| json!({
+                "name": d.name,
+                "protocols": protocols(d.protocols),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
 fn buffers(cx: &Context) -> Value {
     let Some(sp) = cx.slow() else {
         return json!({"buffered_packets": 0, "sessions": [], "note": "no data path (datapath.mode: none): nothing is buffered"});
@@ -574,4 +609,47 @@ fn buffers(cx: &Context) -> Value {
             "downlink_data_reports": c.downlink_data_reports,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applications_show_their_pfds_and_where_they_came_from() {
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config/upfd.yaml");
+        let cfg =
+            crate::config::Config::load(std::path::Path::new(example)).expect("example config");
+        let fp = Box::new(upf::model::Model::without_traffic(16));
+        let mut n4 = crate::runtime::build_n4(&cfg, fp, crate::xdp::teid_index(&cfg, 1), 1);
+        let mut t = upf::pfd::PfdTable::new();
+        let mut p = upf::pfd::AppPfds::default();
+        p.add_flow("permit out 17 from 192.0.2.0/24 to assigned")
+            .unwrap();
+        p.add_url("http://Video.example/live").unwrap();
+        p.add_url("https://secure.example/").unwrap();
+        p.add_domain("cdn.example", None).unwrap();
+        t.set("video", p, true).unwrap();
+        t.set("chat", Default::default(), false).unwrap();
+        n4.set_pfds(t, &[]).unwrap();
+        let v = applications(&n4);
+        let apps = v["applications"].as_array().unwrap();
+        assert_eq!(apps.len(), 2);
+        assert_eq!(apps[0]["id"], "chat");
+        assert_eq!(apps[0]["source"], "pfd_management");
+        let video = &apps[1];
+        assert_eq!(video["source"], "configuration");
+        assert_eq!(
+            video["flow_descriptions"],
+            json!(["permit out 17 from 192.0.2.0/24 to assigned"])
+        );
+        assert_eq!(video["urls"], json!(["http://video.example/live"]));
+        assert_eq!(
+            video["domain_names"],
+            json!([
+                { "name": "secure.example", "protocols": ["tls_sni"] },
+                { "name": "cdn.example", "protocols": ["dns", "tls_sni", "http_host"] },
+            ])
+        );
+    }
 }
