@@ -7,6 +7,7 @@
 //!   n3 192.168.3.1/24  ------  n3 192.168.3.2/24
 //!      .11-.15 (more gNBs)      n6 192.168.6.2/24  ------  n6 192.168.6.1/24
 //!      fd00:3::1/64             fd00:3::2/64                  .10 .11 (DN hosts)
+//!                                                             .20 .21 .22 (app servers)
 //!      [XDP_PASS]               fd00:6::2/64                  fd00:6::1/64  [XDP_PASS]
 //!                               n4 192.168.4.2/24             10.45.0.0/16 via 192.168.6.2
 //!   {P}smf                         |                          fd00:45::/48 via fd00:6::2
@@ -127,6 +128,14 @@ pub mod addr {
     pub const DN_HOSTS: [Ipv4Addr; 2] = [
         Ipv4Addr::new(192, 168, 6, 10),
         Ipv4Addr::new(192, 168, 6, 11),
+    ];
+    /// Application servers on dn `n6` ([`super::DnServices`]: each a name in the DNS,
+    /// with HTTP and HTTPS), apart from the hosts above so that what a test learns about
+    /// them (an application detected by their DNS answers) touches no other test traffic.
+    pub const DN_APPS: [Ipv4Addr; 3] = [
+        Ipv4Addr::new(192, 168, 6, 20),
+        Ipv4Addr::new(192, 168, 6, 21),
+        Ipv4Addr::new(192, 168, 6, 22),
     ];
     /// smf `n4`: the SMF's PFCP address.
     pub const SMF_N4: Ipv4Addr = Ipv4Addr::new(192, 168, 4, 1);
@@ -566,8 +575,8 @@ impl Lab {
             l.push(neigh(a.into(), mac::GNB_N3, iface::N3));
         }
         l.push(neigh(addr::DN_N6.into(), mac::DN_N6, iface::N6));
-        for a in addr::DN_HOSTS {
-            l.push(neigh(a.into(), mac::DN_N6, iface::N6));
+        for a in addr::DN_HOSTS.iter().chain(&addr::DN_APPS) {
+            l.push(neigh((*a).into(), mac::DN_N6, iface::N6));
         }
         l.push(neigh(addr::SMF_N4.into(), mac::SMF_N4, iface::N4));
         self.ip_batch(Ns::Upf, false, &l)?;
@@ -585,8 +594,8 @@ impl Lab {
         // dn
         let mut l = vec![up("lo"), up(iface::N6)];
         l.push(format!("addr add {} dev n6", v4(addr::DN_N6)));
-        for a in addr::DN_HOSTS {
-            l.push(format!("addr add {} dev n6", v4(a)));
+        for a in addr::DN_HOSTS.iter().chain(&addr::DN_APPS) {
+            l.push(format!("addr add {} dev n6", v4(*a)));
         }
         l.push(neigh(addr::UPF_N6.into(), mac::UPF_N6, iface::N6));
         l.push(format!(
@@ -693,6 +702,307 @@ impl Drop for Lab {
     }
 }
 
+/// What the data network serves ([`DnServices`]): DNS names and files over HTTP and HTTPS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnServicesConfig {
+    /// A records dnsmasq answers (the name and every name below it).
+    pub records: Vec<(String, Ipv4Addr)>,
+    /// TTL of those answers, seconds (dnsmasq's default for its own records is 0, which
+    /// an application detector must not learn from).
+    pub ttl: u32,
+    /// Where dnsmasq listens (port 53).
+    pub dns: Ipv4Addr,
+    /// Where the web server listens: port 80 (HTTP/1.0) and 443 (HTTPS, a self-signed
+    /// certificate made at start) on each.
+    pub web: Vec<Ipv4Addr>,
+    /// Files served, by name (`/NAME`) and size in octets.
+    pub files: Vec<(String, usize)>,
+}
+
+impl Default for DnServicesConfig {
+    fn default() -> Self {
+        DnServicesConfig {
+            records: Vec::new(),
+            ttl: 300,
+            dns: addr::DN_N6,
+            web: std::iter::once(addr::DN_N6).chain(addr::DN_APPS).collect(),
+            files: vec![("file".into(), 100_000)],
+        }
+    }
+}
+
+/// The programs [`DnServices`] runs, and the clients a UE uses with them: (program, the
+/// Debian package it comes in).
+pub const DN_TOOLS: [(&str, &str); 5] = [
+    ("dnsmasq", "dnsmasq-base"),
+    ("python3", "python3"),
+    ("openssl", "openssl"),
+    ("curl", "curl"),
+    ("dig", "bind9-dnsutils"),
+];
+
+/// Where `program` is: PATH, then the sbin directories (dnsmasq is in /usr/sbin).
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// The tools of [`DN_TOOLS`] that are missing, as "program (package)".
+pub fn missing_dn_tools() -> Vec<String> {
+    DN_TOOLS
+        .iter()
+        .filter(|(p, _)| find_program(p).is_none())
+        .map(|(p, pkg)| format!("{p} (Debian package {pkg})"))
+        .collect()
+}
+
+/// The web server: HTTP/1.0 and HTTPS on port 80 and 443 of each address, files from a
+/// directory, no logging. Ready when it prints "ready".
+const WEB_SERVER: &str = r#"
+import http.server, ssl, sys, threading
+root, cert, key, addrs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
+class H(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *a, **k):
+        super().__init__(*a, directory=root, **k)
+    def log_message(self, *a):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+servers = []
+for a in addrs:
+    for port, tls in ((80, False), (443, True)):
+        s = http.server.ThreadingHTTPServer((a, port), H)
+        if tls:
+            s.socket = ctx.wrap_socket(s.socket, server_side=True)
+        servers.append(s)
+for s in servers:
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+"#;
+
+/// dnsmasq and a web server (HTTP and HTTPS) in the lab's dn namespace, for the UEs'
+/// ordinary tools (dig, curl): the data network of application detection
+/// (docs/application-detection.md). Both processes are killed, and their directory
+/// removed, on drop.
+#[derive(Debug)]
+pub struct DnServices {
+    dnsmasq: std::process::Child,
+    web: std::process::Child,
+    dir: PathBuf,
+    config: DnServicesConfig,
+}
+
+impl DnServices {
+    /// Start both in `lab`'s dn namespace and wait until they answer (at most 10 s).
+    pub fn start(lab: &Lab, config: DnServicesConfig) -> Result<DnServices, LabError> {
+        let missing = missing_dn_tools();
+        if !missing.is_empty() {
+            return Err(LabError::Check(format!(
+                "the data network's services need {}: install them (scripts/deps.sh does)",
+                missing.join(", ")
+            )));
+        }
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "upfbench-dn-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            lab.prefix.replace('/', "_")
+        ));
+        let io = |what: String| move |source| LabError::Io { what, source };
+        let www = dir.join("www");
+        std::fs::create_dir_all(&www).map_err(io(format!("creating {}", www.display())))?;
+        // From here on, a failure removes the directory (and kills what was started).
+        let mut started: Vec<std::process::Child> = Vec::new();
+        let result = (|| {
+            for (name, size) in &config.files {
+                let body: Vec<u8> = (0..*size).map(|i| b'a' + (i % 26) as u8).collect();
+                let p = www.join(name);
+                std::fs::write(&p, body).map_err(io(format!("writing {}", p.display())))?;
+            }
+            let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+            let mut san = String::from("subjectAltName=DNS:localhost");
+            for (n, _) in &config.records {
+                san.push_str(&format!(",DNS:{n},DNS:*.{n}"));
+            }
+            let mut c = Command::new(find_program("openssl").unwrap_or("openssl".into()));
+            c.args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+                .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+                .args(["-subj", "/CN=upfbench-dn", "-addext", &san])
+                .arg("-keyout")
+                .arg(&key)
+                .arg("-out")
+                .arg(&cert);
+            run_cmd(c, None)?;
+
+            let mut c = lab.command(Ns::Dn, find_program("dnsmasq").unwrap_or("dnsmasq".into()));
+            c.args([
+                "--keep-in-foreground",
+                "--conf-file=/dev/null",
+                "--no-resolv",
+            ])
+            .args([
+                "--no-hosts",
+                "--bind-interfaces",
+                "--user=root",
+                "--port=53",
+            ])
+            .arg(format!("--listen-address={}", config.dns))
+            .arg(format!("--local-ttl={}", config.ttl))
+            .arg(format!("--pid-file={}", dir.join("dnsmasq.pid").display()));
+            for (name, a) in &config.records {
+                c.arg(format!("--address=/{name}/{a}"));
+            }
+            c.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            started.push(c.spawn().map_err(|source| LabError::Spawn {
+                command: "dnsmasq".into(),
+                source,
+            })?);
+
+            let script = dir.join("web.py");
+            std::fs::write(&script, WEB_SERVER)
+                .map_err(io(format!("writing {}", script.display())))?;
+            let addrs: Vec<String> = config.web.iter().map(|a| a.to_string()).collect();
+            let mut c = lab.command(Ns::Dn, find_program("python3").unwrap_or("python3".into()));
+            c.arg(&script)
+                .arg(&www)
+                .arg(&cert)
+                .arg(&key)
+                .arg(addrs.join(","))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut web = c.spawn().map_err(|source| LabError::Spawn {
+                command: "python3 web server".into(),
+                source,
+            })?;
+            let stdout = web.stdout.take();
+            started.push(web);
+            // "ready" on stdout, or the end of it (the server failed).
+            let (tx, rx) = std::sync::mpsc::channel();
+            if let Some(out) = stdout {
+                std::thread::spawn(move || {
+                    use std::io::BufRead;
+                    let mut line = String::new();
+                    let _ = std::io::BufReader::new(out).read_line(&mut line);
+                    let _ = tx.send(line);
+                });
+            }
+            let line = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap_or_default();
+            if line.trim() != "ready" {
+                let web = started.pop().expect("pushed above");
+                let err = kill(web);
+                return Err(LabError::Check(format!(
+                    "the web server in {} did not start in 10 s: {}",
+                    lab.ns(Ns::Dn),
+                    err.trim()
+                )));
+            }
+            // dnsmasq answers (from dn itself) when a name of it resolves.
+            if let Some((name, _)) = config.records.first() {
+                let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                loop {
+                    let out = lab.exec(
+                        Ns::Dn,
+                        &[
+                            "dig",
+                            &format!("@{}", config.dns),
+                            "+short",
+                            "+time=1",
+                            "+tries=1",
+                            name,
+                        ],
+                    );
+                    if out.is_ok_and(|o| !o.stdout.is_empty()) {
+                        break;
+                    }
+                    if let Ok(Some(st)) = started[0].try_wait() {
+                        return Err(LabError::Check(format!(
+                            "dnsmasq in {} exited: {st}",
+                            lab.ns(Ns::Dn)
+                        )));
+                    }
+                    if std::time::Instant::now() >= end {
+                        return Err(LabError::Check(format!(
+                            "dnsmasq in {} does not answer for {name} after 10 s",
+                            lab.ns(Ns::Dn)
+                        )));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                let web = started.pop().expect("web server");
+                let dnsmasq = started.pop().expect("dnsmasq");
+                Ok(DnServices {
+                    dnsmasq,
+                    web,
+                    dir,
+                    config,
+                })
+            }
+            Err(e) => {
+                for c in started {
+                    let _ = kill(c);
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn config(&self) -> &DnServicesConfig {
+        &self.config
+    }
+
+    /// The size of a served file.
+    pub fn file_size(&self, name: &str) -> Option<usize> {
+        self.config
+            .files
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+    }
+
+    /// Whether both processes still run.
+    pub fn running(&mut self) -> bool {
+        matches!(self.dnsmasq.try_wait(), Ok(None)) && matches!(self.web.try_wait(), Ok(None))
+    }
+}
+
+/// Kill a child and reap it; its stderr, if it was piped.
+fn kill(mut c: std::process::Child) -> String {
+    let _ = c.kill();
+    let _ = c.wait();
+    let mut err = String::new();
+    if let Some(mut e) = c.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    err
+}
+
+impl Drop for DnServices {
+    fn drop(&mut self) {
+        for c in [&mut self.dnsmasq, &mut self.web] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// `upfbench lab up|down`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -720,6 +1030,25 @@ pub enum Action {
         /// Namespace name prefix.
         #[arg(long, default_value = "")]
         prefix: String,
+    },
+    /// Serve DNS (dnsmasq), HTTP and HTTPS in dn (a running lab's) until SIGINT or
+    /// SIGTERM or --seconds: see DnServices.
+    Serve {
+        /// Namespace name prefix.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// An A record NAME=ADDRESS (the name and every name below it); repeat.
+        #[arg(long = "record")]
+        records: Vec<String>,
+        /// TTL of the answers, seconds.
+        #[arg(long, default_value_t = 300)]
+        ttl: u32,
+        /// A served file NAME=OCTETS (default: file=100000); repeat.
+        #[arg(long = "file")]
+        files: Vec<String>,
+        /// Stop after this many seconds (0: at SIGINT or SIGTERM).
+        #[arg(long, default_value_t = 0)]
+        seconds: u64,
     },
     /// Show which namespaces of the prefix exist.
     Status {
@@ -771,6 +1100,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Action::Serve {
+            prefix,
+            records,
+            ttl,
+            files,
+            seconds,
+        } => serve(&prefix, &records, ttl, &files, seconds),
         Action::Status { prefix } => {
             let present = Lab::present(&prefix);
             if present.is_empty() {
@@ -782,6 +1118,85 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `NAME=VALUE`.
+fn pair<T: std::str::FromStr>(s: &str) -> anyhow::Result<(String, T)>
+where
+    T::Err: std::fmt::Display,
+{
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| anyhow::anyhow!("{s:?}: expected NAME=VALUE"))?;
+    let v = v
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{s:?}: {v:?}: {e}"))?;
+    Ok((n.to_string(), v))
+}
+
+fn serve(
+    prefix: &str,
+    records: &[String],
+    ttl: u32,
+    files: &[String],
+    seconds: u64,
+) -> anyhow::Result<ExitCode> {
+    let lab = Lab::attach(prefix);
+    if !netns_path(&lab.ns(Ns::Dn)).exists() {
+        anyhow::bail!("no namespace {}: `upfbench lab up` first", lab.ns(Ns::Dn));
+    }
+    let mut config = DnServicesConfig {
+        records: records.iter().map(|r| pair(r)).collect::<Result<_, _>>()?,
+        ttl,
+        ..DnServicesConfig::default()
+    };
+    if !files.is_empty() {
+        config.files = files.iter().map(|f| pair(f)).collect::<Result<_, _>>()?;
+    }
+    // SAFETY: installing an async-signal-safe handler (one atomic store).
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let mut services = DnServices::start(&lab, config)?;
+    let c = services.config().clone();
+    eprintln!(
+        "lab serve: DNS on {}:53 ({}), HTTP :80 and HTTPS :443 on {}, files {}",
+        c.dns,
+        c.records
+            .iter()
+            .map(|(n, a)| format!("{n} -> {a}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        c.web
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        c.files
+            .iter()
+            .map(|(n, s)| format!("/{n} ({s} octets)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let start = std::time::Instant::now();
+    while !STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        if seconds > 0 && start.elapsed().as_secs() >= seconds {
+            break;
+        }
+        if !services.running() {
+            anyhow::bail!("dnsmasq or the web server exited");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(services);
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
