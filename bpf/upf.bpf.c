@@ -21,6 +21,7 @@
 #include "encap.h"
 #include "protect.h"
 #include "spread.h"
+#include "app.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -118,9 +119,13 @@ static __always_inline int pdr_matches(const struct rule_set *rs, const struct p
 }
 
 /* The position in rs->pdr of the first PDR, in precedence order, that the packet
- * matches; -1 if none. The first PDR is read from the rule set's copy. A global
+ * matches; -1 if none. The first PDR is read from the rule set's copy. A PDR with an
+ * Application ID (rs->pdr_app) matches only packets of its application (`app`, 0:
+ * none) or of one of its application's flow descriptions; one of another application
+ * without flow descriptions is passed over without reading its pdrs entry. A global
  * function: verified once. */
-__noinline int match_pdr(const struct rule_set *rs, const struct outer *o, const struct flow *f)
+__noinline int match_pdr(const struct rule_set *rs, const struct outer *o, const struct flow *f,
+			 __u32 app)
 {
 	int i;
 
@@ -129,16 +134,28 @@ __noinline int match_pdr(const struct rule_set *rs, const struct outer *o, const
 	for (i = 0; i < MAX_PDRS_PER_KEY; i++) {
 		if (i >= rs->n_pdrs)
 			break;
-		if (i == 0 && (rs->hot & RS_HOT_PDR0)) {
-			if (pdr_matches(rs, &rs->pdr0, o, f))
-				return 0;
-			continue;
-		}
-		__u32 idx = rs->pdr[i];
-		struct pdr *p = bpf_map_lookup_elem(&pdrs, &idx);
+		__u32 pa = rs->pdr_app[i];
+		struct app_entry *ae = 0;
 
-		if (p && pdr_matches(rs, p, o, f))
-			return i;
+		if (pa && pa != app) {
+			ae = bpf_map_lookup_elem(&apps, &pa);
+			if (!ae || !ae->n_sdf)
+				continue;
+		}
+		const struct pdr *p;
+
+		if (i == 0 && (rs->hot & RS_HOT_PDR0)) {
+			p = &rs->pdr0;
+		} else {
+			__u32 idx = rs->pdr[i];
+
+			p = bpf_map_lookup_elem(&pdrs, &idx);
+		}
+		if (!p || !pdr_matches(rs, p, o, f))
+			continue;
+		if (ae && !app_flows_match(ae, f, rs->uplink))
+			continue;
+		return i;
 	}
 	return -1;
 }
@@ -187,9 +204,9 @@ static __always_inline void touch_rules(const struct upf_config *cfg, const stru
 /* The PDR the packet matches, from the rule set's copy when it is the first (`hot`),
  * else from the pdrs table; 0 if none. */
 static __always_inline const struct pdr *find_pdr(const struct rule_set *rs, const struct outer *o,
-						   const struct flow *f, int *hot)
+						   const struct flow *f, __u32 app, int *hot)
 {
-	int at = match_pdr(rs, o, f);
+	int at = match_pdr(rs, o, f, app);
 
 	*hot = at == 0 && (rs->hot & RS_HOT_PDR0);
 	if (*hot)
@@ -333,8 +350,15 @@ static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
 		if (c)
 			return drop(c, len);
 	}
+	/* The packet's application, in sessions with an Application ID in a PDR. */
+	__u32 app = 0;
+
+	if (rs->hot & RS_APPS) {
+		app = app_classify(ctx, rs, f, o->inner, now);
+		app_dns(ctx, rs, f, o->inner, now);
+	}
 	int hot = 0;
-	const struct pdr *p = find_pdr(rs, o, f, &hot);
+	const struct pdr *p = find_pdr(rs, o, f, app, &hot);
 
 	if (!p)
 		return drop(DROP_NO_PDR, len);
@@ -487,3 +511,7 @@ const volatile struct event event_layout = {};
 const volatile struct abi_enums abi_enums_layout = {};
 const volatile struct urr_counters urr_counters_layout = {};
 const volatile struct urr_shared urr_shared_layout = {};
+
+/* Not read: puts struct app_event (EV_APP_START's record) into the object's BTF, for the
+ * Rust side's generated type. */
+const volatile struct app_event app_event_layout = {};

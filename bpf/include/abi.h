@@ -74,6 +74,7 @@ enum rs_hot {
 enum app_limit {
 	APP_MAX = 4096,          /* Application IDs the data path holds (index 0: none) */
 	APP_MAX_FLOWS = 8,       /* PFD flow descriptions per application */
+	APP_MAX_SDF = 32,        /* their SDF match entries (app_sdfs), one per port range pair */
 	APP_NAME_MAX = 253,      /* octets of a domain name */
 	APP_KEY_MAX = 256,       /* octets of an app_names or app_urls key */
 	APP_DNS_ANSWERS = 8,     /* answer records read per DNS response */

@@ -60,8 +60,12 @@ struct rule_set {
 	__u8 uplink;    /* 1: the UE is the source (N3 uplink); 0: the destination */
 	__u32 ue_v4;    /* network byte order */
 	__u8 ue_v6[16];
-	__u32 hot;      /* RS_HOT_* */
-	/* No padding: the slot stays 176 octets with four QERs in the PDR copy. */
+	__u32 hot;      /* RS_HOT_*, RS_APPS, RS_APP_REPORT */
+	/* Each PDR's application index (apps, include/app.h), 0: no Application ID. Here so
+	 * that a PDR of another application is passed over without reading its pdrs entry
+	 * (a cache miss at a million sessions). */
+	__u16 pdr_app[MAX_PDRS_PER_KEY];
+	/* No padding: the slot is 192 octets (three cache lines). */
 	struct pdr pdr0;
 	struct far far0;
 };
@@ -406,6 +410,138 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bpf_cpumap_val);
 } cpus SEC(".maps");
+
+/* Application detection (include/app.h, docs/application-detection.md). */
+
+/* app_names and app_urls keys. app_names: a domain name reversed after a leading dot
+ * (`www.example.com`: `moc.elpmaxe.www.`), so a domain's key is a prefix of its
+ * subdomains' on a label boundary. app_urls: host, then the path (`example.com/v/`). */
+struct app_key {
+	__u32 prefixlen; /* octets of data x 8 */
+	__u8 data[APP_KEY_MAX];
+};
+
+/* The application a domain gives for each protocol (0: none for that protocol). */
+struct app_name {
+	__u16 dns;
+	__u16 sni;
+	__u16 host;
+	__u16 pad;
+};
+
+/* An application's flow descriptions: app_sdfs[sdf .. sdf + n_sdf). */
+struct app_entry {
+	__u32 sdf;
+	__u32 n_sdf;
+};
+
+struct app_addr_key {
+	__u8 family; /* 4 or 6 */
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+struct app_addr {
+	__u64 expires_ns; /* coarse clock */
+	__u16 app;
+	__u16 pad[3];
+};
+
+/* A flow (docs/application-detection.md "What a packet's application is"): the UE side
+ * and the remote side, whatever the packet's direction. Ports host order, 0 when none. */
+struct app_flow_key {
+	__u64 seid;
+	__u8 version;
+	__u8 proto;
+	__u16 ue_port;
+	__u16 remote_port;
+	__u16 pad;
+	__u8 ue[16];     /* IPv4 in the first 4 octets */
+	__u8 remote[16];
+};
+
+struct app_flow {
+	__u64 last_ns; /* coarse clock; refreshed when a second old */
+	__u16 app;
+	__u16 pad[3];
+};
+
+/* EV_APP_START: a flow entered in app_flows of a session with RS_APP_REPORT. */
+struct app_event {
+	__u32 type;  /* EV_APP_START */
+	__u32 app;   /* application index */
+	__u64 ts_ns; /* coarse clock */
+	struct app_flow_key flow;
+};
+
+/* Per-CPU working memory of the classifier: the BPF stack is 512 octets. */
+struct app_scratch {
+	__u8 buf[APP_HTTP_SCAN];  /* payload octets */
+	__u8 name[APP_KEY_MAX];   /* a name as text */
+	struct app_key key;       /* app_names key */
+	struct app_key url;       /* app_urls key */
+	struct app_flow_key flow;
+	struct app_addr_key addr;
+	struct app_flow entry;
+	struct app_addr learned;
+	/* Loop state of the bpf_loop callbacks (in memory: the verifier then checks each
+	 * callback once). */
+	__u8 b[16];               /* fixed fields */
+	__u32 n, pos, state, start, end, colon, next, bad, found;
+	__u32 off, limit, target, target_len, app;
+	__u64 now;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct app_key);
+	__type(value, struct app_name);
+} app_names SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct app_key);
+	__type(value, __u16);
+} app_urls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, APP_MAX);
+	__type(key, __u32);
+	__type(value, struct app_entry);
+} apps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct sdf_match);
+} app_sdfs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct app_addr_key);
+	__type(value, struct app_addr);
+} app_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct app_flow_key);
+	__type(value, struct app_flow);
+} app_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct app_scratch);
+} app_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

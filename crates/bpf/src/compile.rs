@@ -17,6 +17,7 @@ use pfcp::ie::OuterHeaderCreation;
 use smallvec::SmallVec;
 use upf::abi;
 use upf::fastpath::{Config, FastPathError, NiAddresses};
+use upf::pfd::PfdTable;
 use upf::rules::{interface, Far, Pdi, Pdr, Qer, Session};
 use upf::sdf::{Address, Endpoint, PortRange, SdfRule};
 
@@ -126,6 +127,8 @@ pub struct PdrEntry {
     pub urr_ids: SmallVec<[u32; 2]>,
     /// Its SDF filters' match entries, in order; empty: no SDF condition.
     pub sdf: Vec<types::sdf_match>,
+    /// Its Application ID's index (upf::pfd::App::index), 0: none.
+    pub app: u16,
     /// QFI, Outer Header Removal; `far`, `qer`, `urr` and `sdf` are left 0 for
     /// [`PdrEntry::linked`].
     pub value: types::pdr,
@@ -174,6 +177,11 @@ pub struct Compiled {
     /// and the first IPv6 prefix (64 bits unless the PDI says) of its PDRs by ID.
     pub ue_v4: Option<Ipv4Addr>,
     pub ue_v6: Option<(Ipv6Addr, u8)>,
+    /// RS_APPS and RS_APP_REPORT for every key: a PDR of the session names an
+    /// application, and one with a URR whose reporting triggers include START (TS
+    /// 29.244 clause 5.11.1, 8.2.19). Session-wide: downlink packets are classified too
+    /// (DNS answers, learned addresses) even where only uplink PDRs name one.
+    pub app_flags: u32,
 }
 
 impl Compiled {
@@ -195,7 +203,9 @@ impl Compiled {
         };
         for (i, id) in k.pdrs.iter().enumerate() {
             v.pdr[i] = pdr_index.get(id).copied().unwrap_or(0);
+            v.pdr_app[i] = self.pdrs.iter().find(|p| p.id == *id).map_or(0, |p| p.app);
         }
+        v.hot |= self.app_flags;
         if let Some(p) = pdrs.get(&v.pdr[0]).filter(|_| v.pdr[0] != 0) {
             v.pdr0 = *p;
             v.hot |= abi::RS_HOT_PDR0;
@@ -239,12 +249,28 @@ impl Compiled {
 }
 
 /// Compile a session. Errors name the PDR the data path cannot hold.
-pub fn compile(s: &Session, addrs: &Addresses) -> Result<Compiled, FastPathError> {
+/// `pfds` gives the index of each PDR's Application ID (one it does not know is refused).
+pub fn compile(s: &Session, addrs: &Addresses, pfds: &PfdTable) -> Result<Compiled, FastPathError> {
     // Each PDR with its effective PDI (completed by its Traffic Endpoints), by PDR ID.
     let pdis: Vec<(&Pdr, Pdi)> = s.pdrs.values().map(|p| (p, s.effective_pdi(p))).collect();
     let mut pdrs = Vec::with_capacity(pdis.len());
+    let mut app_flags = 0;
     for (p, pdi) in &pdis {
-        pdrs.push(pdr_entry(p, pdi)?);
+        let e = pdr_entry(p, pdi, pfds)?;
+        if e.app != 0 {
+            app_flags |= abi::RS_APPS;
+            let start = |u: &u32| {
+                s.urrs.get(u).is_some_and(|u| {
+                    u.rule
+                        .reporting_triggers
+                        .get(pfcp::ie::reporting_triggers::START)
+                })
+            };
+            if p.urr_ids.iter().any(start) {
+                app_flags |= abi::RS_APP_REPORT;
+            }
+        }
+        pdrs.push(e);
     }
     let (ue_v4, ue_v6) = ue_addresses(&pdis);
     Ok(Compiled {
@@ -256,6 +282,7 @@ pub fn compile(s: &Session, addrs: &Addresses) -> Result<Compiled, FastPathError
         urrs: s.urrs.keys().copied().collect(),
         ue_v4,
         ue_v6,
+        app_flags,
     })
 }
 
@@ -348,8 +375,15 @@ fn ue_addresses(pdis: &[(&Pdr, Pdi)]) -> (Option<Ipv4Addr>, Option<(Ipv6Addr, u8
 }
 
 /// A PDR's entry: QFI, Outer Header Removal, the rules it names and its SDF entries.
-fn pdr_entry(p: &Pdr, pdi: &Pdi) -> Result<PdrEntry, FastPathError> {
+fn pdr_entry(p: &Pdr, pdi: &Pdi, pfds: &PfdTable) -> Result<PdrEntry, FastPathError> {
     let refuse = |why: String| FastPathError::Pdr { pdr_id: p.id, why };
+    let app = match &pdi.application_id {
+        Some(id) => pfds
+            .get(id)
+            .map(|a| a.index)
+            .ok_or_else(|| refuse(format!("unknown Application ID {id:?}")))?,
+        None => 0,
+    };
     if p.qer_ids.len() > abi::MAX_QERS_PER_PDR as usize {
         return Err(refuse(format!(
             "more than {} QERs on one PDR",
@@ -381,6 +415,7 @@ fn pdr_entry(p: &Pdr, pdi: &Pdi) -> Result<PdrEntry, FastPathError> {
         qer_ids: p.qer_ids.clone(),
         urr_ids: p.urr_ids.clone(),
         sdf,
+        app,
         value: types::pdr {
             id: u32::from(p.id),
             qfi: pdi.qfis.first().copied().unwrap_or(abi::QFI_ANY as u8),
@@ -660,7 +695,7 @@ mod tests {
         let mut routed = on_ue(ue);
         routed.framed_routes = upf::rules::thin_vec!["172.16.0.0/24".parse().unwrap()];
         s.pdrs.insert(6, pdr(6, 10, routed));
-        let c = compile(&s, &addrs()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
         let keys: Vec<(Key, u16, Vec<u16>, bool)> = c
             .keys
             .iter()
@@ -695,7 +730,7 @@ mod tests {
         };
         s.pdrs.insert(1, pdr(1, 100, route("172.16.0.0/16", 2)));
         s.pdrs.insert(2, pdr(2, 50, route("172.16.1.0/24", 2)));
-        let c = compile(&s, &addrs()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
         let of = |net: &str| -> Vec<u16> {
             let k = Key::Framed(net.parse().unwrap());
             c.keys.iter().find(|x| x.key == k).unwrap().pdrs.to_vec()
@@ -716,7 +751,7 @@ mod tests {
         v6.ue_ips[0].ipv6 = Some("2001:db8:45::".parse().unwrap());
         v6.ue_ips[0].ipv6_prefix_len = Some(56);
         s.pdrs.insert(3, pdr(3, 100, v6));
-        let c = compile(&s, &addrs()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
         assert_eq!(c.ue_v4, Some(Ipv4Addr::new(10, 45, 0, 2)));
         assert_eq!(c.ue_v6, Some(("2001:db8:45::".parse().unwrap(), 56)));
         let rs = c.rule_set(
@@ -738,7 +773,7 @@ mod tests {
         for id in 1..=9 {
             s.pdrs.insert(id, pdr(id, 100, on_teid(0x100)));
         }
-        match compile(&s, &addrs()) {
+        match compile(&s, &addrs(), &PfdTable::new()) {
             Err(FastPathError::Pdr { pdr_id: 1, why }) => assert!(why.contains("more than 8")),
             other => panic!("{other:?}"),
         }
@@ -758,7 +793,7 @@ mod tests {
         s.pdrs.insert(1, p);
         s.pdrs
             .insert(2, pdr(2, 100, on_ue(Ipv4Addr::new(10, 45, 0, 2))));
-        let c = compile(&s, &addrs()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
         let e = &c.pdrs[0];
         assert_eq!((e.value.qfi, e.value.ohr, e.value.ohr_ext), (9, 0, 1));
         let d = &c.pdrs[1];
@@ -781,7 +816,7 @@ mod tests {
         let qer_limit = abi::MAX_QERS_PER_PDR as usize;
         s.pdrs.get_mut(&1).unwrap().qer_ids = (0..=qer_limit as u32).collect();
         assert!(matches!(
-            compile(&s, &addrs()),
+            compile(&s, &addrs(), &PfdTable::new()),
             Err(FastPathError::Pdr { pdr_id: 1, .. })
         ));
     }

@@ -22,10 +22,13 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 use upf::abi;
 use upf::fastpath::teid_index::TeidIndex;
-use upf::fastpath::{Buffered, Config, Egress, Event, FastPath, FastPathError, Reinject, Usage};
+use upf::fastpath::{
+    AppFlow, Buffered, Config, Egress, Event, FastPath, FastPathError, Reinject, Usage,
+};
+use upf::pfd::PfdTable;
 use upf::rules::Session;
 
-use crate::compile::{compile, Addresses, Compiled, Key, Rule};
+use crate::compile::{compile, sdf_entries, Addresses, Compiled, Key, Rule};
 use crate::direct::{ue_key, ue_v4_key, DirectTable, Keying};
 use crate::mem::{bytes, from_bytes, io, QerMem, UrrMem};
 use crate::slots::{Slots, GRACE};
@@ -81,6 +84,10 @@ pub struct Capacity {
     pub teid_index: TeidIndex,
     /// Direct downlink slots, for UE IPv4 addresses (address mod slots).
     pub ue_slots: u32,
+    /// Classified flows (app_flows, least recently used ones forgotten first).
+    pub app_flows: u32,
+    /// Addresses learned from DNS answers (app_addrs, LRU).
+    pub app_addrs: u32,
 }
 
 impl Capacity {
@@ -93,6 +100,8 @@ impl Capacity {
             framed_routes: 4096,
             teid_index: TeidIndex::new(1, u32::MAX, sessions.saturating_add(1024)),
             ue_slots: sessions.saturating_add(1024),
+            app_flows: (sessions / 4).clamp(65536, 1 << 20),
+            app_addrs: 16384,
         }
     }
 
@@ -153,6 +162,12 @@ pub struct Datapath {
     spread_cpus: Vec<u32>,
     /// The PFDs of every application (application detection, include/app.h).
     pfds: Arc<upf::pfd::PfdTable>,
+    /// What `set_pfds` wrote: app_sdfs chunks (APP_MAX_SDF entries each) by application
+    /// index, with their content; app_names and app_urls entries by key.
+    app_sdf_chunks: Slots,
+    app_blocks: HashMap<u16, (u32, Vec<u8>)>,
+    app_names: HashMap<Vec<u8>, types::app_name>,
+    app_urls: HashMap<Vec<u8>, u16>,
 }
 
 /// How `xdp_n3` spreads G-PDUs over CPUs ([`Datapath::set_spread`]).
@@ -263,6 +278,13 @@ impl Datapath {
         m.urr_state.set_max_entries(urr_cells).map_err(io)?;
         m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
         m.cpus.set_max_entries(ncpus as u32).map_err(io)?;
+        m.app_flows
+            .set_max_entries(cap.app_flows.max(1))
+            .map_err(io)?;
+        m.app_addrs
+            .set_max_entries(cap.app_addrs.max(1))
+            .map_err(io)?;
+        let app_sdf_chunks = m.app_sdfs.max_entries() / abi::APP_MAX_SDF;
         let skel = open.load().map_err(io)?;
         let urr_mem = UrrMem::map(&skel.maps.urr_state, urr_cells as usize, 1 + ncpus)?;
         let qer_mem = QerMem::map(&skel.maps.qers, cap.qer_urr_slots() as usize)?;
@@ -293,6 +315,10 @@ impl Datapath {
             spread: Spread::Off,
             spread_cpus: Vec::new(),
             pfds: Arc::default(),
+            app_sdf_chunks: Slots::new(app_sdf_chunks),
+            app_blocks: HashMap::new(),
+            app_names: HashMap::new(),
+            app_urls: HashMap::new(),
         };
         d.configure(cfg, 0, 0, 0)?;
         d.bump_nexthop_generation()?;
@@ -967,7 +993,7 @@ impl FastPath for Datapath {
     fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
         let now = Instant::now();
         self.reclaim(now);
-        let plan = compile(new, &Addresses::from(&self.cfg))?;
+        let plan = compile(new, &Addresses::from(&self.cfg), &self.pfds)?;
         self.check(&plan)?;
         let prev = match old {
             Some(_) => self.sessions.get(&new.up_seid).cloned().unwrap_or_default(),
@@ -981,13 +1007,51 @@ impl FastPath for Datapath {
         Ok(())
     }
 
-    fn set_pfds(
-        &mut self,
-        pfds: &Arc<upf::pfd::PfdTable>,
-        _changed: &[String],
-    ) -> Result<(), FastPathError> {
+    /// Write the applications' tables (include/app.h): each application's flow
+    /// descriptions, then the domain names and URLs; entries no longer wanted are removed
+    /// last. What was learned for the `changed` applications (DNS addresses) is forgotten;
+    /// classified flows keep their application (docs/application-detection.md).
+    fn set_pfds(&mut self, pfds: &Arc<PfdTable>, changed: &[String]) -> Result<(), FastPathError> {
+        let (flows, names, urls) = app_tables(pfds)?;
+        self.app_sdf_chunks.warm(Instant::now());
+        self.write_app_flows(&flows)?;
+        self.write_app_keys(names, urls)?;
+        let changed: Vec<u16> = changed
+            .iter()
+            .filter_map(|id| pfds.get(id).map(|a| a.index))
+            .collect();
+        if !changed.is_empty() {
+            let maps = &self.skel.maps;
+            let keys: Vec<Vec<u8>> = maps.app_addrs.keys().collect();
+            for k in keys {
+                let app = maps
+                    .app_addrs
+                    .lookup(&k, MapFlags::ANY)
+                    .ok()
+                    .flatten()
+                    .and_then(|v| from_bytes::<types::app_addr>(&v));
+                if app.is_some_and(|a| changed.contains(&a.app)) {
+                    let _ = maps.app_addrs.delete(&k);
+                }
+            }
+        }
         self.pfds = Arc::clone(pfds);
         Ok(())
+    }
+
+    fn app_flow_idle(&self, seid: u64, flow: &AppFlow) -> Option<std::time::Duration> {
+        let k = app_flow_key(seid, flow);
+        let v: types::app_flow = self
+            .skel
+            .maps
+            .app_flows
+            .lookup(bytes(&k), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .and_then(|b| from_bytes(&b))?;
+        let idle = u64::try_from(coarse_ns() - i128::from(v.last_ns)).unwrap_or(0);
+        let idle = std::time::Duration::from_nanos(idle);
+        (idle < std::time::Duration::from_secs(u64::from(abi::APP_FLOW_IDLE_SEC))).then_some(idle)
     }
 
     fn remove(&mut self, session: &Session) {
@@ -1159,6 +1223,34 @@ impl Reinject for Datapath {
 /// An event record of the data path's ring (`struct event`, then for EV_BUFFER the
 /// packet's octets); None for a record that is not one.
 pub fn parse_event(b: &[u8]) -> Option<Event> {
+    parse_event_with(b, &PfdTable::new())
+}
+
+/// As [`parse_event`], with the applications EV_APP_START names (by index): None for an
+/// index `pfds` does not know.
+pub fn parse_event_with(b: &[u8], pfds: &PfdTable) -> Option<Event> {
+    if b.get(..4)? == abi::EV_APP_START.to_ne_bytes() {
+        let e: types::app_event = from_bytes(b.get(..std::mem::size_of::<types::app_event>())?)?;
+        let f = &e.flow;
+        let addr = |a: &[u8; 16]| -> IpAddr {
+            if f.version == 4 {
+                IpAddr::from([a[0], a[1], a[2], a[3]])
+            } else {
+                IpAddr::from(*a)
+            }
+        };
+        return Some(Event::AppStart {
+            seid: f.seid,
+            app: pfds.by_index(u16::try_from(e.app).ok()?)?.id.clone(),
+            flow: AppFlow {
+                protocol: f.proto,
+                ue: addr(&f.ue),
+                ue_port: f.ue_port,
+                remote: addr(&f.remote),
+                remote_port: f.remote_port,
+            },
+        });
+    }
     let h = std::mem::size_of::<types::event>();
     let e: types::event = from_bytes(b.get(..h)?)?;
     Some(match e.r#type {
@@ -1228,5 +1320,192 @@ impl OldCounters {
             return None;
         }
         self.mem.usage(handle, self.ncpus, self.boot_offset_ns)
+    }
+}
+
+/// The app_flows key of a session's flow (bpf/include/upf_maps.h `app_flow_key`).
+pub fn app_flow_key(seid: u64, flow: &AppFlow) -> types::app_flow_key {
+    let mut k = types::app_flow_key {
+        seid,
+        proto: flow.protocol,
+        ue_port: flow.ue_port,
+        remote_port: flow.remote_port,
+        ..Default::default()
+    };
+    let put = |a: IpAddr, to: &mut [u8; 16]| match a {
+        IpAddr::V4(x) => {
+            to[..4].copy_from_slice(&x.octets());
+            4
+        }
+        IpAddr::V6(x) => {
+            *to = x.octets();
+            6
+        }
+    };
+    k.version = put(flow.ue, &mut k.ue);
+    put(flow.remote, &mut k.remote);
+    k
+}
+
+/// The data path's coarse clock (bpf_ktime_get_coarse_ns), in ns.
+fn coarse_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// An app_names or app_urls key of `data` (at most APP_KEY_MAX octets).
+fn app_key(data: &[u8]) -> types::app_key {
+    let mut k = types::app_key {
+        prefixlen: (data.len() * 8) as u32,
+        ..Default::default()
+    };
+    k.data[..data.len()].copy_from_slice(data);
+    k
+}
+
+/// A domain's app_names key data: the name reversed after a leading dot
+/// (`www.example.com`: `moc.elpmaxe.www.`).
+pub fn app_name_data(name: &str) -> Vec<u8> {
+    let mut v: Vec<u8> = name.bytes().rev().collect();
+    v.push(b'.');
+    v
+}
+
+type AppFlows = Vec<(u16, Vec<types::sdf_match>)>;
+type AppNames = HashMap<Vec<u8>, types::app_name>;
+type AppUrls = HashMap<Vec<u8>, u16>;
+
+/// The applications' table entries: flow descriptions per application, domain names
+/// (per protocol, the lowest application index when several list a domain), URLs (the
+/// lowest index too).
+fn app_tables(pfds: &PfdTable) -> Result<(AppFlows, AppNames, AppUrls), FastPathError> {
+    let mut apps: Vec<&upf::pfd::App> = pfds.iter().collect();
+    apps.sort_by_key(|a| a.index);
+    let mut flows = Vec::new();
+    let mut names: AppNames = HashMap::new();
+    let mut urls: AppUrls = HashMap::new();
+    for a in apps {
+        let entries: Vec<types::sdf_match> = a.pfds.flows.iter().flat_map(sdf_entries).collect();
+        if entries.len() > abi::APP_MAX_SDF as usize {
+            return Err(io(format!(
+                "application {:?}: its flow descriptions need {} match entries, more than {}",
+                a.id,
+                entries.len(),
+                abi::APP_MAX_SDF
+            )));
+        }
+        flows.push((a.index, entries));
+        for d in &a.pfds.domains {
+            let data = app_name_data(&d.name);
+            if data.len() > abi::APP_KEY_MAX as usize {
+                continue; // normalize_name keeps names within APP_NAME_MAX
+            }
+            let v = names.entry(data).or_default();
+            for (bit, slot) in [
+                (abi::APP_P_DNS, &mut v.dns),
+                (abi::APP_P_SNI, &mut v.sni),
+                (abi::APP_P_HOST, &mut v.host),
+            ] {
+                if u32::from(d.protocols) & bit != 0 && *slot == 0 {
+                    *slot = a.index;
+                }
+            }
+        }
+        for u in &a.pfds.urls {
+            let mut data = u.host.as_bytes().to_vec();
+            data.extend_from_slice(u.path.as_bytes());
+            data.truncate(abi::APP_KEY_MAX as usize - 1);
+            urls.entry(data).or_insert(a.index);
+        }
+    }
+    Ok((flows, names, urls))
+}
+
+impl Datapath {
+    /// Each application's flow descriptions: a changed block goes to a new chunk of
+    /// app_sdfs, then `apps` points at it, then the old chunk is freed (after the grace
+    /// period).
+    fn write_app_flows(&mut self, flows: &AppFlows) -> Result<(), FastPathError> {
+        let stride = abi::APP_MAX_SDF;
+        for (index, entries) in flows {
+            let content: Vec<u8> = entries.iter().flat_map(|e| bytes(e).to_vec()).collect();
+            let old = self.app_blocks.get(index).cloned();
+            if old.as_ref().map(|(_, c)| c) == Some(&content)
+                || (old.is_none() && entries.is_empty())
+            {
+                continue;
+            }
+            let maps = &self.skel.maps;
+            let mut v = types::app_entry::default();
+            let mut chunk = 0;
+            if !entries.is_empty() {
+                chunk = self
+                    .app_sdf_chunks
+                    .take(1)
+                    .ok_or(FastPathError::Full("app_sdfs"))?;
+                for (j, e) in entries.iter().enumerate() {
+                    let at = chunk * stride + j as u32;
+                    if let Err(e) = maps
+                        .app_sdfs
+                        .update(&at.to_ne_bytes(), bytes(e), MapFlags::ANY)
+                    {
+                        self.app_sdf_chunks.release(chunk, 1);
+                        return Err(io(e));
+                    }
+                }
+                v.sdf = chunk * stride;
+                v.n_sdf = entries.len() as u32;
+            }
+            maps.apps
+                .update(&u32::from(*index).to_ne_bytes(), bytes(&v), MapFlags::ANY)
+                .map_err(io)?;
+            if let Some((c, _)) = old {
+                self.app_sdf_chunks.release(c, 1);
+            }
+            if entries.is_empty() {
+                self.app_blocks.remove(index);
+            } else {
+                self.app_blocks.insert(*index, (chunk, content));
+            }
+        }
+        Ok(())
+    }
+
+    /// The domain names and URLs: new and changed entries, then the removed ones.
+    fn write_app_keys(&mut self, names: AppNames, urls: AppUrls) -> Result<(), FastPathError> {
+        let maps = &self.skel.maps;
+        for (data, v) in &names {
+            if self.app_names.get(data).map(bytes) != Some(bytes(v)) {
+                maps.app_names
+                    .update(bytes(&app_key(data)), bytes(v), MapFlags::ANY)
+                    .map_err(|e| io(format!("app_names: {e}")))?;
+            }
+        }
+        for (data, v) in &urls {
+            if self.app_urls.get(data) != Some(v) {
+                maps.app_urls
+                    .update(bytes(&app_key(data)), &v.to_ne_bytes(), MapFlags::ANY)
+                    .map_err(|e| io(format!("app_urls: {e}")))?;
+            }
+        }
+        for data in self.app_names.keys().filter(|d| !names.contains_key(*d)) {
+            let _ = maps.app_names.delete(bytes(&app_key(data)));
+        }
+        for data in self.app_urls.keys().filter(|d| !urls.contains_key(*d)) {
+            let _ = maps.app_urls.delete(bytes(&app_key(data)));
+        }
+        self.app_names = names;
+        self.app_urls = urls;
+        Ok(())
+    }
+
+    /// The PFDs the data path holds.
+    pub fn pfds(&self) -> Arc<PfdTable> {
+        Arc::clone(&self.pfds)
     }
 }
