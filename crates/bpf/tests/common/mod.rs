@@ -1,6 +1,8 @@
 //! What the data path's tests share: the benchmark's session shape, a URR template.
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod app;
+
 use std::net::Ipv4Addr;
 
 use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter};
