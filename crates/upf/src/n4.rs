@@ -277,6 +277,8 @@ pub struct N4 {
     /// The associations and sequence number as last written to the state (state.rs).
     saved_assocs: Vec<SavedAssociation>,
     saved_seq: u32,
+    /// The PFD table as last written to the state (None: not yet).
+    saved_pfds: Option<std::sync::Arc<crate::pfd::PfdTable>>,
     /// A flow of an application idle this long has stopped (STOPT).
     app_stop_after: Duration,
     /// When the application flows are next looked at (once a second).
@@ -328,6 +330,7 @@ impl N4 {
             now: Instant::now(),
             saved_assocs: Vec::new(),
             saved_seq: 0,
+            saved_pfds: None,
             app_stop_after: crate::report::DEFAULT_INACTIVITY,
             next_app_poll: None,
         }
@@ -382,10 +385,14 @@ impl N4 {
         let _ = self.sessions.take_changed();
         self.saved_assocs = self.saved_associations();
         self.saved_seq = self.next_seq;
+        let pfds = std::sync::Arc::clone(self.sessions.pfds());
+        let apps = crate::state::SavedApp::all(&pfds);
+        self.saved_pfds = Some(pfds);
         let mut reports = self.saved_reports();
         let head = [
             Record::Associations(self.saved_assocs.clone()),
             Record::Sequence(self.next_seq),
+            Record::Pfds(apps),
         ];
         let sessions = &self.sessions;
         head.into_iter().chain(
@@ -418,6 +425,16 @@ impl N4 {
             self.saved_seq = self.next_seq;
             out.push(Record::Sequence(self.next_seq));
         }
+        // PFD Management replaces the table (never changes it in place).
+        let pfds = self.sessions.pfds();
+        if !self
+            .saved_pfds
+            .as_ref()
+            .is_some_and(|s| std::sync::Arc::ptr_eq(s, pfds))
+        {
+            out.push(Record::Pfds(crate::state::SavedApp::all(pfds)));
+            self.saved_pfds = Some(std::sync::Arc::clone(pfds));
+        }
         let changed = self.sessions.take_changed();
         if changed.is_empty() {
             return out;
@@ -437,16 +454,28 @@ impl N4 {
         self.sessions.carry(seid, urr_id, more);
     }
 
-    /// Take back the state kept before a restart: associations, sessions (see
-    /// [`Sessions::restore`]; `counted` reads the counts of the data path that ran) and
-    /// unanswered Session Report Requests, sent again with their sequence numbers. On
-    /// an error the caller drops this N4 and starts clean: nothing is half-applied.
+    /// Take back the state kept before a restart: the PFD table (each application with
+    /// the index it had, the applications configured now taken in over it: see
+    /// [`crate::pfd::PfdTable::merge_configured`]; the table this node has now is taken
+    /// for the configured one), associations, sessions (see [`Sessions::restore`];
+    /// `counted` reads the counts of the data path that ran) and unanswered Session
+    /// Report Requests, sent again with their sequence numbers. On an error the caller
+    /// drops this N4 and starts clean: nothing is half-applied.
     pub fn restore(
         &mut self,
         saved: &Saved,
         counted: impl Fn(u64, &crate::state::SavedUrr) -> Option<crate::fastpath::Usage>,
         now: Instant,
     ) -> Result<(), String> {
+        if let Some(apps) = &saved.pfds {
+            let mut t = crate::state::pfd_table(apps).map_err(|e| format!("PFDs: {e}"))?;
+            t.merge_configured(self.sessions.pfds())
+                .map_err(|e| format!("PFDs: the configured {e}"))?;
+            let ids: Vec<String> = t.iter().map(|a| a.id.clone()).collect();
+            self.sessions
+                .set_pfds(t, &ids)
+                .map_err(|e| format!("PFDs: the data path did not take them: {e}"))?;
+        }
         for a in &saved.associations {
             self.by_addr.insert(a.addr.ip(), a.node.clone());
             self.assocs.insert(

@@ -131,7 +131,9 @@ pub fn parse_url(url: &str) -> Result<(String, String, bool), String> {
     } else if let Some(r) = strip_prefix_ci(url, "http://") {
         (false, r)
     } else if url.contains("://") {
-        return Err(format!("URL {url:?}: only http:// and https:// are detected"));
+        return Err(format!(
+            "URL {url:?}: only http:// and https:// are detected"
+        ));
     } else {
         (false, url)
     };
@@ -153,7 +155,9 @@ pub fn parse_url(url: &str) -> Result<(String, String, bool), String> {
         ));
     }
     if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
-        return Err(format!("URL {url:?}: spaces or control characters in the path"));
+        return Err(format!(
+            "URL {url:?}: spaces or control characters in the path"
+        ));
     }
     Ok((host, path.to_string(), https))
 }
@@ -215,6 +219,23 @@ impl AppPfds {
     pub fn add_domain(&mut self, name: &str, dnp: Option<&str>) -> Result<(), String> {
         let n = normalize_name(name).ok_or_else(|| format!("domain name {name:?} is not one"))?;
         let protocols = protocols(dnp)?;
+        match self.domains.iter_mut().find(|d| d.name == n) {
+            Some(d) => d.protocols |= protocols,
+            None => self.domains.push(Domain { name: n, protocols }),
+        }
+        Ok(())
+    }
+
+    /// Add a domain name with its protocols as `abi::APP_P_*` bits (as [`Domain`] holds
+    /// them: a table restored from the state).
+    pub fn add_domain_bits(&mut self, name: &str, protocols: u8) -> Result<(), String> {
+        let all = (abi::APP_P_DNS | abi::APP_P_SNI | abi::APP_P_HOST) as u8;
+        if protocols & !all != 0 {
+            return Err(format!(
+                "domain name {name:?}: protocol bits {protocols:#x} are not DNS, SNI, Host"
+            ));
+        }
+        let n = normalize_name(name).ok_or_else(|| format!("domain name {name:?} is not one"))?;
         match self.domains.iter_mut().find(|d| d.name == n) {
             Some(d) => d.protocols |= protocols,
             None => self.domains.push(Domain { name: n, protocols }),
@@ -352,6 +373,82 @@ impl PfdTable {
         Ok(index)
     }
 
+    /// Set an application with the data path index it had (a table restored from the
+    /// state: PDRs and flows keep referring to the same application). Err if the index
+    /// is out of 1..APP_MAX or another application has it, or the application has
+    /// another.
+    pub fn set_with_index(
+        &mut self,
+        id: &str,
+        index: u16,
+        pfds: AppPfds,
+        local: bool,
+    ) -> Result<(), PfdError> {
+        let refuse = |why: String| PfdError {
+            cause: CauseValue::SYSTEM_FAILURE,
+            offending_ie: types::APPLICATION_ID,
+            app: id.to_string(),
+            why,
+        };
+        if index == 0 || u32::from(index) >= abi::APP_MAX {
+            return Err(refuse(format!(
+                "index {index} is not between 1 and {}",
+                abi::APP_MAX - 1
+            )));
+        }
+        if let Some(other) = self.apps.values().find(|a| a.index == index && a.id != id) {
+            return Err(refuse(format!(
+                "index {index} is application {:?}'s",
+                other.id
+            )));
+        }
+        if let Some(a) = self.apps.get(id) {
+            if a.index != index {
+                return Err(refuse(format!("has index {} already", a.index)));
+            }
+        }
+        self.apps.insert(
+            id.to_string(),
+            App {
+                id: id.to_string(),
+                index,
+                pfds,
+                local,
+            },
+        );
+        self.next_index = self.next_index.max(index);
+        Ok(())
+    }
+
+    /// Take in the applications configured now (`configured`, all local) over a table
+    /// restored from the state: an application of both keeps its index, and takes the
+    /// configuration's PFDs unless an SMF provisioned it (an SMF's PFDs replace the
+    /// configured ones, as at run time); a new one gets the next free index; a local one
+    /// the configuration no longer has keeps its index without PFDs (PDRs naming it stay
+    /// valid), as if an SMF had removed them. Returns the applications whose PFDs or
+    /// origin changed.
+    pub fn merge_configured(&mut self, configured: &PfdTable) -> Result<Vec<String>, PfdError> {
+        let mut changed = Vec::new();
+        for a in self.apps.values_mut() {
+            if a.local && !configured.knows(&a.id) {
+                a.local = false;
+                a.pfds = AppPfds::default();
+                changed.push(a.id.clone());
+            }
+        }
+        for c in configured.iter() {
+            match self.apps.get(&c.id) {
+                Some(a) if !a.local => {}
+                Some(a) if a.pfds == c.pfds => {}
+                _ => {
+                    self.set(&c.id, c.pfds.clone(), true)?;
+                    changed.push(c.id.clone());
+                }
+            }
+        }
+        Ok(changed)
+    }
+
     /// Apply a PFD Management Request (clause 6.2.5): each Application ID's PFDs IE
     /// replaces that application's PFDs; one without a PFD context removes them (the
     /// application stays known, with none, so PDRs naming it stay valid). A request
@@ -390,8 +487,14 @@ mod tests {
 
     #[test]
     fn names_are_normalized_or_refused() {
-        assert_eq!(normalize_name("WWW.Example.COM.").as_deref(), Some("www.example.com"));
-        assert_eq!(normalize_name("*.example.com").as_deref(), Some("example.com"));
+        assert_eq!(
+            normalize_name("WWW.Example.COM.").as_deref(),
+            Some("www.example.com")
+        );
+        assert_eq!(
+            normalize_name("*.example.com").as_deref(),
+            Some("example.com")
+        );
         assert_eq!(normalize_name("a..b"), None);
         assert_eq!(normalize_name(""), None);
         assert_eq!(normalize_name("exa mple.com"), None);
@@ -435,5 +538,61 @@ mod tests {
         assert_eq!((a, b), (1, 2));
         assert_eq!(t.set("a", AppPfds::default(), true).unwrap(), 1);
         assert_eq!(t.by_index(2).unwrap().id, "b");
+    }
+
+    #[test]
+    fn a_restored_table_keeps_its_indices_and_takes_the_configuration_in() {
+        let pfds = |name: &str| {
+            let mut p = AppPfds::default();
+            p.add_domain(name, None).unwrap();
+            p
+        };
+        let mut t = PfdTable::new();
+        t.set_with_index("smf", 5, pfds("smf.example"), false)
+            .unwrap();
+        t.set_with_index("local", 2, pfds("old.example"), true)
+            .unwrap();
+        t.set_with_index("gone", 3, pfds("gone.example"), true)
+            .unwrap();
+        assert!(t
+            .set_with_index("other", 5, AppPfds::default(), false)
+            .is_err());
+        assert!(t
+            .set_with_index("smf", 6, AppPfds::default(), false)
+            .is_err());
+        assert!(t.set_with_index("x", 0, AppPfds::default(), false).is_err());
+        let mut c = PfdTable::new();
+        c.set("local", pfds("new.example"), true).unwrap();
+        c.set("smf", pfds("conf.example"), true).unwrap();
+        c.set("fresh", pfds("fresh.example"), true).unwrap();
+        let mut changed = t.merge_configured(&c).unwrap();
+        changed.sort();
+        assert_eq!(changed, ["fresh", "gone", "local"]);
+        let smf = t.get("smf").unwrap();
+        assert_eq!((smf.index, smf.local), (5, false));
+        assert_eq!(smf.pfds, pfds("smf.example"), "the SMF's PFDs stay");
+        let local = t.get("local").unwrap();
+        assert_eq!((local.index, &local.pfds), (2, &pfds("new.example")));
+        let gone = t.get("gone").unwrap();
+        assert_eq!((gone.index, gone.local), (3, false));
+        assert!(gone.pfds.is_empty());
+        assert_eq!(t.get("fresh").unwrap().index, 6, "after the highest index");
+    }
+
+    #[test]
+    fn domains_with_protocol_bits() {
+        let mut p = AppPfds::default();
+        p.add_domain_bits("A.example", abi::APP_P_SNI as u8)
+            .unwrap();
+        p.add_domain_bits("a.example", abi::APP_P_DNS as u8)
+            .unwrap();
+        p.add_domain_bits("b.example", 0).unwrap();
+        assert!(p.add_domain_bits("c.example", 0x80).is_err());
+        assert!(p.add_domain_bits("c example", 1).is_err());
+        assert_eq!(
+            p.domains[0].protocols,
+            (abi::APP_P_SNI | abi::APP_P_DNS) as u8
+        );
+        assert_eq!(p.domains[1].protocols, 0);
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Two files in the state directory:
 //! - `state`: a snapshot, written to `state.tmp`, synced and renamed over the old one
-//!   (atomic): a header, then every association and session, then an end record that
+//!   (atomic): a header, then every association, the PFD table (the applications with
+//!   their data path indices and PFDs) and every session, then an end record that
 //!   counts them, so a snapshot cut short is seen as such.
 //! - `journal.<generation>`: what changed since the snapshot of that generation, one
 //!   frame per batch of N4 work, appended before the batch's responses are sent (so
@@ -113,6 +114,77 @@ pub struct SavedSession {
     pub reports: Vec<SavedReport>,
 }
 
+/// One application of the PFD table (pfd.rs) as kept on disk: its data path index, so
+/// that restored PDRs and the data path go on naming it by the same one, and its PFDs as
+/// text (flow descriptions as received, `http://` URLs, domain names with their
+/// `abi::APP_P_*` bits), read back through pfd.rs with the same checks as at first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedApp {
+    pub id: String,
+    pub index: u16,
+    /// Configured (`applications`), not provisioned by an SMF.
+    pub local: bool,
+    pub flow_descriptions: Vec<String>,
+    pub urls: Vec<String>,
+    pub domains: Vec<(String, u8)>,
+}
+
+impl SavedApp {
+    pub fn of(a: &crate::pfd::App) -> SavedApp {
+        SavedApp {
+            id: a.id.clone(),
+            index: a.index,
+            local: a.local,
+            flow_descriptions: a.pfds.flow_texts.clone(),
+            urls: a
+                .pfds
+                .urls
+                .iter()
+                .map(|u| format!("http://{}{}", u.host, u.path))
+                .collect(),
+            domains: a
+                .pfds
+                .domains
+                .iter()
+                .map(|d| (d.name.clone(), d.protocols))
+                .collect(),
+        }
+    }
+
+    /// Every application of `t`.
+    pub fn all(t: &crate::pfd::PfdTable) -> Vec<SavedApp> {
+        t.iter().map(SavedApp::of).collect()
+    }
+
+    /// The PFDs, checked as pfd.rs checks an SMF's.
+    pub fn pfds(&self) -> Result<crate::pfd::AppPfds, String> {
+        let mut p = crate::pfd::AppPfds::default();
+        for f in &self.flow_descriptions {
+            p.add_flow(f)?;
+        }
+        for u in &self.urls {
+            p.add_url(u)?;
+        }
+        for (name, protocols) in &self.domains {
+            p.add_domain_bits(name, *protocols)?;
+        }
+        Ok(p)
+    }
+}
+
+/// The PFD table of saved applications, every one with its index.
+pub fn pfd_table(apps: &[SavedApp]) -> Result<crate::pfd::PfdTable, String> {
+    let mut t = crate::pfd::PfdTable::new();
+    for a in apps {
+        let pfds = a
+            .pfds()
+            .map_err(|e| format!("application {:?}: {e}", a.id))?;
+        t.set_with_index(&a.id, a.index, pfds, a.local)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(t)
+}
+
 /// What a frame holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
@@ -133,6 +205,10 @@ pub enum Record {
     JournalOf {
         generation: u64,
     },
+    /// The PFD table now (every application, with its index and PFDs): in every
+    /// snapshot, and journalled when PFD Management (or the configuration at start)
+    /// changed it. Absent in states of upfd before it: no application is kept.
+    Pfds(Vec<SavedApp>),
 }
 
 /// The state as loaded: what to restore.
@@ -144,6 +220,9 @@ pub struct Saved {
     pub sessions: Vec<SavedSession>,
     pub counters: Option<CounterTable>,
     pub sequence: Option<u32>,
+    /// The PFD table ([`pfd_table`]); None: the state has none (written before upfd kept
+    /// it).
+    pub pfds: Option<Vec<SavedApp>>,
     /// An incomplete last journal frame was dropped (upfd killed while writing it).
     pub torn_tail: bool,
     /// Octets of the journal up to the end of its last complete frame: where appending
@@ -462,6 +541,7 @@ pub fn parse(
         sessions: s.sessions.into_values().collect(),
         counters: s.counters,
         sequence: s.sequence,
+        pfds: s.pfds,
         torn_tail,
         journal_len,
     })
@@ -557,6 +637,7 @@ struct Builder {
     sessions: std::collections::HashMap<u64, SavedSession>,
     counters: Option<CounterTable>,
     sequence: Option<u32>,
+    pfds: Option<Vec<SavedApp>>,
 }
 
 impl Builder {
@@ -575,6 +656,7 @@ impl Builder {
             }
             Record::Counters(c) => self.counters = Some(c),
             Record::Sequence(q) => self.sequence = Some(q),
+            Record::Pfds(p) => self.pfds = Some(p),
             Record::Header(_) => return Err("a second header".into()),
             Record::End { .. } | Record::JournalOf { .. } => {
                 return Err("a journal or end record inside the snapshot".into())
@@ -838,6 +920,45 @@ mod tests {
     }
 
     #[test]
+    fn the_pfd_table_is_kept_with_its_indices_and_read_back_through_pfd_rs() {
+        use crate::pfd::{AppPfds, PfdTable};
+        let mut t = PfdTable::new();
+        let mut p = AppPfds::default();
+        p.add_flow("permit out 17 from 192.0.2.0/24 to assigned")
+            .unwrap();
+        p.add_url("http://Video.example:8080/live?x=1").unwrap();
+        p.add_url("https://secure.example/x").unwrap();
+        p.add_domain("cdn.example", Some("DNS_QNAME")).unwrap();
+        t.set_with_index("video", 7, p, false).unwrap();
+        t.set_with_index("local", 2, AppPfds::default(), true)
+            .unwrap();
+        let apps = SavedApp::all(&t);
+        assert_eq!(
+            pfd_table(&apps).unwrap(),
+            t,
+            "the same table, indices and all"
+        );
+
+        let d = tmp("pfds");
+        let dir = StateDir::new(&d);
+        let mut j = dir
+            .write_snapshot(&header(), vec![Record::Pfds(Vec::new())])
+            .unwrap();
+        assert_eq!(dir.load("cfg").unwrap().unwrap().pfds, Some(Vec::new()));
+        j.append(&[Record::Pfds(apps.clone())]).unwrap();
+        let s = dir.load("cfg").unwrap().unwrap();
+        assert_eq!(s.pfds.as_deref(), Some(&apps[..]), "the journal's last one");
+        // A state without one (written before upfd kept PFDs): none.
+        let _ = write(&d, &[1]);
+        assert_eq!(dir.load("cfg").unwrap().unwrap().pfds, None);
+        // PFDs that no longer pass pfd.rs's checks are refused, not half taken.
+        let mut bad = apps.clone();
+        bad[0].domains.push(("not a name".into(), 1));
+        assert!(pfd_table(&bad).unwrap_err().contains("not a name"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn a_journal_frame_cut_short_is_dropped_whole_and_said() {
         let d = tmp("torn");
         let mut j = write(&d, &[1]);
@@ -931,6 +1052,15 @@ mod tests {
                 addr: "10.0.0.2:8805".parse().unwrap(),
                 recovery_time_stamp: 7,
                 cp_features: Some(Flags(vec![1])),
+            }])])
+            .unwrap();
+            j.append(&[Record::Pfds(vec![SavedApp {
+                id: "video".into(),
+                index: 3,
+                local: false,
+                flow_descriptions: vec!["permit out 6 from 192.0.2.0/24 to assigned".into()],
+                urls: vec!["http://video.example/live".into()],
+                domains: vec![("cdn.example".into(), 7)],
             }])])
             .unwrap();
             // As the target takes them: payloads with a 2-octet length, the snapshot's

@@ -2060,3 +2060,115 @@ fn application_flows_start_and_stop_are_reported() {
     now += Duration::from_secs(1);
     assert!(n.poll_reports(now, None).is_empty());
 }
+
+/// PFDs an SMF provisioned are kept in the state (snapshot and journal) and restored
+/// with the indices they had, the configured applications taken in over them: restored
+/// PDRs naming them stay, and a modification naming one needs no PFDs again.
+#[test]
+fn pfds_are_kept_across_a_restore_with_their_indices() {
+    use upf::state::{Header, Record, StateDir, FORMAT};
+    let dir = std::env::temp_dir().join(format!("upf-n4-pfds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let edit = |c: &mut N4Config| c.smf_peers = vec![addr(SMF)];
+    let configured = |n: &mut N4, name: &str| {
+        let mut t = upf::pfd::PfdTable::new();
+        let mut p = upf::pfd::AppPfds::default();
+        p.add_domain(name, None).unwrap();
+        t.set("local", p, true).unwrap();
+        n.set_pfds(t, &["local".into()]).unwrap();
+    };
+    let mut n = node_where(TeidAllocator::new(1, 0xffff_ffff), edit);
+    configured(&mut n, "local.example");
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    n.track_changes();
+    let header = Header {
+        format: FORMAT,
+        generation: 1,
+        recovery_time_stamp: n.config().recovery_time_stamp,
+        config: "t".into(),
+        teid_seed: 0,
+        written_unix: 0,
+    };
+    let state = StateDir::new(&dir);
+    let mut journal = state.write_snapshot(&header, n.save_all()).unwrap();
+    assert!(n.take_changes().is_empty(), "the snapshot has the table");
+    let req = pfd_request(&[
+        ("chat", vec![domain("chat.example")]),
+        ("video", vec![domain("video.example")]),
+    ]);
+    assert_eq!(
+        pfd_management(&mut n, SMF, &req, now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+    let changes = n.take_changes();
+    assert!(
+        changes
+            .iter()
+            .any(|r| matches!(r, Record::Pfds(a) if a.len() == 3)),
+        "PFD Management journalled: {changes:?}"
+    );
+    journal.append(&changes).unwrap();
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &app_establishment(0x42, "video"),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    let changes = n.take_changes();
+    assert!(!changes.iter().any(|r| matches!(r, Record::Pfds(_))));
+    journal.append(&changes).unwrap();
+    let index = |n: &N4, id: &str| n.sessions().pfds().get(id).map(|a| a.index);
+    let before: Vec<_> = ["local", "chat", "video"]
+        .iter()
+        .map(|id| index(&n, id))
+        .collect();
+
+    // Restored under a configuration that changed the local application's PFDs and
+    // added one: configured before the restore, as upfd does, with other indices.
+    let saved = state.load("t").unwrap().unwrap();
+    let mut m = node_where(TeidAllocator::new(1, 0xffff_ffff), edit);
+    let mut t = upf::pfd::PfdTable::new();
+    t.set("new", upf::pfd::AppPfds::default(), true).unwrap();
+    let mut p = upf::pfd::AppPfds::default();
+    p.add_domain("other.example", None).unwrap();
+    t.set("local", p.clone(), true).unwrap();
+    m.set_pfds(t, &["new".into(), "local".into()]).unwrap();
+    m.restore(&saved, |_, _| None, now).unwrap();
+    let after: Vec<_> = ["local", "chat", "video"]
+        .iter()
+        .map(|id| index(&m, id))
+        .collect();
+    assert_eq!(after, before, "the indices the PDRs and the data path know");
+    assert_eq!(index(&m, "new"), Some(4), "the next free index");
+    let pfds = m.sessions().pfds();
+    assert_eq!(
+        pfds.get("local").unwrap().pfds,
+        p,
+        "the configuration's PFDs"
+    );
+    assert!(!pfds.get("video").unwrap().local);
+    assert_eq!(
+        pfds.get("video").unwrap().pfds,
+        n.sessions().pfds().get("video").unwrap().pfds
+    );
+    assert_eq!(m.sessions().get(seid), n.sessions().get(seid));
+    m.sessions().check().unwrap();
+    // A modification naming the application: accepted without PFDs again.
+    let mut md = empty_modification();
+    let mut c = app_establishment(0x42, "chat").create_pdrs[2].clone();
+    c.pdr_id = 4;
+    md.create_pdrs.push(c);
+    let r = modify(&mut m, SMF, seid, next_seq(), &md, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    // The restored node journals its table at its first snapshot or change.
+    m.track_changes();
+    assert!(m
+        .take_changes()
+        .iter()
+        .any(|r| matches!(r, Record::Pfds(a) if a.len() == 4)));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
