@@ -439,3 +439,55 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A TUN's (or any interface's) counters inside a namespace, from
+/// /sys/class/net/DEV/statistics: what the kernel sent into it (for a UE's TUN: the UE's
+/// uplink packets, read by the gNB emulator) and what it received (the downlink the
+/// emulator wrote). Octets are whole IP packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IfCounters {
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_packets: u64,
+}
+
+impl IfCounters {
+    pub fn read(lab: &Lab, ns: Ns, dev: &str) -> IfCounters {
+        let d = format!("/sys/class/net/{dev}/statistics");
+        let files =
+            ["tx_bytes", "tx_packets", "rx_bytes", "rx_packets"].map(|f| format!("{d}/{f}"));
+        let mut c = lab.command(ns, "cat");
+        c.args(&files);
+        let out = run_bounded(c, Duration::from_secs(5));
+        let v: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        assert_eq!(v.len(), 4, "reading {d} in {}: {out:?}", lab.ns(ns));
+        IfCounters {
+            tx_bytes: v[0],
+            tx_packets: v[1],
+            rx_bytes: v[2],
+            rx_packets: v[3],
+        }
+    }
+
+    /// What changed since `before`.
+    pub fn since(&self, before: &IfCounters) -> IfCounters {
+        IfCounters {
+            tx_bytes: self.tx_bytes - before.tx_bytes,
+            tx_packets: self.tx_packets - before.tx_packets,
+            rx_bytes: self.rx_bytes - before.rx_bytes,
+            rx_packets: self.rx_packets - before.rx_packets,
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.tx_bytes + self.rx_bytes
+    }
+
+    pub fn packets(&self) -> u64 {
+        self.tx_packets + self.rx_packets
+    }
+}
