@@ -181,6 +181,14 @@ fn restore_or_start(
                         ""
                     }
                 );
+                if let Some(apps) = &saved.pfds {
+                    info!(
+                        "state: {} application(s) kept with their indices ({} provisioned by PFD Management), {} now",
+                        apps.len(),
+                        apps.iter().filter(|a| !a.local).count(),
+                        n4.sessions().pfds().len()
+                    );
+                }
                 let kept = Kept::resume(dir, cfg, &saved, counters, &mut n4)?;
                 return Ok((xdp, n4, Some(kept)));
             }

@@ -74,6 +74,11 @@ struct LoopSmf {
 
 impl LoopSmf {
     fn associate(upf: SocketAddr) -> LoopSmf {
+        LoopSmf::associate_with(upf, |_| {})
+    }
+
+    /// [`LoopSmf::associate`] with the emulator's configuration changed by `edit`.
+    fn associate_with(upf: SocketAddr, edit: impl FnOnce(&mut SmfConfig)) -> LoopSmf {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -82,6 +87,7 @@ impl LoopSmf {
         let mut cfg = SmfConfig::new(upf);
         cfg.bind = SocketAddr::new(SMF.into(), 0);
         cfg.ue_pool = "10.70.0.0/16".parse().unwrap();
+        edit(&mut cfg);
         let mut smf = rt.block_on(Smf::connect(cfg)).expect("SMF socket");
         let r = rt.block_on(smf.associate());
         assert_eq!(r.accepted, 1, "{r:?}");
@@ -288,4 +294,128 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
         );
         smf.smf.n4().take_session_reports();
     }
+}
+
+/// The applications GET /api/v1/applications shows: Application ID, index and source.
+fn applications(setup: &Setup) -> Vec<(String, u64, String)> {
+    let body = http_get(&setup.api, "/api/v1/applications").expect("GET /api/v1/applications");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let mut apps: Vec<(String, u64, String)> = v["applications"]
+        .as_array()
+        .expect("a list of applications")
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().to_string(),
+                a["index"].as_u64().unwrap(),
+                a["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    apps.sort();
+    apps
+}
+
+/// PFDs an SMF provisioned by PFD Management are kept in the state: after a restart
+/// its applications have the indices they had (the restored PDRs and the data path name
+/// them by those), the sessions with application PDRs are restored, and a modification
+/// naming an application is accepted without the SMF sending its PFDs again. The
+/// configured applications are taken in over them (a new one gets the next index).
+#[test]
+fn pfds_provisioned_by_pfd_management_survive_a_restart_with_their_indices() {
+    use pfcp::msg::{self, Msg};
+    use upfbench::smf::{AppPfds, AppRule};
+    let setup = Setup::new();
+    let local = "applications:\n  - id: local\n    domain_names: [local.example]\n";
+    let mut upfd = setup.builder("10.70.0.0/16").extra_yaml(local).start();
+    let mut smf = LoopSmf::associate_with(upfd.n4, |c| {
+        c.applications = vec!["video:start".parse::<AppRule>().unwrap()];
+    });
+    let pfds = [
+        AppPfds {
+            id: "chat".into(),
+            domains: vec!["chat.example".into()],
+            ..AppPfds::default()
+        },
+        AppPfds {
+            id: "video".into(),
+            domains: vec!["video.example".into()],
+            urls: vec!["http://video.example/live".into()],
+            flows: vec!["permit out 6 from 192.0.2.0/24 443 to assigned".into()],
+        },
+    ];
+    let r = smf
+        .rt
+        .block_on(smf.smf.pfd_management(&pfds))
+        .expect("a response");
+    assert!(r.cause.is_acceptance(), "{r:?}");
+    let r = smf.rt.block_on(smf.smf.establish(2, Pace::default()));
+    assert_eq!(r.accepted, 2, "{r:?}");
+    let before = applications(&setup);
+    assert_eq!(
+        before,
+        [
+            ("chat".to_string(), 2, "pfd_management".to_string()),
+            ("local".to_string(), 1, "configuration".to_string()),
+            ("video".to_string(), 3, "pfd_management".to_string()),
+        ]
+    );
+
+    // A crash; the new upfd's configuration has one more application.
+    assert!(upfd.stop(libc::SIGKILL, Duration::from_secs(5)));
+    drop(upfd);
+    let more = "  - id: fresh\n    domain_names: [fresh.example]\n";
+    let upfd = setup
+        .builder("10.70.0.0/16")
+        .extra_yaml(local)
+        .extra_yaml(more)
+        .start();
+    assert!(
+        upfd.wait_for_log(
+            "state: restored 2 session(s) of 1 association(s)",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        upfd.log()
+    );
+    let mut after = before.clone();
+    after.insert(1, ("fresh".to_string(), 4, "configuration".to_string()));
+    assert_eq!(applications(&setup), after, "the same indices");
+    // The sessions' application PDRs are there, naming the application.
+    let up = smf.smf.sessions()[0].up_fseid.expect("established").seid;
+    let body = http_get(&setup.api, &format!("/api/v1/sessions/{up:#x}")).expect("the session");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let named: Vec<&str> = v["pdrs"]
+        .as_array()
+        .expect("its PDRs")
+        .iter()
+        .filter_map(|p| p["application_id"].as_str())
+        .collect();
+    assert_eq!(named, ["video", "video"], "{body}");
+    assert!(setup.consistent().contains("\"consistent\":true"));
+    // The sessions answer to modifications of their application PDRs' FARs, and a new
+    // PDR naming an application is accepted without PFD Management again.
+    let r = smf.rt.block_on(smf.smf.modify(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (2, 2), "{r:?}");
+    let s = &smf.smf.sessions()[0];
+    let mut req = smf.smf.modification_request(s);
+    req.update_fars.clear();
+    let mut pdr = smf.smf.establishment_request(s).create_pdrs[3].clone();
+    pdr.pdr_id = 20;
+    pdr.precedence = Some(150);
+    pdr.pdi.application_id = Some(pfcp::ie::Text::new("chat"));
+    req.create_pdrs.push(pdr);
+    let n4 = smf.smf.n4();
+    let bytes = msg::emit(&pfcp::HeaderRepr::session(0, up, n4.next_sequence()), &req);
+    let rsp = smf.rt.block_on(n4.transact(&bytes)).expect("a response");
+    match Msg::parse(&rsp.bytes) {
+        Ok((_, Msg::SessionModificationResponse(m))) => {
+            assert!(m.cause.is_acceptance(), "{m:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let body = http_get(&setup.api, &format!("/api/v1/sessions/{up:#x}")).unwrap();
+    assert!(body.contains("\"chat\""), "{body}");
+    let r = smf.rt.block_on(smf.smf.delete(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (2, 2), "{r:?}");
 }
