@@ -337,6 +337,9 @@ fn http_host_and_url() {
         lab.up(&ip_tcp(UE, srv, 42002, 80, &http_get("www.c.test", "/a/"))),
         1
     );
+    // A request line ended by a bare LF, the Host in upper case, the URL's path whole.
+    let req = b"GET /b/ HTTP/1.1\nHost: WWW.C.test\r\nAccept: x\r\nX-Pad: yy\r\n\r\n";
+    assert_eq!(lab.up(&ip_tcp(UE, srv, 42004, 80, req)), 11);
     // B's domain is for TLS SNI only: not by Host.
     assert_eq!(
         lab.up(&ip_tcp(UE, srv, 42003, 80, &http_get("b.example", "/"))),
