@@ -13,6 +13,11 @@
 //! own usage), and Usage Reports name the URR by that ID. A PDR keeps what the CP
 //! function gave it apart ([`Activated`]), so a deactivation or an Update PDR leaves the
 //! rest as it was.
+//!
+//! A rule may name an application ([`Predefined::set_application`], configured PFDs,
+//! pfd.rs): activated on a PDR whose PDI names no Application ID, the first active rule
+//! that names one gives the PDR its Application ID (the PDR's own wins, as its own FAR
+//! does), so the PDR matches that application's traffic (clause 5.11).
 
 use pfcp::ie::{CauseValue, SdfFilter};
 
@@ -39,6 +44,8 @@ pub struct PredefinedRule {
 #[derive(Debug, Clone, Default)]
 pub struct Predefined {
     rules: Vec<PredefinedRule>,
+    /// The Application ID each rule names, by rule (None: none).
+    applications: Vec<Option<String>>,
     fars: Vec<Far>,
     qers: Vec<Qer>,
     urrs: Vec<Urr>,
@@ -48,13 +55,68 @@ pub struct Predefined {
 /// rules active (indices into the configuration's list, in activation order) and the
 /// PDR's own values before them.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "ActivatedOnDisk", into = "ActivatedOnDisk")]
 pub struct Activated {
     pub rules: ThinVec<u16>,
+    own_sdf_filters: ThinVec<SdfFilter>,
+    own_far: Option<u32>,
+    own_qers: SmallVec<[u32; 2]>,
+    own_urrs: SmallVec<[u32; 2]>,
+    /// The PDR's Application ID is a rule's (it named none of its own).
+    application_from_rule: bool,
+}
+
+/// [`Activated`] as the state keeps it, the layout of states written before rules named
+/// applications: [`Activated::application_from_rule`] is [`APPLICATION_MARK`] after the
+/// rules (no rule has that index: there are at most 65535).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ActivatedOnDisk {
+    rules: ThinVec<u16>,
     #[serde(with = "crate::state::wire_seq")]
     own_sdf_filters: ThinVec<SdfFilter>,
     own_far: Option<u32>,
     own_qers: SmallVec<[u32; 2]>,
     own_urrs: SmallVec<[u32; 2]>,
+}
+
+const APPLICATION_MARK: u16 = u16::MAX;
+
+impl From<ActivatedOnDisk> for Activated {
+    fn from(mut d: ActivatedOnDisk) -> Self {
+        let application_from_rule = d.rules.contains(&APPLICATION_MARK);
+        d.rules.retain(|r| *r != APPLICATION_MARK);
+        Activated {
+            rules: d.rules,
+            own_sdf_filters: d.own_sdf_filters,
+            own_far: d.own_far,
+            own_qers: d.own_qers,
+            own_urrs: d.own_urrs,
+            application_from_rule,
+        }
+    }
+}
+
+impl From<Activated> for ActivatedOnDisk {
+    fn from(a: Activated) -> Self {
+        let mut rules = a.rules;
+        if a.application_from_rule {
+            rules.push(APPLICATION_MARK);
+        }
+        ActivatedOnDisk {
+            rules,
+            own_sdf_filters: a.own_sdf_filters,
+            own_far: a.own_far,
+            own_qers: a.own_qers,
+            own_urrs: a.own_urrs,
+        }
+    }
+}
+
+impl Activated {
+    /// Whether the PDR's Application ID is an activated rule's, not its own.
+    pub fn application_from_rule(&self) -> bool {
+        self.application_from_rule
+    }
 }
 
 impl Predefined {
@@ -131,6 +193,7 @@ impl Predefined {
             }
         }
         Ok(Predefined {
+            applications: vec![None; rules.len()],
             rules,
             fars,
             qers,
@@ -144,6 +207,26 @@ impl Predefined {
 
     pub fn rules(&self) -> &[PredefinedRule] {
         &self.rules
+    }
+
+    /// Make rule `name` name application `application` (its Application ID: the caller
+    /// checks that the application is configured). Err if there is no such rule.
+    pub fn set_application(&mut self, name: &str, application: &str) -> Result<(), String> {
+        let i = self
+            .rules
+            .iter()
+            .position(|r| r.name == name)
+            .ok_or_else(|| format!("no predefined rule named {name:?}"))?;
+        if application.is_empty() {
+            return Err(format!("predefined rule {name:?}: an empty Application ID"));
+        }
+        self.applications[i] = Some(application.to_string());
+        Ok(())
+    }
+
+    /// The Application ID rule `i` names, if any.
+    pub fn application(&self, i: u16) -> Option<&str> {
+        self.applications.get(usize::from(i))?.as_deref()
     }
 
     /// The rule a Predefined Rules Name names; Cause 80 (Unknown Pre-defined Rule) with
@@ -179,13 +262,20 @@ impl Predefined {
         if active.is_empty() {
             return;
         }
-        let own = Activated {
+        let mut own = Activated {
             rules: active,
             own_sdf_filters: pdr.pdi.sdf_filters.clone(),
             own_far: pdr.far_id,
             own_qers: pdr.qer_ids.clone(),
             own_urrs: pdr.urr_ids.clone(),
+            application_from_rule: false,
         };
+        if pdr.pdi.application_id.is_none() {
+            if let Some(a) = own.rules.iter().find_map(|&i| self.application(i)) {
+                pdr.pdi.application_id = Some(a.to_string());
+                own.application_from_rule = true;
+            }
+        }
         for &i in &own.rules {
             let Some(r) = self.rules.get(usize::from(i)) else {
                 continue;
@@ -219,6 +309,9 @@ impl Predefined {
         pdr.far_id = a.own_far;
         pdr.qer_ids = a.own_qers;
         pdr.urr_ids = a.own_urrs;
+        if a.application_from_rule {
+            pdr.pdi.application_id = None;
+        }
         a.rules
     }
 
@@ -276,4 +369,87 @@ fn sync<R: Clone>(
         rules.remove(i);
     }
     gone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn predefined() -> Predefined {
+        let rule = |name: &str| PredefinedRule {
+            name: name.into(),
+            sdf_filters: vec![],
+            far: None,
+            qers: vec![],
+            urrs: vec![],
+        };
+        let mut p =
+            Predefined::new(vec![rule("plain"), rule("video")], vec![], vec![], vec![]).unwrap();
+        p.set_application("video", "video-app").unwrap();
+        assert!(p.set_application("nonesuch", "x").is_err());
+        p
+    }
+
+    fn pdr(app: Option<&str>) -> Pdr {
+        Pdr {
+            id: 3,
+            precedence: 10,
+            pdi: Pdi {
+                application_id: app.map(String::from),
+                ..Pdi::default()
+            },
+            outer_header_removal: None,
+            far_id: Some(1),
+            urr_ids: smallvec![],
+            qer_ids: smallvec![],
+            activation_time: None,
+            deactivation_time: None,
+        }
+    }
+
+    #[test]
+    fn a_rules_application_is_the_pdrs_unless_it_names_its_own() {
+        let p = predefined();
+        let mut state = ThinVec::new();
+        let mut d = pdr(None);
+        p.activate(&mut state, &mut d, thin_vec![0, 1]);
+        assert_eq!(d.pdi.application_id.as_deref(), Some("video-app"));
+        assert!(state[0].1.application_from_rule());
+        assert_eq!(Predefined::restore(&mut state, &mut d).to_vec(), [0, 1]);
+        assert_eq!(d.pdi.application_id, None, "back to its own: none");
+        // Its own wins, and stays when the rule goes.
+        let mut d = pdr(Some("chat"));
+        p.activate(&mut state, &mut d, thin_vec![1]);
+        assert_eq!(d.pdi.application_id.as_deref(), Some("chat"));
+        assert!(!state[0].1.application_from_rule());
+        Predefined::restore(&mut state, &mut d);
+        assert_eq!(d.pdi.application_id.as_deref(), Some("chat"));
+        // A rule without one gives none.
+        let mut d = pdr(None);
+        p.activate(&mut state, &mut d, thin_vec![0]);
+        assert_eq!(d.pdi.application_id, None);
+    }
+
+    #[test]
+    fn activations_keep_their_layout_on_disk() {
+        let p = predefined();
+        let mut state = ThinVec::new();
+        let mut d = pdr(None);
+        p.activate(&mut state, &mut d, thin_vec![1]);
+        let a = state[0].1.clone();
+        let back: Activated = postcard::from_bytes(&postcard::to_allocvec(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+        assert_eq!(back.rules.to_vec(), [1]);
+        // As a state written before rules named applications has it: no mark, none.
+        let old = ActivatedOnDisk {
+            rules: thin_vec![1],
+            own_sdf_filters: ThinVec::new(),
+            own_far: Some(1),
+            own_qers: smallvec![],
+            own_urrs: smallvec![],
+        };
+        let back: Activated = postcard::from_bytes(&postcard::to_allocvec(&old).unwrap()).unwrap();
+        assert!(!back.application_from_rule());
+        assert_eq!(back.rules.to_vec(), [1]);
+    }
 }

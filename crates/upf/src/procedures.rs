@@ -587,8 +587,31 @@ fn build_pdr(
     };
     res.predefined
         .activate(&mut session.predefined, &mut p, active);
+    rule_application(res, session, &p)?;
     need_far(&p)?;
     Ok(p)
+}
+
+/// The Application ID an activated predefined rule gave the PDR must be known (a rule
+/// names a configured application, which stays known: this holds unless the
+/// configuration changed under a kept state); else Unknown Application ID (clause 5.11)
+/// with Activate Predefined Rules as the Offending IE.
+fn rule_application(res: &Resources, s: &Session, p: &Pdr) -> Result<(), Rejection> {
+    let from_rule = s
+        .predefined
+        .iter()
+        .any(|(id, a)| *id == p.id && a.application_from_rule());
+    match &p.pdi.application_id {
+        Some(app) if from_rule && !res.pfds.knows(app) => Err(Rejection::ie(
+            CauseValue::UNKNOWN_APPLICATION_ID,
+            types::ACTIVATE_PREDEFINED_RULES,
+            format!(
+                "PDR {}: its predefined rule names Application ID {app:?}, which is unknown",
+                p.id
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Table 7.5.2.2-1: FAR ID is there unless an activated predefined rule brings the FAR.
@@ -1160,6 +1183,7 @@ fn update_pdr(
         p.deactivation_time = u.deactivation_time;
     }
     res.predefined.activate(&mut s.predefined, &mut p, active);
+    rule_application(res, s, &p)?;
     need_far(&p)?;
     s.pdrs.insert(u.pdr_id, p);
     Ok(())

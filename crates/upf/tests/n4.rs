@@ -35,9 +35,18 @@ fn node_with(teids: TeidAllocator) -> N4 {
 
 /// A node whose configuration `edit` changed.
 fn node_where(teids: TeidAllocator, edit: impl FnOnce(&mut N4Config)) -> N4 {
+    node_with_resources(teids, |_| {}, edit)
+}
+
+/// A node whose resources (predefined rules, applications ...) `res_edit` changed.
+fn node_with_resources(
+    teids: TeidAllocator,
+    res_edit: impl FnOnce(&mut Resources),
+    edit: impl FnOnce(&mut N4Config),
+) -> N4 {
     let mut pools = UeIpPools::default();
     pools.add("internet", "10.45.0.0/24".parse().unwrap());
-    let res = Resources::new(
+    let mut res = Resources::new(
         teids,
         pools,
         GtpuAddresses {
@@ -47,6 +56,7 @@ fn node_where(teids: TeidAllocator, edit: impl FnOnce(&mut N4Config)) -> N4 {
         },
         Limits::default(),
     );
+    res_edit(&mut res);
     let sessions = Sessions::new(
         res,
         Box::new(Model::new(1 << 20, Default::default())),
@@ -2171,4 +2181,135 @@ fn pfds_are_kept_across_a_restore_with_their_indices() {
         .iter()
         .any(|r| matches!(r, Record::Pfds(a) if a.len() == 4)));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A predefined rule naming an application (upfd's `predefined_rules.rules[].application`):
+/// activated on a PDR that names none, the PDR carries the application's ID (and so
+/// matches its traffic) until the rule is deactivated; a PDR's own Application ID wins;
+/// a rule naming an application upfd does not know is refused with Unknown Application
+/// ID.
+#[test]
+fn activate_predefined_rules_with_an_application() {
+    use upf::predefined::{Predefined, PredefinedRule};
+    let rule = |name: &str| PredefinedRule {
+        name: name.into(),
+        sdf_filters: vec![],
+        far: None,
+        qers: vec![],
+        urrs: vec![],
+    };
+    let mut n = node_with_resources(
+        TeidAllocator::new(1, 0xffff_ffff),
+        |r| {
+            let mut p = Predefined::new(
+                vec![rule("video-rule"), rule("ghost-rule")],
+                vec![],
+                vec![],
+                vec![],
+            )
+            .unwrap();
+            p.set_application("video-rule", "video").unwrap();
+            p.set_application("ghost-rule", "ghost").unwrap();
+            r.predefined = p;
+            let mut t = upf::pfd::PfdTable::new();
+            let mut v = upf::pfd::AppPfds::default();
+            v.add_domain("video.example", None).unwrap();
+            t.set("video", v, true).unwrap();
+            t.set("chat", upf::pfd::AppPfds::default(), true).unwrap();
+            r.pfds = std::sync::Arc::new(t);
+        },
+        |_| {},
+    );
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    let with_rule = |cp_seid: u64, rule: &str, own: Option<&str>| {
+        let mut e = establishment(cp_seid, None);
+        let mut p = e.create_pdrs[1].clone();
+        p.pdr_id = 3;
+        p.precedence = Some(10);
+        p.pdi.application_id = own.map(pfcp::ie::Text::new);
+        p.activate_predefined_rules = vec![pfcp::ie::Text::new(rule)];
+        e.create_pdrs.push(p);
+        e
+    };
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &with_rule(0x42, "video-rule", None),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    let app = |n: &N4, seid: u64| {
+        n.sessions()
+            .get(seid)
+            .unwrap()
+            .pdrs
+            .get(&3)
+            .unwrap()
+            .pdi
+            .application_id
+            .clone()
+    };
+    assert_eq!(app(&n, seid).as_deref(), Some("video"));
+    assert_eq!(
+        n.sessions()
+            .get(seid)
+            .unwrap()
+            .pdrs
+            .get(&2)
+            .unwrap()
+            .pdi
+            .application_id,
+        None
+    );
+    n.sessions().check().unwrap();
+    // Deactivated: the PDR is back to its own PDI, without an application.
+    let mut m = empty_modification();
+    m.update_pdrs.push(msg::UpdatePdr {
+        pdr_id: 3,
+        outer_header_removal: None,
+        precedence: None,
+        pdi: None,
+        far_id: None,
+        urr_ids: vec![],
+        qer_ids: vec![],
+        activate_predefined_rules: vec![],
+        deactivate_predefined_rules: vec![pfcp::ie::Text::new("video-rule")],
+        activation_time: None,
+        deactivation_time: None,
+        other: vec![],
+    });
+    let r = modify(&mut n, SMF, seid, next_seq(), &m, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    assert_eq!(app(&n, seid), None);
+    // Activated again by Update PDR: the application again.
+    let u = &mut m.update_pdrs[0];
+    u.activate_predefined_rules = std::mem::take(&mut u.deactivate_predefined_rules);
+    let r = modify(&mut n, SMF, seid, next_seq(), &m, now);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    assert_eq!(app(&n, seid).as_deref(), Some("video"));
+    // A PDR's own Application ID wins over the rule's.
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &with_rule(0x43, "video-rule", Some("chat")),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    assert_eq!(app(&n, r.up_fseid.unwrap().seid).as_deref(), Some("chat"));
+    // A rule naming an application upfd does not know (the configuration checks this:
+    // only a changed configuration under a kept state gets here).
+    let r = establish(
+        &mut n,
+        SMF,
+        next_seq(),
+        &with_rule(0x44, "ghost-rule", None),
+        now,
+    );
+    assert_eq!(r.cause, CauseValue::UNKNOWN_APPLICATION_ID);
+    assert_eq!(r.offending_ie, Some(types::ACTIVATE_PREDEFINED_RULES));
+    assert_eq!(n.sessions().len(), 2);
 }
