@@ -11,7 +11,9 @@ use anyhow::Context;
 use tokio::io::unix::AsyncFd;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{Config as DataPathConfig, Event};
-use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role, Spread as DpSpread};
+use upf_bpf::datapath::{
+    parse_event_with, AttachMode, Capacity, Datapath, Role, Spread as DpSpread,
+};
 
 use crate::config::{Config, DatapathMode, Spread, XdpAttach};
 use crate::routewatch::{NextHopKeeper, RoutingEvent};
@@ -280,7 +282,12 @@ impl Xdp {
     pub fn take_events(&mut self) -> Vec<Event> {
         let _ = self.ring.consume();
         let records: Vec<Vec<u8>> = self.records.borrow_mut().drain(..).collect();
-        records.iter().filter_map(|r| parse_event(r)).collect()
+        // EV_APP_START names its application by index: the data path's PFD table.
+        let pfds = self.dp.borrow().pfds();
+        records
+            .iter()
+            .filter_map(|r| parse_event_with(r, &pfds))
+            .collect()
     }
 
     /// Say what the data path dropped, by reason (at exit).
