@@ -536,7 +536,7 @@ fn closed_gate_blocks_one_application_and_mbr_paces_the_other() {
         "UDP at {udp_bps} bit/s through an MBR of 2 Mbit/s: {sum}"
     );
     assert!(
-        tcp_bps <= 1.25 * 2e6 && tcp_bps >= 0.3 * 2e6,
+        (0.3 * 2e6..=1.25 * 2e6).contains(&tcp_bps),
         "TCP at {tcp_bps} bit/s through an MBR of 2 Mbit/s"
     );
     let s = rig.step("curl https://video.test/file", |r| {
