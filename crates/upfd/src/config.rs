@@ -245,6 +245,10 @@ pub struct PredefinedRule {
     pub qers: Vec<u32>,
     #[serde(default)]
     pub urrs: Vec<u32>,
+    /// An Application ID of `applications`: a PDR the rule is activated on (that names
+    /// no Application ID itself) matches that application's traffic.
+    #[serde(default, alias = "application_id")]
+    pub application: Option<String>,
 }
 
 impl PredefinedRules {
@@ -388,7 +392,36 @@ impl PredefinedRules {
                 urrs: r.urrs.clone(),
             })
             .collect();
-        upf::predefined::Predefined::new(rules, fars, qers, urrs)
+        let mut p = upf::predefined::Predefined::new(rules, fars, qers, urrs)?;
+        for r in &self.rules {
+            if let Some(a) = &r.application {
+                p.set_application(&r.name, a)?;
+            }
+        }
+        Ok(p)
+    }
+
+    /// Each rule's application must be one of `applications`: the key path and what is
+    /// wrong.
+    pub fn check_applications(&self, applications: &[Application]) -> Result<(), (String, String)> {
+        for (i, r) in self.rules.iter().enumerate() {
+            let Some(a) = &r.application else { continue };
+            if !applications.iter().any(|x| x.id == *a) {
+                let ids: Vec<&str> = applications.iter().map(|x| x.id.as_str()).collect();
+                return Err((
+                    format!("predefined_rules.rules[{i}].application"),
+                    format!(
+                        "{a:?} is not among applications ({})",
+                        if ids.is_empty() {
+                            "none is configured".to_string()
+                        } else {
+                            format!("configured: {}", ids.join(", "))
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1215,6 +1248,9 @@ fn allowed(path: &str) -> Option<String> {
         "predefined_rules.urrs[].volume_threshold_bytes" => {
             "octets, a whole number 0-18446744073709551615"
         }
+        "predefined_rules.rules[].application" | "predefined_rules.rules[].application_id" => {
+            "an Application ID of applications[]"
+        }
         "predefined_rules.rules[].sdf_filters" => {
             "a list of IPFilterRules, e.g. [\"permit out ip from any to assigned\"]"
         }
@@ -1645,6 +1681,8 @@ impl Config {
             return err("predefined_rules", e);
         }
         pfd_table(&self.applications)?;
+        self.predefined_rules
+            .check_applications(&self.applications)?;
         if self.applications_stop_after < Duration::from_secs(1) {
             return err(
                 "applications_stop_after",
@@ -2125,6 +2163,26 @@ ue_pools:
             e,
             "t.yaml: predefined_rules: QER ID 2147483648 is not between 1 and 2^31 - 1"
         );
+        let e = err(&format!(
+            "{GOOD}predefined_rules:\n  rules:\n    - {{ name: v, application: video }}\n"
+        ));
+        assert_eq!(
+            e,
+            "t.yaml: predefined_rules.rules[0].application: \"video\" is not among applications (none is configured)"
+        );
+    }
+
+    #[test]
+    fn a_predefined_rule_carries_its_application() {
+        let c = Config::parse(
+            &format!(
+                "{GOOD}applications:\n  - id: video\npredefined_rules:\n  rules:\n    - {{ name: plain }}\n    - {{ name: v, application_id: video }}\n"
+            ),
+            "t.yaml",
+        )
+        .unwrap();
+        let p = c.predefined_rules.build().unwrap();
+        assert_eq!((p.application(0), p.application(1)), (None, Some("video")));
     }
 
     /// The first error of `text` with the environment variables `env` and the flags

@@ -330,6 +330,15 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
             "FILE: applications[1].id: \"video\": defined twice (applications[0] too)".into(),
         ),
         (
+            "a predefined rule naming an application that is not configured",
+            format!(
+                "{g}applications:\n  - id: chat\n  - id: local\npredefined_rules:\n  rules:\n    - {{ name: free-chat, application: chat }}\n    - {{ name: video-rate, application_id: video }}\n"
+            ),
+            vec![],
+            vec![],
+            "FILE: predefined_rules.rules[1].application: \"video\" is not among applications (configured: chat, local)".into(),
+        ),
+        (
             "applications_stop_after without units from the environment",
             g.clone(),
             vec![("UPFD_APPLICATIONS_STOP_AFTER", "10")],
@@ -369,6 +378,13 @@ fn applications_with_their_pfds_are_valid() {
     let text = format!(
         "{}applications:\n  - id: video\n    flow_descriptions: [\"permit out 17 from 192.0.2.0/24 to assigned\"]\n    urls: [\"http://video.example/live\", \"https://secure.video.example\"]\n    domain_names: [video.example, {{ name: cdn.example, protocol: TLS_SNI }}]\n  - id: empty\napplications_stop_after: 30s\n",
         good(&d)
+    );
+    let f = d.file("upfd.yaml", &text);
+    let r = check_config(&f, &[], &[]);
+    assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""));
+    // A predefined rule may name one of them.
+    let text = format!(
+        "{text}predefined_rules:\n  fars:\n    - {{ id: 1, action: drop }}\n  rules:\n    - {{ name: no-video, far: 1, application: video }}\n"
     );
     let f = d.file("upfd.yaml", &text);
     let r = check_config(&f, &[], &[]);
