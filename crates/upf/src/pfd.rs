@@ -197,6 +197,15 @@ impl AppPfds {
                 abi::APP_MAX_FLOWS
             ));
         }
+        // The data path holds an application's flow descriptions in APP_MAX_SDF match
+        // entries, one per port range pair: refused here rather than by set_pfds.
+        let entries: usize = self.flows.iter().map(SdfRule::port_range_pairs).sum();
+        if entries + rule.port_range_pairs() > abi::APP_MAX_SDF as usize {
+            return Err(format!(
+                "the application's flow descriptions need more than {} port range pairs",
+                abi::APP_MAX_SDF
+            ));
+        }
         self.flows.push(rule);
         self.flow_texts.push(fd.to_string());
         Ok(())
@@ -528,6 +537,20 @@ mod tests {
         assert_eq!(p.domains[0].protocols, 7);
         assert_eq!(p.domains[1].protocols, abi::APP_P_SNI as u8);
         assert_eq!(p.domains[2].protocols, 0);
+    }
+
+    #[test]
+    fn flow_descriptions_fit_the_data_path() {
+        let mut p = AppPfds::default();
+        // 5 x 6 = 30 port range pairs fit; 3 more do not.
+        p.add_flow("permit out 6 from any 1,3,5,7,9 to assigned 1,3,5,7,9,11")
+            .unwrap();
+        assert!(p
+            .add_flow("permit out 17 from any 1,3,5 to assigned")
+            .unwrap_err()
+            .contains("port range pairs"));
+        p.add_flow("permit out 17 from any 1,3 to assigned")
+            .unwrap();
     }
 
     #[test]
