@@ -21,6 +21,11 @@
 
 /* Frame sizes the generator cycles through (the size mix, weights expanded). */
 #define BENCH_MAX_SIZES 64
+/* A size table entry with this bit set is a TCP segment (to or from the data-network
+ * port tcp_port, ACK|PSH, 20-octet header, checksum not computed) instead of a UDP
+ * datagram; the rest of the entry is the frame length. */
+#define BENCH_SIZE_TCP 0x8000
+#define BENCH_SIZE_LEN 0x7fff
 
 /* Latency histogram, log-linear in microseconds: buckets 0..HIST_LINEAR-1 are 1 us wide;
  * above, every power of two [2^e, 2^(e+1)) us, e >= HIST_LINEAR_BITS, is split into
@@ -31,8 +36,8 @@
 #define HIST_MAX_BITS 32
 #define HIST_BUCKETS (HIST_LINEAR + (HIST_MAX_BITS - HIST_LINEAR_BITS) * (1 << HIST_SUB_BITS))
 
-/* What every generated packet carries right after its (inner) UDP header, in host byte
- * order: generator and sink run on the same machine. */
+/* What every generated packet carries right after its (inner) UDP or TCP header, in host
+ * byte order: generator and sink run on the same machine. */
 struct bench_payload {
 	__u32 magic;   /* BENCH_MAGIC */
 	__u32 session; /* index into the generator's session table */
@@ -66,8 +71,9 @@ struct gen_config {
 	__u8 qfi;          /* its QFI */
 	__u8 timestamps;   /* write bpf_ktime_get_ns() into the payload */
 	__u16 max_size;    /* the frame length given to BPF_PROG_RUN: the largest size */
-	__u16 pad;
-	__u16 sizes[BENCH_MAX_SIZES]; /* frame lengths, cycled */
+	__u16 tcp_port;    /* TCP entries of sizes: the data-network side's port (UE side:
+			    * ue_port), host order */
+	__u16 sizes[BENCH_MAX_SIZES]; /* frame lengths, cycled; | BENCH_SIZE_TCP: TCP */
 };
 
 /* The generator's state on one CPU (gen_state[0], per CPU; bench_gen_dual: one entry

@@ -4,7 +4,9 @@
  * named as ingress, to its peer; or bpf_redirect).
  *   uplink:   Ethernet/IPv4/UDP 2152/GTP-U G-PDU [+ PDU Session Container, UL, QFI]
  *             around IPv4/UDP from the UE to a data-network host;
- *   downlink: Ethernet/IPv4/UDP from a data-network host to the UE.
+ *   downlink: Ethernet/IPv4/UDP from a data-network host to the UE;
+ * size table entries marked BENCH_SIZE_TCP carry TCP (ACK|PSH, from or to the
+ * data-network port tcp_port) instead of UDP, so a mix can be HTTP-like and UDP.
  * The kernel recycles frame pages without resetting them (a receiver may have rewritten
  * them), so every header is written whole on every packet. Sessions are taken round
  * robin; frame sizes cycle through the size table, shifted by one each round so every
@@ -72,19 +74,26 @@ static __always_inline void put_payload(void *p, __u32 session, __u32 seq, __u64
 	pl->ts_hi = (__u32)(ts >> 32);
 }
 
-/* IPv4/UDP/payload of `len` octets (the whole IP packet) at p. */
+/* IPv4/UDP/payload, or with tcp IPv4/TCP/payload, of `len` octets (the whole IP packet)
+ * at p. A segment's sequence number advances by a full-sized segment per packet. */
 static __always_inline void put_inner(void *p, __u16 len, __u32 src, __u32 dst, __u16 sport,
-				      __u16 dport, __u32 session, __u32 seq, __u64 ts)
+				      __u16 dport, int tcp, __u32 session, __u32 seq, __u64 ts)
 {
-	put_ipv4(p, len, src, dst);
-	put_udp((__u8 *)p + IP4_LEN, sport, dport, len - IP4_LEN);
-	put_payload((__u8 *)p + IP4_LEN + UDP_LEN, session, seq, ts);
+	if (tcp) {
+		put_ipv4_proto(p, len, src, dst, IPPROTO_TCP);
+		put_tcp((__u8 *)p + IP4_LEN, sport, dport, seq * 1460, session);
+		put_payload((__u8 *)p + IP4_LEN + TCP_LEN, session, seq, ts);
+	} else {
+		put_ipv4(p, len, src, dst);
+		put_udp((__u8 *)p + IP4_LEN, sport, dport, len - IP4_LEN);
+		put_payload((__u8 *)p + IP4_LEN + UDP_LEN, session, seq, ts);
+	}
 }
 
 /* A G-PDU of `flen` octets; the caller has checked that the headers and payload fit. */
 static __always_inline void put_uplink(void *data, __u32 flen, struct gen_config *c,
-				       struct gen_session *s, int psc, __u32 session, __u32 seq,
-				       __u64 ts)
+				       struct gen_session *s, int psc, int tcp, __u32 session,
+				       __u32 seq, __u64 ts)
 {
 	__u32 hdr = GTPU_V4_LEN(psc);
 	__u16 inner = flen - hdr;
@@ -93,7 +102,37 @@ static __always_inline void put_uplink(void *data, __u32 flen, struct gen_config
 	put_ipv4(data + ETH_LEN, flen - ETH_LEN, c->src_ip, c->dst_ip);
 	put_udp(data + ETH_LEN + IP4_LEN, GTPU_PORT, GTPU_PORT, flen - ETH_LEN - IP4_LEN);
 	put_gtpu(data + ETH_LEN + IP4_LEN + UDP_LEN, s->teid, inner, psc, 1, c->qfi);
-	put_inner(data + hdr, inner, s->ue, s->dn, c->ue_port, c->dn_port, session, seq, ts);
+	put_inner(data + hdr, inner, s->ue, s->dn, c->ue_port, tcp ? c->tcp_port : c->dn_port,
+		  tcp, session, seq, ts);
+}
+
+/* Writes the whole frame (data..data_end) of session s; tcp: a TCP segment, else UDP.
+ * -1 if the frame is too short for the headers and payload. */
+static __always_inline int write_frame(void *data, void *data_end, struct gen_config *c,
+				       struct gen_session *s, const int tcp, __u32 session,
+				       __u32 seq, __u64 ts)
+{
+	__u32 flen = data_end - data;
+	__u32 l4 = tcp ? TCP_LEN : UDP_LEN;
+
+	if (c->dir == BENCH_UL) {
+		if (c->psc) {
+			if (data + GTPU_V4_LEN(1) + IP4_LEN + l4 + PAYLOAD_LEN > data_end)
+				return -1;
+			put_uplink(data, flen, c, s, 1, tcp, session, seq, ts);
+		} else {
+			if (data + GTPU_V4_LEN(0) + IP4_LEN + l4 + PAYLOAD_LEN > data_end)
+				return -1;
+			put_uplink(data, flen, c, s, 0, tcp, session, seq, ts);
+		}
+	} else {
+		if (data + ETH_LEN + IP4_LEN + l4 + PAYLOAD_LEN > data_end)
+			return -1;
+		put_eth(data, c->dst_mac, c->src_mac);
+		put_inner(data + ETH_LEN, flen - ETH_LEN, s->dn, s->ue,
+			  tcp ? c->tcp_port : c->dn_port, c->ue_port, tcp, session, seq, ts);
+	}
+	return 0;
 }
 
 /* A run's packet is due (paced) now: schedule the next one; after a gap (between
@@ -127,7 +166,9 @@ static __always_inline int gen_packet(struct xdp_md *ctx, struct gen_config *c,
 
 	if (pos >= c->n_sizes)
 		pos -= c->n_sizes;
-	__u32 len = c->sizes[pos & (BENCH_MAX_SIZES - 1)];
+	__u32 entry = c->sizes[pos & (BENCH_MAX_SIZES - 1)];
+	__u32 len = entry & BENCH_SIZE_LEN;
+	int tcp = !!(entry & BENCH_SIZE_TCP);
 	/* The frame as handed over: the largest size (of both directions, dual). */
 	__u32 full = ctx->data_end - ctx->data;
 
@@ -154,23 +195,10 @@ static __always_inline int gen_packet(struct xdp_md *ctx, struct gen_config *c,
 	__u32 seq = (__u32)st->packets;
 	__u64 ts = c->timestamps ? (now ? now : bpf_ktime_get_ns()) : 0;
 
-	if (c->dir == BENCH_UL) {
-		if (c->psc) {
-			if (data + GTPU_V4_LEN(1) + IP4_LEN + UDP_LEN + PAYLOAD_LEN > data_end)
-				return -1;
-			put_uplink(data, flen, c, s, 1, session, seq, ts);
-		} else {
-			if (data + GTPU_V4_LEN(0) + IP4_LEN + UDP_LEN + PAYLOAD_LEN > data_end)
-				return -1;
-			put_uplink(data, flen, c, s, 0, session, seq, ts);
-		}
-	} else {
-		if (data + ETH_LEN + IP4_LEN + UDP_LEN + PAYLOAD_LEN > data_end)
-			return -1;
-		put_eth(data, c->dst_mac, c->src_mac);
-		put_inner(data + ETH_LEN, flen - ETH_LEN, s->dn, s->ue, c->dn_port, c->ue_port,
-			  session, seq, ts);
-	}
+	/* A constant tcp in each call, so the verifier sees constant bounds. */
+	if (tcp ? write_frame(data, data_end, c, s, 1, session, seq, ts)
+		: write_frame(data, data_end, c, s, 0, session, seq, ts))
+		return -1;
 
 	/* Only a packet generated advances the state: the per-session counts Rust derives from
 	 * `packets` stay exact. */

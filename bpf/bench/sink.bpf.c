@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Sink for the receiving ends of the lab: gnb n3 (downlink GTP-U from the UPF) and dn n6
- * (uplink plain IP from the UPF). A packet of the generator (its payload starts with
+ * (uplink plain IP from the UPF), UDP or TCP inside. A packet of the generator (its payload starts with
  * BENCH_MAGIC) is counted per session and direction, its latency (now - the payload's
  * timestamp) goes into a log-linear histogram, and it is dropped. Anything else is
  * counted as "other" and passed, so ARP and ping keep working. */
@@ -90,31 +90,28 @@ int bench_sink(struct xdp_md *ctx)
 
 	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return other(t, bytes);
-	if (ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+	/* Plain UDP or TCP: uplink after decapsulation. GTP-U: downlink, look inside. */
+	__u32 dir = BENCH_UL;
+	__u32 off = l4_payload(data, data_end, ETH_LEN);
+
+	if (!off)
 		return other(t, bytes);
 	struct udphdr *udp = (void *)(ip + 1);
 
 	if ((void *)(udp + 1) > data_end)
 		return other(t, bytes);
-
-	/* Plain UDP: uplink after decapsulation. GTP-U: downlink, look inside. */
-	__u32 dir = BENCH_UL;
-	__u32 off = ETH_LEN + IP4_LEN + UDP_LEN;
-
-	if (udp->dest == bpf_htons(GTPU_PORT)) {
+	if (ip->protocol == IPPROTO_UDP && udp->dest == bpf_htons(GTPU_PORT)) {
 		__u32 in = gtpu_tpdu(data, data_end, off);
 
 		if (!in || in > 512)
 			return other(t, bytes);
-		struct iphdr *iip = data + in;
-
-		if ((void *)(iip + 1) > data_end)
-			return other(t, bytes);
-		if (iip->version != 4 || iip->ihl != 5 || iip->protocol != IPPROTO_UDP)
-			return other(t, bytes);
 		dir = BENCH_DL;
-		off = in + IP4_LEN + UDP_LEN;
+		off = l4_payload(data, data_end, in);
+		if (!off)
+			return other(t, bytes);
 	}
+	if (off > 1024)
+		return other(t, bytes);
 
 	struct bench_payload *p = data + off;
 

@@ -106,6 +106,11 @@ use skel::sink::{types as sink_types, BenchSinkSkel, BenchSinkSkelBuilder};
 pub const MAGIC: u32 = 0x5550_4642;
 /// `BENCH_MAX_SIZES`: entries of the generator's size table (weights expanded).
 pub const MAX_SIZES: usize = 64;
+/// `BENCH_SIZE_TCP`: a size table entry with this bit is a TCP segment
+/// ([`GenConfig::tcp_sizes`]); the rest of it is the frame length.
+pub const SIZE_TCP: u16 = 0x8000;
+/// Octets a TCP header (no options) takes beyond a UDP header.
+pub const TCP_EXTRA: usize = 12;
 /// Octets of `struct bench_payload`: magic, session, sequence, timestamp.
 pub const PAYLOAD_LEN: usize = 20;
 /// The largest frame accepted: `BPF_PROG_RUN` in live-frames mode takes a page less
@@ -783,6 +788,12 @@ pub struct GenConfig {
     pub ue_port: u16,
     /// Inner UDP port on the data-network side.
     pub dn_port: u16,
+    /// Frame lengths of `sizes` sent as TCP segments (ACK|PSH, no options, checksum not
+    /// computed: nothing on the bench's path checks it) between `ue_port` on the UE side
+    /// and `tcp_port` on the data-network side, instead of UDP datagrams.
+    pub tcp_sizes: Vec<u16>,
+    /// The data-network side's port of TCP segments (80: HTTP-like).
+    pub tcp_port: u16,
     /// Uplink: add a PDU Session Container (TS 38.415, UL PDU SESSION INFORMATION).
     pub psc: bool,
     /// Its QFI.
@@ -823,6 +834,8 @@ impl GenConfig {
             dst_ip,
             ue_port: 40000,
             dn_port: 9,
+            tcp_sizes: Vec::new(),
+            tcp_port: 80,
             psc: true,
             qfi: 9,
             sizes: vec![(frame_len_for_ip_len(Direction::Uplink, true, 64) as u16, 1)],
@@ -859,7 +872,8 @@ impl GenConfig {
     }
 
     /// The size table the program cycles through: the weights spread out (smooth
-    /// weighted round robin), so a mix of 7:4:1 does not send 7 equal sizes in a row.
+    /// weighted round robin), so a mix of 7:4:1 does not send 7 equal sizes in a row;
+    /// the sizes of [`GenConfig::tcp_sizes`] marked [`SIZE_TCP`].
     pub fn size_table(&self) -> io::Result<Vec<u16>> {
         let total: u64 = self.sizes.iter().map(|&(_, w)| w as u64).sum();
         if self.sizes.is_empty() || total == 0 {
@@ -870,11 +884,14 @@ impl GenConfig {
                 "size weights sum to {total}, at most {MAX_SIZES}"
             )));
         }
-        let min = min_frame_len(self.direction, self.psc);
+        let udp_min = min_frame_len(self.direction, self.psc);
         for &(len, _) in &self.sizes {
+            let tcp = self.tcp_sizes.contains(&len);
+            let min = udp_min + if tcp { TCP_EXTRA } else { 0 };
             if (len as usize) < min || len as usize > MAX_FRAME_LEN {
                 return Err(invalid(format!(
-                    "frame size {len}: must be {min}..={MAX_FRAME_LEN} for {:?}{}",
+                    "frame size {len}: must be {min}..={MAX_FRAME_LEN} for {}{:?}{}",
+                    if tcp { "TCP " } else { "" },
                     self.direction,
                     if self.psc {
                         " with PDU Session Container"
@@ -896,7 +913,12 @@ impl GenConfig {
                 .max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i)))
                 .expect("non-empty");
             current[i] -= total as i64;
-            out.push(self.sizes[i].0);
+            let len = self.sizes[i].0;
+            out.push(if self.tcp_sizes.contains(&len) {
+                len | SIZE_TCP
+            } else {
+                len
+            });
         }
         Ok(out)
     }
@@ -989,7 +1011,11 @@ impl Generator {
                 .set_max_entries(max_sessions)
                 .map_err(|e| io_err("sizing gen_sessions", e))
         })?;
-        let max_size = *table.iter().max().expect("size table is not empty");
+        let max_size = table
+            .iter()
+            .map(|&l| l & !SIZE_TCP)
+            .max()
+            .expect("size table is not empty");
         let mut raw = gen_types::gen_config {
             dst_mac: cfg.dst_mac,
             src_mac: cfg.src_mac,
@@ -1000,6 +1026,7 @@ impl Generator {
             redirect: cfg.redirect.unwrap_or(0),
             ue_port: cfg.ue_port,
             dn_port: cfg.dn_port,
+            tcp_port: cfg.tcp_port,
             dir: cfg.direction as u8,
             psc: cfg.psc as u8,
             qfi: cfg.qfi & 0x3f,
@@ -1361,7 +1388,12 @@ impl DualGenerator {
                 .map_err(|e| io_err("sizing gen_sessions", e))
         })?;
         // One frame for both: as long as the largest size of either.
-        let max_size = tables.iter().flatten().copied().max().expect("a size");
+        let max_size = tables
+            .iter()
+            .flatten()
+            .map(|&l| l & !SIZE_TCP)
+            .max()
+            .expect("a size");
         let mut raw = [gen_types::gen_config::default(); 2];
         for (i, c) in cfgs.iter().enumerate() {
             let Some(c) = c else { continue };
@@ -1376,6 +1408,7 @@ impl DualGenerator {
                 redirect: 0,
                 ue_port: c.ue_port,
                 dn_port: c.dn_port,
+                tcp_port: c.tcp_port,
                 dir: i as u8,
                 psc: c.psc as u8,
                 qfi: c.qfi & 0x3f,
@@ -2650,6 +2683,15 @@ mod tests {
         assert!(c.size_table().is_err(), "shorter than headers and payload");
         c.sizes = vec![(100, 65)];
         assert!(c.size_table().is_err(), "more than MAX_SIZES");
+        // TCP sizes marked; a TCP segment needs 12 octets more than a datagram.
+        c.sizes = vec![(100, 1), (200, 1)];
+        c.tcp_sizes = vec![200];
+        assert_eq!(c.size_table().unwrap(), vec![100, 200 | SIZE_TCP]);
+        c.sizes = vec![(min_frame_len(Direction::Downlink, false) as u16, 1)];
+        c.tcp_sizes = vec![c.sizes[0].0];
+        assert!(c.size_table().is_err(), "too short for TCP");
+        c.tcp_sizes = vec![c.sizes[0].0 + TCP_EXTRA as u16];
+        assert!(c.size_table().is_ok(), "UDP only");
     }
 
     #[test]

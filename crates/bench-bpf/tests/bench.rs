@@ -425,6 +425,94 @@ fn sink_counts_ours_and_passes_the_rest() {
     assert_eq!(sink.latency(Direction::Downlink).unwrap().count(), 0);
 }
 
+/// Checks an IPv4/TCP header at `o` of `len` total octets from `src` to `dst` between
+/// `ports` (ACK|PSH, 20 octets); returns the payload's offset.
+fn check_ipv4_tcp(
+    f: &[u8],
+    o: usize,
+    len: usize,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ports: (u16, u16),
+) -> usize {
+    assert_eq!(f[o], 0x45, "IPv4, no options");
+    assert_eq!(be16(f, o + 2) as usize, len, "IPv4 total length");
+    assert_eq!(f[o + 9], 6, "TCP");
+    assert_eq!(Ipv4Addr::from(be32(f, o + 12)), src);
+    assert_eq!(Ipv4Addr::from(be32(f, o + 16)), dst);
+    let sum: u32 = (0..10).map(|i| be16(f, o + 2 * i) as u32).sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    assert_eq!((sum & 0xffff) + (sum >> 16), 0xffff, "IPv4 header checksum");
+    assert_eq!((be16(f, o + 20), be16(f, o + 22)), ports);
+    assert_eq!(f[o + 32], 5 << 4, "data offset: no options");
+    assert_eq!(f[o + 33], 0x18, "ACK, PSH");
+    o + 40
+}
+
+/// Size table entries marked TCP are TCP segments to / from port 80 (HTTP-like), the
+/// others UDP, both ways; the sink counts both, session by session.
+#[test]
+fn tcp_sizes_are_segments_and_the_sink_counts_them() {
+    require_root!();
+    let ss = sessions(2);
+    let sink = Sink::load(2).unwrap();
+    let mut cfg = uplink(1);
+    let (udp_len, tcp_len) = (
+        frame_len_for_ip_len(Direction::Uplink, true, 690) as u16,
+        frame_len_for_ip_len(Direction::Uplink, true, 64) as u16,
+    );
+    cfg.sizes = vec![(tcp_len, 1), (udp_len, 1)];
+    cfg.tcp_sizes = vec![tcp_len];
+    let mut g = Generator::load(cfg).unwrap();
+    g.set_sessions(&ss).unwrap();
+    let (mut tcp, mut udp) = (0, 0);
+    for _ in 0..8 {
+        let (act, f) = run_once(g.program(), g.frame());
+        assert_eq!(act, XDP_TX);
+        let info = gtpu::fastpath::parse_gpdu(&f[42..]).expect("G-PDU");
+        let inner = 42 + info.payload_offset;
+        let pl = if f.len() == tcp_len as usize {
+            tcp += 1;
+            let (session, _) = check_payload(&f, inner + 40);
+            let s = &ss[session as usize];
+            check_ipv4_tcp(&f, inner, 64, s.ue, s.dn, (40000, 80))
+        } else {
+            udp += 1;
+            let (session, _) = check_payload(&f, inner + 28);
+            let s = &ss[session as usize];
+            check_ipv4_udp(&f, inner, 690, s.ue, s.dn)
+        };
+        check_payload(&f, pl);
+        assert_eq!(run_once(sink.program(), &f).0, XDP_DROP, "counted");
+    }
+    assert_eq!((tcp, udp), (4, 4));
+    let mut cfg = downlink(1);
+    cfg.sizes = vec![(78, 1)];
+    cfg.tcp_sizes = vec![78];
+    let mut g = Generator::load(cfg).unwrap();
+    g.set_sessions(&ss).unwrap();
+    for s in [0usize, 1] {
+        let (_, f) = run_once(g.program(), g.frame());
+        assert_eq!(f.len(), 78);
+        let pl = check_ipv4_tcp(&f, 14, 64, ss[s].dn, ss[s].ue, (80, 40000));
+        assert_eq!(check_payload(&f, pl).0 as usize, s);
+        assert_eq!(run_once(sink.program(), &f).0, XDP_DROP, "counted");
+    }
+    let t = sink.totals().unwrap();
+    assert_eq!(
+        (
+            t.of(Direction::Uplink).packets,
+            t.of(Direction::Downlink).packets
+        ),
+        (2, 8)
+    );
+    assert_eq!(t.other.packets, 0);
+    // 50 octets of IP are too few for a TCP segment with its payload.
+    let mut cfg = downlink(1);
+    cfg.tcp_sizes = vec![64];
+    assert!(Generator::load(cfg.frame_len(64)).is_err());
+}
+
 #[test]
 fn bare_forwarder_decapsulates_and_encapsulates() {
     require_root!();
