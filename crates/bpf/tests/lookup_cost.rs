@@ -14,15 +14,30 @@
 //! found through the hash tables; `UPF_COST_UNALIGNED=1` gives each session a TEID whose
 //! slot is not its UE address's (as upfd does when it learns the address only after
 //! choosing the TEID), so its QER and URR are not where the data path loads them early.
+//!
+//! Application detection (docs/application-detection.md): `UPF_COST_APPS=1` installs a
+//! PFD table of two applications (domain names, an `http://` URL, a flow description)
+//! and gives every session two application PDRs in each direction, each with its own
+//! URR, at a higher precedence than the default PDRs; the traffic is of no application
+//! (the common case: each packet misses the flow table and the learned addresses, and
+//! is checked against the applications' flow descriptions). `UPF_COST_APPS=classified`
+//! makes it one application's: a DNS answer names the data network host for the first
+//! application, and one packet per session before the measurement enters each session's
+//! flow in the flow table, so every measured packet is classified by one flow-table hit
+//! and counted by the application PDR's URR. `UPF_COST_APPS=below` puts the application
+//! PDRs after the default ones (what classifying costs alone). With any UPF_COST_APPS the tables are sized
+//! for six PDRs and three URRs per session and a flow table of one flow per session;
+//! `UPF_COST_APPS=none` is the same tables without applications, the runs' baseline.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{downlink_frame, neigh_config, session, set_teid, ue, uplink_frame, urr_template};
+use common::{downlink_frame, neigh_config, session, set_teid, ue, uplink_frame, urr_template, DN};
 use rand::{Rng, SeedableRng};
 use upf::fastpath::FastPath;
+use upf::pfd::{AppPfds, PfdTable};
 use upf_bpf::datapath::{Capacity, Datapath};
 
 #[test]
@@ -41,6 +56,20 @@ fn lookup_cost_by_session_count() {
     let mut cap = Capacity::for_sessions(n + 16);
     if hashed {
         cap.ue_slots = 0;
+    }
+    // UPF_COST_APPS=none: the tables of the application runs, without applications
+    // (the same run's baseline).
+    let app_tables = std::env::var_os("UPF_COST_APPS").is_some();
+    let apps = std::env::var("UPF_COST_APPS")
+        .ok()
+        .filter(|v| !matches!(v.as_str(), "" | "0" | "none"));
+    let classified = apps.as_deref() == Some("classified");
+    if app_tables {
+        // Six PDRs and FARs and three URRs per session (the slot tables are as before),
+        // and one flow per session in the flow table (its default holds a quarter).
+        cap.sessions = 3 * (n + 16);
+        cap.pdrs = 6 * (n + 16) + 1024;
+        cap.app_flows = cap.app_flows.max(n + 16);
     }
     let mut dp = Datapath::load(cap, cfg.clone()).expect("load (root)");
     let index = dp.teid_index();
@@ -64,10 +93,16 @@ fn lookup_cost_by_session_count() {
     let urr = urr_template();
     let omit = std::env::var("UPF_COST_OMIT").unwrap_or_default();
     let omit: Vec<&str> = omit.split(',').collect();
+    if apps.is_some() {
+        dp.set_pfds(&Arc::new(pfd_table()), &[]).expect("PFDs");
+    }
     let t0 = std::time::Instant::now();
     for i in 0..n {
         let mut s = session(i, "permit out ip from any to assigned", &urr);
         set_teid(&mut s, teid_of(i));
+        if apps.is_some() {
+            add_app_pdrs(&mut s, &urr, apps.as_deref() == Some("below"));
+        }
         for pdr in s.pdrs.values_mut() {
             if omit.contains(&"sdf") {
                 pdr.pdi.sdf_filters.clear();
@@ -89,8 +124,40 @@ fn lookup_cost_by_session_count() {
         dp.install(None, &s).expect("install");
         if !omit.contains(&"urr") {
             dp.write_threshold(s.up_seid, 1, Some(1 << 60)).unwrap();
+            if apps.is_some() {
+                for u in [2, 3] {
+                    dp.write_threshold(s.up_seid, u, Some(1 << 60)).unwrap();
+                }
+            }
         }
     }
+    if classified {
+        // The data network host learned for "video", then one packet per session (its
+        // flow, the same both ways, enters the flow table).
+        let answer = dns_answer(ue(0), DN, "video.example");
+        let r = dp
+            .skel()
+            .progs
+            .xdp_n6
+            .test_run(libbpf_rs::ProgramInput {
+                data_in: Some(&answer),
+                ..Default::default()
+            })
+            .expect("BPF_PROG_RUN");
+        assert_eq!(r.return_value, 4, "the DNS answer forwarded");
+        for i in 0..n {
+            let input = libbpf_rs::ProgramInput {
+                data_in: Some(&uplink_frame(teid_of(i), ue(i))),
+                ..Default::default()
+            };
+            dp.skel()
+                .progs
+                .xdp_n3
+                .test_run(input)
+                .expect("BPF_PROG_RUN");
+        }
+    }
+    eprintln!("applications: {apps:?}");
     eprintln!(
         "omitted: {omit:?}; keys (in slots, hashed, waiting) up, down: {:?}",
         dp.direct_keys()
@@ -107,6 +174,11 @@ fn lookup_cost_by_session_count() {
             &dp.skel().progs.xdp_n3
         } else {
             &dp.skel().progs.xdp_n6
+        };
+        let before = if apps.is_some() {
+            counted_by(&dp, n)
+        } else {
+            (0, 0)
         };
         let mut total = Duration::ZERO;
         let mut redirected = 0;
@@ -129,11 +201,99 @@ fn lookup_cost_by_session_count() {
             total += r.duration;
         }
         assert_eq!(redirected, runs, "every frame forwarded: {:?}", dp.stats());
+        if apps.is_some() {
+            // Which URR counted the measured packets: the default PDR's (1) or the
+            // application's (2).
+            let after = counted_by(&dp, n);
+            let (default, app) = (after.0 - before.0, after.1 - before.1);
+            eprintln!("packets counted by the default URR {default}, by the application's {app}");
+            if classified {
+                assert_eq!(
+                    (default, app),
+                    (0, u64::from(runs)),
+                    "every packet classified"
+                );
+            } else {
+                assert_eq!((default, app), (u64::from(runs), 0), "no packet classified");
+            }
+        }
         eprintln!(
             "{n} sessions, {name}: {:.1} ns per packet over {runs} runs",
             total.as_nanos() as f64 / f64::from(runs)
         );
     }
+}
+
+/// Packets counted by every session's URR 1 (the default PDRs') and URR 2 (the first
+/// application's).
+fn counted_by(dp: &Datapath, n: u32) -> (u64, u64) {
+    (0..n).fold((0, 0), |(d, a), i| {
+        let seid = u64::from(i) + 1;
+        (
+            d + dp.usage(seid, 1).total_packets(),
+            a + dp.usage(seid, 2).total_packets(),
+        )
+    })
+}
+
+/// Two applications: "video" (a domain name and an `http://` URL) and "chat" (a domain
+/// name and a flow description the benchmark's traffic does not match).
+fn pfd_table() -> PfdTable {
+    let mut video = AppPfds::default();
+    video.add_domain("video.example", None).unwrap();
+    video.add_url("http://media.example/v/").unwrap();
+    let mut chat = AppPfds::default();
+    chat.add_domain("chat.example", None).unwrap();
+    chat.add_flow("permit out 17 from 203.0.113.0/24 to assigned")
+        .unwrap();
+    let mut t = PfdTable::new();
+    t.set("video", video, true).unwrap();
+    t.set("chat", chat, true).unwrap();
+    t
+}
+
+/// Two application PDRs in each direction ahead of the session's default PDRs (1 up, 2
+/// down, precedence 100): "video" (precedence 10) and "chat" (20), with the default
+/// PDRs' FAR and QER and each application its own URR (2, 3). `below`: after the
+/// default PDRs instead (precedence 210, 220; `UPF_COST_APPS=below`), to tell the cost of
+/// classifying from that of the default PDR no longer being the rule set's first.
+fn add_app_pdrs(s: &mut upf::rules::Session, urr: &pfcp::msg::CreateUrr, below: bool) {
+    for (k, app) in ["video", "chat"].into_iter().enumerate() {
+        let urr_id = 2 + k as u32;
+        let mut rule = urr.clone();
+        rule.urr_id = urr_id;
+        s.urrs.insert(urr_id, upf::rules::Urr::new(&rule));
+        for base in [1u16, 2] {
+            let mut p = s.pdrs.get(&base).expect("default PDR").clone();
+            p.id = 3 + 2 * k as u16 + (base - 1);
+            p.precedence = 10 * (k as u32 + 1) + if below { 200 } else { 0 };
+            p.pdi.sdf_filters.clear();
+            p.pdi.application_id = Some(app.to_string());
+            p.urr_ids = upf::rules::smallvec![urr_id];
+            s.pdrs.insert(p.id, p);
+        }
+    }
+}
+
+/// A DNS answer from port 53 to `ue`: `name` has the A record `addr` (TTL 3600).
+fn dns_answer(ue: std::net::Ipv4Addr, addr: std::net::Ipv4Addr, name: &str) -> Vec<u8> {
+    let mut p = vec![0x12, 0x34, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0];
+    for l in name.split('.') {
+        p.push(l.len() as u8);
+        p.extend_from_slice(l.as_bytes());
+    }
+    p.extend_from_slice(&[0, 0, 1, 0, 1]);
+    p.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0x0e, 0x10, 0, 4]);
+    p.extend_from_slice(&addr.octets());
+    let mut f = vec![2, 0, 0, 0, 9, 9, 2, 0, 0, 0, 8, 8, 8, 0];
+    f.extend(capture::ip_udp_packet(
+        std::net::Ipv4Addr::new(192, 0, 2, 53).into(),
+        ue.into(),
+        53,
+        40000,
+        &p,
+    ));
+    f
 }
 
 /// Sum of `memlock` over this process's BPF map descriptors.
