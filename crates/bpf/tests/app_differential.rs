@@ -1056,18 +1056,27 @@ impl Gen {
     /// A DNS answer from the resolver to the UE (now and then from another port, or by
     /// TCP).
     fn dns_frame(&mut self, s: &SessionInfo) -> Vec<u8> {
+        let dns = self.dns();
+        self.dns_frame_with(s, &dns, false)
+    }
+
+    /// A DNS answer `dns` to the UE; `plain`: from port 53 over UDP.
+    fn dns_frame_with(&mut self, s: &SessionInfo, dns: &[u8], plain: bool) -> Vec<u8> {
         let ue = self.ue_addr(s);
         let src = match ue {
             IpAddr::V4(_) => IpAddr::V4(RESOLVER),
             IpAddr::V6(_) => IpAddr::V6(RESOLVER_V6),
         };
-        let dns = self.dns();
-        let sport = if self.chance(0.03) { 5353 } else { 53 };
-        let dport = self.rng.random_range(1024..=65535);
-        let (proto, l4) = if self.chance(0.02) {
-            (6, self.tcp(sport, dport, 0x18, &dns))
+        let sport = if !plain && self.chance(0.03) {
+            5353
         } else {
-            (17, Self::udp(sport, dport, &dns))
+            53
+        };
+        let dport = self.rng.random_range(1024..=65535);
+        let (proto, l4) = if !plain && self.chance(0.02) {
+            (6, self.tcp(sport, dport, 0x18, dns))
+        } else {
+            (17, Self::udp(sport, dport, dns))
         };
         let ip = self.ip(src, ue, proto, &l4);
         self.n6(&ip, ue.is_ipv6())
@@ -1078,7 +1087,6 @@ impl Gen {
     fn first_segment(&mut self, si: usize, s: &SessionInfo, kind: u32) -> Vec<u8> {
         let ue = self.ue_addr(s);
         let remote = self.remote(ue.is_ipv6());
-        let ue_port = self.rng.random_range(1024..=65535);
         let (payload, remote_port) = match kind {
             0 => {
                 let p = self.client_hello();
@@ -1095,6 +1103,20 @@ impl Gen {
                 (self.payload(n), self.rng.random())
             }
         };
+        self.first_segment_with(si, s, ue, remote, remote_port, &payload)
+    }
+
+    /// The first segment of a new uplink TCP flow from a new UE port, with `payload`.
+    fn first_segment_with(
+        &mut self,
+        si: usize,
+        s: &SessionInfo,
+        ue: IpAddr,
+        remote: IpAddr,
+        remote_port: u16,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let ue_port = self.rng.random_range(1024..=65535);
         self.flows.push(Flow {
             si,
             proto: 6,
@@ -1104,9 +1126,69 @@ impl Gen {
             remote_port,
         });
         let flags = if payload.is_empty() { 0x02 } else { 0x18 };
-        let l4 = self.tcp(ue_port, remote_port, flags, &payload);
+        let l4 = self.tcp(ue_port, remote_port, flags, payload);
         let ip = self.ip(ue, remote, 6, &l4);
         self.gpdu(s, &ip)
+    }
+
+    /// One valid DNS answer with addresses of an application, ClientHello with an
+    /// application's server_name or HTTP request with a Host, then the same cut at every
+    /// length, each cut its own frame (a new flow for the TCP ones, to an address no
+    /// answer names).
+    fn sweep(&mut self, sessions: &[SessionInfo]) -> Vec<(Vec<u8>, bool)> {
+        let si = self.rng.random_range(0..sessions.len());
+        let s = sessions[si].clone();
+        let kind = self.rng.random_range(0..3);
+        let mut good = None;
+        for _ in 0..200 {
+            let p = match kind {
+                0 => self.dns(),
+                1 => self.client_hello(),
+                _ => self.http(),
+            };
+            let ok = match kind {
+                0 => app::parse_dns(&p).is_some_and(|a| {
+                    !a.addrs.is_empty()
+                        && app::name_app(&self.pfds, &a.qname, upf::abi::APP_P_DNS).is_some()
+                }),
+                1 => app::parse_sni(&p)
+                    .is_some_and(|n| app::name_app(&self.pfds, &n, upf::abi::APP_P_SNI).is_some()),
+                _ => app::parse_http(&p).is_some(),
+            };
+            if ok {
+                good = Some(p);
+                break;
+            }
+        }
+        let Some(p) = good else {
+            return vec![];
+        };
+        self.reach(["sweep: dns", "sweep: tls", "sweep: http"][kind]);
+        let mut frames = Vec::new();
+        for cut in 0..=p.len() {
+            let q = &p[..cut];
+            if kind == 0 {
+                frames.push((self.dns_frame_with(&s, q, true), false));
+                continue;
+            }
+            let ue = self.ue_addr(&s);
+            let remote = match ue {
+                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::new(198, 51, 100, self.rng.random())),
+                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::new(
+                    0x2001,
+                    0xdb8,
+                    0xbeef,
+                    0,
+                    0,
+                    0,
+                    0,
+                    self.rng.random(),
+                )),
+            };
+            let port = if kind == 1 { 443 } else { 80 };
+            frames.push((self.first_segment_with(si, &s, ue, remote, port, q), true));
+        }
+        frames
     }
 
     /// A packet of a flow started before, either way; now and then with a payload
@@ -1323,8 +1405,18 @@ fn xdp_classifies_as_the_reference_model() {
             installed.push(s);
         }
         g.flows.clear();
-        for _ in 0..(cases - done).min(1500) {
-            let (frame, uplink) = g.frame(&infos);
+        // Every third batch starts with a payload cut at every length.
+        let mut pending = if batch % 3 == 1 {
+            g.sweep(&infos)
+        } else {
+            vec![]
+        };
+        pending.reverse();
+        for _ in 0..(cases - done).min(1500 + pending.len()) {
+            let (frame, uplink) = match pending.pop() {
+                Some(f) => f,
+                None => g.frame(&infos),
+            };
             let now = 1_000_000_000 + done as u64;
             let before = dp.stats();
             let model_before = model.stats().to_vec();
