@@ -396,3 +396,82 @@ fn charts_of_one_point_each_and_no_limits() {
         render_text(&r).contains("DL 68 B, 1 session: 1.00 Mpps; no limit measured for DL 68 B")
     );
 }
+
+/// The application mix (synthetic figures): report.json's `app_mix[]` with the named
+/// applications, their shares and URR counts; the text and HTML tables show them.
+#[test]
+fn app_mix_rows_show_in_json_text_and_html() {
+    let mut r = Report::new("app mix sample (synthetic figures)");
+    let app = |id: &str, share: f64, urr: u32, packets: u64, counted: f64| AppUsage {
+        id: id.into(),
+        detected_by: format!("flow description of {id}"),
+        traffic: format!("{id}'s traffic"),
+        share_pct: share,
+        urr_id: urr,
+        packets,
+        bytes: packets * 690,
+        counted_share_pct: counted,
+    };
+    for d in Direction::BOTH {
+        r.app_mix.push(AppMixPoint {
+            direction: d,
+            sessions: 4000,
+            packet_bytes: 690,
+            mix: "application mix (synthetic)".into(),
+            offered_mpps: 1.5,
+            received_mpps: 0.9,
+            without_before_mpps: 1.0,
+            without_after_mpps: 0.8,
+            without_mpps: 0.9,
+            ratio: 1.0,
+            flagged: d == Direction::Downlink,
+            sent_packets: 1_500_000,
+            received_packets: 900_000,
+            unmatched_packets: 0,
+            apps: vec![
+                app("web", 85.0, 2, 765_000, 85.0),
+                app("voice", 15.0, 3, 135_000, 15.0),
+            ],
+        });
+    }
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    let a = &v["app_mix"][0];
+    assert_eq!(a["direction"], "uplink");
+    assert_eq!(a["sessions"], 4000);
+    assert_eq!(a["ratio"].as_f64(), Some(1.0));
+    assert!(a["flagged"].is_null(), "only when flagged");
+    assert_eq!(v["app_mix"][1]["flagged"], true);
+    assert_eq!(a["apps"][0]["id"], "web");
+    assert_eq!(a["apps"][1]["urr_id"], 3);
+    assert_eq!(a["apps"][1]["packets"], 135_000);
+    let back: Report = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(back, r);
+    assert!(!serde_json::to_string(&Report::new("x"))
+        .unwrap()
+        .contains("app_mix"));
+
+    let text = render_text(&r);
+    assert!(
+        text.contains("Application mix: application PDRs and per-application URRs"),
+        "{text}"
+    );
+    assert!(text.contains("with / without"), "{text}");
+    assert!(text.contains("0.900 (1.000 / 0.800)"), "{text}");
+    assert!(text.contains("web: flow description of web"), "{text}");
+    assert!(
+        text.contains("DL: the trials without application PDRs were more than 10 % apart"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("UL") && l.contains("voice"))
+        .expect("voice's row");
+    assert!(
+        row.contains("15.0") && row.contains("135000"),
+        "share sent, counted: {row}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let w = r.write_all(dir.path()).unwrap();
+    let html = std::fs::read_to_string(&w.html).unwrap();
+    assert!(html.contains("share counted %") && html.contains("voice"));
+}

@@ -120,6 +120,41 @@ fn capacity_smoke_run_writes_the_report() {
         "{:?}",
         r.scaling
     );
+    // The application mix: 200 sessions with web and voice PDRs, each direction between
+    // two trials without; each application's URR counted its share of what crossed (85 %
+    // TCP, 15 % UDP), nothing fell through to the default PDRs, and the URRs together
+    // counted what the sink received at least and what the generator sent at most.
+    assert_eq!(r.app_mix.len(), 2, "{:?}", r.app_mix);
+    for p in &r.app_mix {
+        assert_eq!(p.sessions, 200, "{p:?}");
+        assert!(
+            p.received_mpps > 0.01 && p.without_mpps > 0.01 && p.ratio > 0.0,
+            "{p:?}"
+        );
+        let ids: Vec<&str> = p.apps.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(ids, ["web", "voice"], "{p:?}");
+        let counted: u64 = p.apps.iter().map(|a| a.packets).sum();
+        assert!(
+            counted >= p.received_packets && counted <= p.sent_packets,
+            "URRs {counted}, received {}, sent {}: {p:?}",
+            p.received_packets,
+            p.sent_packets
+        );
+        assert_eq!(p.unmatched_packets, 0, "{p:?}");
+        for a in &p.apps {
+            assert!(
+                (a.counted_share_pct - a.share_pct).abs() < 2.0,
+                "{}: counted {:.2} %, sent {:.2} %: {p:?}",
+                a.id,
+                a.counted_share_pct,
+                a.share_pct
+            );
+        }
+    }
+    assert!(
+        upfbench::report::render_text(&r).contains("Application mix"),
+        "the text report shows it"
+    );
     // Every rule on: both PDRs carry the SDF filter upfd evaluates for every packet.
     let rules = &r.upf.as_ref().expect("upf").options["rules per session"];
     assert!(rules.contains("2 PDRs with an SDF filter"), "{rules}");

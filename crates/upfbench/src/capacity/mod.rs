@@ -24,6 +24,14 @@
 //!    loss passes 0.01 %, both directions at once at the per-subscriber rates and mixes
 //!    of the Free5GC cloud evaluation;
 //! 5. the ZTE and vEPC models (full profile): saturation with their size mixes;
+//!    then the application mix (`models::apps`): a second SMF provisions PFDs (PFD
+//!    Management) for two named applications, web (TCP from port 80) and voice (UDP to
+//!    the UE's ports 40000-40999), and establishes sessions with an uplink and a
+//!    downlink PDR and a URR per application; per direction, ZTE's sizes with its 85 %
+//!    HTTP as TCP segments saturate as many sessions without application PDRs, then
+//!    those, then the first again (the ratio: with / the mean without); the sessions
+//!    are deleted and each application's usage (summed from the deletions' reports)
+//!    compared with its share of the traffic;
 //! 6. the no-drop rate (binary search on the offered rate; zero loss) per direction, each
 //!    followed by the same search with the bare forwarder in the UPF's place (the rig's
 //!    own no-drop rate, and from it the subscribers the rig allows in step 4's model);
@@ -152,6 +160,10 @@ pub struct Args {
     /// Skip the per-core scaling of upfd's XDP programs (BPF_PROG_RUN on each CPU).
     #[arg(long)]
     pub no_scaling: bool,
+    /// Sessions with application PDRs for the application mix, at most --sessions
+    /// (default by profile: smoke 200, quick 4000, full 100000; 0: no application mix).
+    #[arg(long)]
+    pub app_mix_sessions: Option<u64>,
 }
 
 /// Extra halvings of the no-drop search when none of its trials was loss-free.
@@ -174,6 +186,8 @@ pub struct Plan {
     pub latency_percents: Vec<u8>,
     /// Sessions established during traffic at half the no-drop rate.
     pub under_traffic: u64,
+    /// Sessions with application PDRs for the application mix (0: none).
+    pub app_mix_sessions: u64,
 }
 
 impl Plan {
@@ -211,6 +225,14 @@ impl Plan {
                 Profile::Quick => 2000,
                 Profile::Full => 100_000,
             }),
+            app_mix_sessions: a
+                .app_mix_sessions
+                .unwrap_or(match a.profile {
+                    Profile::Smoke => 200,
+                    Profile::Quick => 4000,
+                    Profile::Full => 100_000,
+                })
+                .min(sessions),
         }
     }
 }
@@ -406,6 +428,7 @@ pub fn bench(
         + plan.sizes.len() * 2 * bracketed
         + models::carrier::steps(plan.carrier_max_users).len()
         + if plan.models { 2 * 2 * 2 } else { 0 }
+        + if plan.app_mix_sessions > 0 { 2 + 2 * 3 } else { 0 }
         + 2 * 2 * (plan.no_drop_iterations as usize + 1) // the UPF's and the rig's
         + 2 * plan.latency_percents.len() * 2
         + usize::from(plan.under_traffic > 0)
@@ -452,7 +475,7 @@ pub fn bench(
             lab,
             upfd_bin,
             out,
-            plan.sessions.max(1000) + plan.under_traffic + 1000,
+            plan.sessions.max(1000) + plan.under_traffic + plan.app_mix_sessions + 1000,
         )?)
     };
     progress.step(&format!("establishing {} sessions", plan.sessions));
@@ -651,6 +674,21 @@ pub fn bench(
             progress.step(&format!("{} (done)", mix.name));
             progress.step("");
         }
+    }
+
+    // 5b. The application mix: sessions with application PDRs against as many without.
+    if plan.app_mix_sessions > 0 {
+        match app_mix(args, plan, lab, &mut rig, &sessions, &mut progress) {
+            Ok(v) => r.app_mix = v,
+            Err(e) => {
+                let n = format!("application mix not measured: {e:#}");
+                eprintln!("note: {n}");
+                if let Some(m) = &mut r.machine {
+                    m.notes.push(n);
+                }
+            }
+        }
+        rig.set_sessions(&sessions)?;
     }
 
     // 6. No-drop rate at 650 B (the vEPC packet), all sessions; then the rig's own, the
@@ -885,6 +923,180 @@ fn establish_under_traffic(
         traffic_secs: start.elapsed().as_secs_f64(),
         establish_secs: took.as_secs_f64(),
     })
+}
+
+/// Step 5b: the application mix (`models::apps`) per direction, sessions with
+/// application PDRs from a second SMF against as many of `plain` without; the sessions
+/// deleted after, their usage per application in the rows.
+fn app_mix(
+    args: &Args,
+    plan: &Plan,
+    lab: &Lab,
+    rig: &mut Rig,
+    plain: &[GenSession],
+    progress: &mut Progress,
+) -> anyhow::Result<Vec<report::AppMixPoint>> {
+    use models::apps;
+    if args.explicit_teid {
+        bail!("with --explicit-teid a second SMF would pick the first one's TEIDs");
+    }
+    let n = plan.app_mix_sessions.min(plain.len() as u64) as usize;
+    progress.step(&format!(
+        "application mix: PFDs and {n} sessions with application PDRs"
+    ));
+    let _addr = upf::AppSmfAddress::add(lab)?;
+    let sdf = (!args.no_sdf).then(|| args.sdf.clone());
+    let mut cfg = upf::LabSmf::config(args.upf_n4, false, !args.no_psc, sdf, upf::app_ue_pool());
+    cfg.bind = std::net::SocketAddr::new(upf::APP_SMF_N4.into(), 0);
+    cfg.applications = apps::rules();
+    let mut smf = upf::LabSmf::associate_with(lab, cfg).context("the second SMF")?;
+    let result = (|| {
+        smf.pfd_management(&apps::pfds())?;
+        let est = smf.establish(n);
+        if est.accepted != n {
+            bail!(
+                "the UPF accepted {} of {n} sessions with application PDRs: {est:?}",
+                est.accepted
+            );
+        }
+        let mut with: Vec<GenSession> = smf
+            .smf
+            .sessions()
+            .iter()
+            .filter_map(|s| {
+                Some(GenSession {
+                    teid: s.n3_fteid.and_then(|f| f.teid)?,
+                    ue: s.ue_ip,
+                })
+            })
+            .collect();
+        if !args.in_order {
+            use rand::seq::SliceRandom;
+            with.shuffle(&mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1));
+        }
+        if with.len() != n {
+            bail!("{} of {n} sessions have an uplink F-TEID", with.len());
+        }
+        let mix = apps::mix();
+        rig.set_tcp_sizes(&apps::TCP_SIZES);
+        let trials = (|| {
+            let mut out = Vec::new();
+            for d in Direction::BOTH {
+                let mut one = |rig: &mut Rig, s: &[GenSession], what: &str| {
+                    progress.step(&format!("application mix {d}, {n} sessions {what}"));
+                    rig.set_sessions(s)?;
+                    rig.trial(&[(d, &mix, None)], plan.trial_secs)
+                };
+                let b = one(rig, &plain[..n], "without application PDRs")?;
+                let w = one(rig, &with, "with application PDRs")?;
+                let a = one(rig, &plain[..n], "without application PDRs (again)")?;
+                out.push((d, b, w, a));
+            }
+            Ok::<_, std::io::Error>(out)
+        })();
+        rig.set_tcp_sizes(&[]);
+        let trials = trials?;
+        progress.step(&format!("application mix: deleting the {n} sessions"));
+        // Reports sent while the traffic ran (volume thresholds), then the deletions'.
+        std::thread::sleep(Duration::from_millis(300));
+        smf.smf.absorb_session_reports();
+        let del = smf.delete_all();
+        smf.smf.absorb_session_reports();
+        if del.accepted != n {
+            bail!("the UPF deleted {} of {n} sessions: {del:?}", del.accepted);
+        }
+        let usage = smf.smf.usage().clone();
+        Ok(app_mix_rows(n as u64, &mix, &trials, &usage))
+    })();
+    smf.release();
+    drop(smf);
+    result
+}
+
+/// The application mix's report rows from its trials (direction, without before, with,
+/// without after) and the usage per URR.
+fn app_mix_rows(
+    sessions: u64,
+    mix: &Mix,
+    trials: &[(Direction, Trial, Trial, Trial)],
+    usage: &crate::smf::UsageByUrr,
+) -> Vec<report::AppMixPoint> {
+    use crate::smf::AppIds;
+    use models::apps;
+    let tcp = apps::tcp_share_pct();
+    let described = [
+        (
+            apps::WEB,
+            apps::WEB_FLOW,
+            "TCP port 80 (HTTP-like), 64 B and 1316 B",
+            tcp,
+        ),
+        (
+            apps::VOICE,
+            apps::VOICE_FLOW,
+            "UDP to UE ports 40000-40999, 690 B",
+            100.0 - tcp,
+        ),
+    ];
+    let of = |urr: u32, d: Direction| {
+        let u = usage.get(&urr).copied().unwrap_or_default();
+        match d {
+            Direction::Uplink => (u.uplink_packets, u.uplink),
+            Direction::Downlink => (u.downlink_packets, u.downlink),
+        }
+    };
+    trials
+        .iter()
+        .map(|(d, b, w, a)| {
+            let d = *d;
+            let before = b.received_pps(d) / 1e6;
+            let after = a.received_pps(d) / 1e6;
+            let without = (before + after) / 2.0;
+            let received = w.received_pps(d) / 1e6;
+            let counted: Vec<(u64, u64)> = (0..described.len())
+                .map(|k| of(AppIds::of(k).urr, d))
+                .collect();
+            let all: u64 = counted.iter().map(|c| c.0).sum();
+            let apps = described
+                .iter()
+                .zip(&counted)
+                .enumerate()
+                .map(
+                    |(k, ((id, flow, traffic, share), &(packets, bytes)))| report::AppUsage {
+                        id: id.to_string(),
+                        detected_by: format!("flow description {flow}"),
+                        traffic: traffic.to_string(),
+                        share_pct: *share,
+                        urr_id: AppIds::of(k).urr,
+                        packets,
+                        bytes,
+                        counted_share_pct: packets as f64 * 100.0 / all.max(1) as f64,
+                    },
+                )
+                .collect();
+            report::AppMixPoint {
+                direction: d,
+                sessions,
+                packet_bytes: mix.label_bytes(),
+                mix: mix.name.to_string(),
+                offered_mpps: w.sent_pps(d) / 1e6,
+                received_mpps: received,
+                without_before_mpps: before,
+                without_after_mpps: after,
+                without_mpps: without,
+                ratio: if without > 0.0 {
+                    received / without
+                } else {
+                    0.0
+                },
+                flagged: before.max(after) > 1.1 * before.min(after),
+                sent_packets: w.sent[d as usize],
+                received_packets: w.received[d as usize],
+                unmatched_packets: of(1, d).0,
+                apps,
+            }
+        })
+        .collect()
 }
 
 /// upfd's XDP programs at the run's session count on the generator's and the

@@ -2,8 +2,10 @@
 //! mixes and per-subscriber rates the generator can produce.
 //!
 //! The generator is stateless: HTTP is modelled by its packets' sizes and rates (UDP
-//! packets of those sizes), not by TCP connections. Sizes are those of the user's IP
-//! packet (the inner packet of a G-PDU).
+//! packets of those sizes), not by TCP connections; the application mix ([`apps`]) sends
+//! its HTTP share as TCP segments to and from port 80 (TCP-shaped: no handshake, no
+//! state, which the data path does not track). Sizes are those of the user's IP packet
+//! (the inner packet of a G-PDU).
 
 use crate::report::Direction;
 
@@ -103,6 +105,73 @@ pub fn vepc() -> Mix {
     }
 }
 
+/// The application mix (issue 16): ZTE's 85 % HTTP / 15 % UDP with named applications,
+/// each detected by a flow description (what a generator at line rate hits without a TLS
+/// handshake or DNS answer) and counted by its own URR.
+pub mod apps {
+    use super::*;
+    use crate::smf::{AppPfds, AppRule};
+
+    /// The application of the HTTP share.
+    pub const WEB: &str = "web";
+    /// The application of the UDP share.
+    pub const VOICE: &str = "voice";
+    /// IP sizes sent as TCP segments (HTTP: acknowledgements and data).
+    pub const TCP_SIZES: [u16; 2] = [64, 1316];
+    /// web's flow description: TCP from port 80 of the data network's hosts.
+    pub const WEB_FLOW: &str = "permit out tcp from 192.168.6.0/24 80 to assigned";
+    /// voice's: UDP to the UE's ports 40000-40999 (the generator's UE port is 40000).
+    pub const VOICE_FLOW: &str = "permit out udp from 192.168.6.0/24 to assigned 40000-40999";
+
+    /// ZTE's sizes with the HTTP share as TCP: (17 x 64 + 17 x 1316) TCP, 6 x 690 UDP.
+    pub fn mix() -> Mix {
+        Mix {
+            name: "application mix (HTTP 85 % as TCP port 80 / UDP 15 %, 690 B average)",
+            sizes: zte().sizes,
+        }
+    }
+
+    /// Share of `mix()`'s packets that are TCP (web), percent.
+    pub fn tcp_share_pct() -> f64 {
+        let m = mix();
+        let all: u32 = m.sizes.iter().map(|s| s.1).sum();
+        let tcp: u32 = m
+            .sizes
+            .iter()
+            .filter(|s| TCP_SIZES.contains(&s.0))
+            .map(|s| s.1)
+            .sum();
+        f64::from(tcp) * 100.0 / f64::from(all.max(1))
+    }
+
+    /// The PFDs PFD Management provisions.
+    pub fn pfds() -> Vec<AppPfds> {
+        vec![
+            AppPfds {
+                id: WEB.into(),
+                flows: vec![WEB_FLOW.into()],
+                ..AppPfds::default()
+            },
+            AppPfds {
+                id: VOICE.into(),
+                flows: vec![VOICE_FLOW.into()],
+                ..AppPfds::default()
+            },
+        ]
+    }
+
+    /// Every session's application PDRs: web (k = 0, URR 2), voice (k = 1, URR 3).
+    pub fn rules() -> Vec<AppRule> {
+        [WEB, VOICE]
+            .iter()
+            .map(|id| AppRule {
+                id: id.to_string(),
+                ..AppRule::default()
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +185,16 @@ mod tests {
         }
         assert_eq!(zte().label_bytes(), 690);
         assert_eq!(vepc().label_bytes(), 650);
+    }
+
+    #[test]
+    fn the_application_mix_is_zte_with_its_http_as_tcp() {
+        assert_eq!(apps::mix().sizes, zte().sizes);
+        assert_eq!(apps::mix().label_bytes(), 690);
+        assert!((apps::tcp_share_pct() - 85.0).abs() < 1e-9);
+        let ids: Vec<String> = apps::pfds().into_iter().map(|p| p.id).collect();
+        let rules: Vec<String> = apps::rules().into_iter().map(|r| r.id).collect();
+        assert_eq!(ids, rules);
     }
 
     #[test]

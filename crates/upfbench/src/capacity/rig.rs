@@ -113,6 +113,10 @@ pub struct Rig {
     psc: bool,
     /// Both directions from one thread (uplink mix, downlink mix, generator).
     gen: Option<(Mix, Mix, DualGenerator)>,
+    /// IP sizes the generator sends as TCP segments ([`Rig::set_tcp_sizes`]), and those
+    /// the loaded generator has.
+    tcp_sizes: Vec<u16>,
+    gen_tcp_sizes: Vec<u16>,
     sessions: Vec<GenSession>,
     one_miss: Option<OneMiss>,
     /// What could not be set up as planned (each said once), for the report.
@@ -143,6 +147,8 @@ impl Rig {
             max_sessions,
             psc,
             gen: None,
+            tcp_sizes: Vec::new(),
+            gen_tcp_sizes: Vec::new(),
             sessions: Vec::new(),
             one_miss: None,
             notes: Default::default(),
@@ -269,6 +275,12 @@ impl Rig {
         Ok(())
     }
 
+    /// Send packets of these IP sizes as TCP segments (HTTP-like, to or from port 80 on
+    /// the data network's side) from the next trial on; none: all UDP (the default).
+    pub fn set_tcp_sizes(&mut self, ip_sizes: &[u16]) {
+        self.tcp_sizes = ip_sizes.to_vec();
+    }
+
     /// A generator configuration of `dir` for `mix`.
     fn gen_config(&self, dir: Direction, mix: &Mix) -> io::Result<GenConfig> {
         let psc = self.psc && dir == Direction::Uplink;
@@ -294,8 +306,14 @@ impl Rig {
                 GenConfig::downlink(ifindex(&self.dn, "n6")?, mac::DN_N6, mac::UPF_N6)
             }
         };
+        let tcp_sizes = self
+            .tcp_sizes
+            .iter()
+            .map(|&ip| frame_len_for_ip_len(bdir(dir), psc, ip as usize) as u16)
+            .collect();
         Ok(GenConfig {
             sizes,
+            tcp_sizes,
             max_sessions: self.max_sessions,
             cpu: Some(self.gen_cpu),
             timestamps: true,
@@ -316,8 +334,10 @@ impl Rig {
         let reload = self
             .gen
             .as_ref()
-            .is_none_or(|(u, d, _)| *u != want_ul || *d != want_dl);
+            .is_none_or(|(u, d, _)| *u != want_ul || *d != want_dl)
+            || self.gen_tcp_sizes != self.tcp_sizes;
         if reload {
+            self.gen_tcp_sizes = self.tcp_sizes.clone();
             self.gen = None;
             let ul_cfg = self.gen_config(Direction::Uplink, &want_ul)?;
             let dl_cfg = self.gen_config(Direction::Downlink, &want_dl)?;

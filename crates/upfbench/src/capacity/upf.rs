@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::lab::{addr, in_netns, Lab, Ns};
-use crate::smf::{Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
+use crate::smf::{AppPfds, Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
 
 /// upfd's API address in the lab (/metrics).
 pub const API: &str = "192.168.4.2:9100";
@@ -196,10 +196,18 @@ impl LabSmf {
         sdf_filter: Option<String>,
         ue_pool: crate::smf::Ipv4Pool,
     ) -> anyhow::Result<LabSmf> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()?;
+        let cfg = Self::config(n4, explicit_teid, psc, sdf_filter, ue_pool);
+        Self::associate_with(lab, cfg)
+    }
+
+    /// The capacity test's SMF configuration: the lab's addresses, every rule on.
+    pub fn config(
+        n4: SocketAddr,
+        explicit_teid: bool,
+        psc: bool,
+        sdf_filter: Option<String>,
+        ue_pool: crate::smf::Ipv4Pool,
+    ) -> SmfConfig {
         let mut cfg = SmfConfig::new(n4);
         cfg.bind = SocketAddr::new(addr::SMF_N4.into(), 0);
         cfg.gnb = addr::GNB_N3;
@@ -219,6 +227,16 @@ impl LabSmf {
             t1: Duration::from_secs(1),
             n1: 3,
         };
+        cfg
+    }
+
+    /// An SMF of `cfg` in smf, associated with the UPF.
+    pub fn associate_with(lab: &Lab, cfg: SmfConfig) -> anyhow::Result<LabSmf> {
+        let n4 = cfg.upf;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
         let h = rt.handle().clone();
         let ns = lab.ns(Ns::Smf);
         let mut smf = in_netns(Some(&ns), move || h.block_on(Smf::connect(cfg)))??;
@@ -232,6 +250,32 @@ impl LabSmf {
             std::thread::sleep(Duration::from_millis(250));
         }
         bail!("the UPF at {n4} did not accept an association: {last:?}")
+    }
+
+    /// PFD Management with `apps`' PFDs; an error unless the UPF accepted them.
+    pub fn pfd_management(&self, apps: &[AppPfds]) -> anyhow::Result<()> {
+        let r = self
+            .rt
+            .block_on(self.smf.pfd_management(apps))
+            .map_err(|e| anyhow::anyhow!("PFD Management: {e}"))?;
+        if !r.cause.is_acceptance() {
+            bail!("PFD Management refused: {r:?}");
+        }
+        Ok(())
+    }
+
+    /// Delete every active session, 64 requests in flight (their usage is summed in
+    /// [`Smf::usage`]).
+    pub fn delete_all(&mut self) -> PhaseReport {
+        self.rt.block_on(self.smf.delete(Pace {
+            rate: 0.0,
+            in_flight: 64,
+        }))
+    }
+
+    /// PFCP Association Release.
+    pub fn release(&mut self) -> PhaseReport {
+        self.rt.block_on(self.smf.release())
     }
 
     /// Establish `n` more sessions, 64 requests in flight.
@@ -340,4 +384,63 @@ fn native_xdp(lab: &Lab, dev: &str) -> anyhow::Result<bool> {
         || xdp["attached"]
             .as_array()
             .is_some_and(|a| a.iter().any(|x| x["mode"].as_u64() == Some(1))))
+}
+
+/// The second SMF's address (on smf's n4): the application mix's sessions come from a
+/// control-plane node of their own, so that their SEIDs, TEIDs and UE addresses never
+/// meet the first SMF's.
+pub const APP_SMF_N4: std::net::Ipv4Addr = std::net::Ipv4Addr::new(192, 168, 4, 3);
+
+/// The application mix's UE pool: the top eighth of the routed 10.64.0.0/10 (the first
+/// SMF's sessions start at its bottom).
+pub fn app_ue_pool() -> crate::smf::Ipv4Pool {
+    crate::smf::Ipv4Pool {
+        base: std::net::Ipv4Addr::new(10, 120, 0, 0),
+        prefix_len: 13,
+    }
+}
+
+/// [`APP_SMF_N4`] on smf's n4 (and its neighbour entry in upf) while this lives.
+pub struct AppSmfAddress<'a> {
+    lab: &'a Lab,
+}
+
+impl<'a> AppSmfAddress<'a> {
+    pub fn add(lab: &'a Lab) -> anyhow::Result<AppSmfAddress<'a>> {
+        let a = format!("{APP_SMF_N4}/32");
+        lab.ip(Ns::Smf, &["addr", "replace", &a, "dev", "n4"])
+            .context("adding the second SMF's address")?;
+        let m = crate::lab::mac::SMF_N4;
+        let mac = format!(
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        );
+        lab.ip(
+            Ns::Upf,
+            &[
+                "neigh",
+                "replace",
+                &APP_SMF_N4.to_string(),
+                "lladdr",
+                &mac,
+                "dev",
+                "n4",
+                "nud",
+                "permanent",
+            ],
+        )
+        .context("upf's neighbour entry for the second SMF")?;
+        Ok(AppSmfAddress { lab })
+    }
+}
+
+impl Drop for AppSmfAddress<'_> {
+    fn drop(&mut self) {
+        let a = format!("{APP_SMF_N4}/32");
+        let _ = self.lab.ip(Ns::Smf, &["addr", "del", &a, "dev", "n4"]);
+        let _ = self.lab.ip(
+            Ns::Upf,
+            &["neigh", "del", &APP_SMF_N4.to_string(), "dev", "n4"],
+        );
+    }
 }

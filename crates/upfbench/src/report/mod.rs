@@ -85,6 +85,66 @@ pub struct Report {
     /// Sessions established while traffic ran at half the no-drop rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub establish_under_traffic: Option<EstablishUnderTraffic>,
+    /// Saturation with an application mix on sessions with application PDRs, against
+    /// the same sessions count and traffic without them; per direction.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub app_mix: Vec<AppMixPoint>,
+}
+
+/// The application mix in one direction (issue 16): sessions with an application PDR
+/// per named application (each with its own URR), saturated with traffic of those
+/// applications in their shares, between two trials of as many sessions without
+/// application PDRs and the same traffic.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppMixPoint {
+    pub direction: Direction,
+    /// Sessions sent to, in each trial.
+    pub sessions: u64,
+    /// Average IP packet size of the mix.
+    pub packet_bytes: u32,
+    /// The traffic, e.g. "HTTP 85 % (TCP port 80) / UDP 15 %".
+    pub mix: String,
+    /// With the application PDRs: offered and received, Mpps.
+    pub offered_mpps: f64,
+    pub received_mpps: f64,
+    /// Without application PDRs (same traffic, same sessions count): the trials right
+    /// before and after, and their mean, received Mpps.
+    pub without_before_mpps: f64,
+    pub without_after_mpps: f64,
+    pub without_mpps: f64,
+    /// received_mpps / without_mpps.
+    pub ratio: f64,
+    /// The trials without were more than 10 % apart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flagged: bool,
+    /// Packets the generator sent and the sink received in the trial with applications.
+    pub sent_packets: u64,
+    pub received_packets: u64,
+    /// Packets the sessions' default URR (URR 1: no application matched) counted in this
+    /// direction.
+    pub unmatched_packets: u64,
+    pub apps: Vec<AppUsage>,
+}
+
+/// One application of an [`AppMixPoint`]: how it is detected, its share of the traffic
+/// sent, and what its URR counted in that direction (summed over the sessions' usage
+/// reports, at deletion).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppUsage {
+    /// Application ID.
+    pub id: String,
+    /// Its PFDs, e.g. "flow description permit out tcp from 192.168.6.0/24 80 to assigned".
+    pub detected_by: String,
+    /// The traffic of it that was sent, e.g. "TCP port 80, 64 B and 1316 B".
+    pub traffic: String,
+    /// Its share of the packets sent, percent.
+    pub share_pct: f64,
+    pub urr_id: u32,
+    /// Counted by its URR in this direction.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Its share of what the applications' URRs counted in this direction, percent.
+    pub counted_share_pct: f64,
 }
 
 /// PFCP establishments while the UPF forwards: an outage's subscribers coming back while
@@ -556,6 +616,7 @@ impl Report {
             iperf3: Vec::new(),
             scaling: Vec::new(),
             establish_under_traffic: None,
+            app_mix: Vec::new(),
         }
     }
 

@@ -134,6 +134,9 @@ pub(crate) fn sections(r: &Report) -> Vec<Section> {
     if !r.throughput.is_empty() {
         out.push(throughput_section(r));
     }
+    if !r.app_mix.is_empty() {
+        out.push(app_mix_section(&r.app_mix));
+    }
     if !r.no_drop.is_empty() {
         out.push(no_drop_section(&r.no_drop));
     }
@@ -591,6 +594,96 @@ fn no_drop_section(v: &[NoDropRate]) -> Section {
         lines,
         tables,
         chart: has_curve.then_some("loss"),
+    }
+}
+
+fn app_mix_section(v: &[AppMixPoint]) -> Section {
+    let mut lines = Vec::new();
+    if let Some(p) = v.first() {
+        lines.push(format!(
+            "{}: {} with an uplink and a downlink PDR per application ({}), each application with its own URR, against as many sessions without application PDRs, same traffic (the trials right before and after); ratio = with / without.",
+            p.mix,
+            sessions_word(p.sessions),
+            p.apps
+                .iter()
+                .map(|a| format!("{}: {}", a.id, a.detected_by))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    for p in v.iter().filter(|p| p.flagged) {
+        lines.push(format!(
+            "{}: the trials without application PDRs were more than 10 % apart ({:.3} and {:.3} Mpps).",
+            p.direction, p.without_before_mpps, p.without_after_mpps
+        ));
+    }
+    let mut t = Table::new(
+        &[
+            "dir",
+            "packet B",
+            "sessions",
+            "with apps Mpps",
+            "without Mpps (before / after)",
+            "with / without",
+        ],
+        &[L, R, R, R, R, R],
+    );
+    for p in v {
+        t.row(vec![
+            p.direction.to_string(),
+            p.packet_bytes.to_string(),
+            count_short(p.sessions),
+            f(p.received_mpps, 3),
+            format!(
+                "{} ({} / {})",
+                f(p.without_mpps, 3),
+                f(p.without_before_mpps, 3),
+                f(p.without_after_mpps, 3)
+            ),
+            f(p.ratio, 2),
+        ]);
+    }
+    let mut u = Table::new(
+        &[
+            "dir",
+            "application",
+            "traffic",
+            "share sent %",
+            "URR",
+            "packets counted",
+            "share counted %",
+        ],
+        &[L, L, L, R, R, R, R],
+    );
+    for p in v {
+        for a in &p.apps {
+            u.row(vec![
+                p.direction.to_string(),
+                a.id.clone(),
+                a.traffic.clone(),
+                f(a.share_pct, 1),
+                a.urr_id.to_string(),
+                a.packets.to_string(),
+                f(a.counted_share_pct, 1),
+            ]);
+        }
+        u.row(vec![
+            p.direction.to_string(),
+            "(none: default PDRs)".to_string(),
+            "-".to_string(),
+            f(0.0, 1),
+            "1".to_string(),
+            p.unmatched_packets.to_string(),
+            "-".to_string(),
+        ]);
+    }
+    Section {
+        id: "app-mix",
+        heading: "Application mix: application PDRs and per-application URRs at saturation"
+            .to_string(),
+        lines,
+        tables: vec![t, u],
+        chart: None,
     }
 }
 
