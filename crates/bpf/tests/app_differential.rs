@@ -22,7 +22,7 @@
 //! TTLs of 1..=5 s are not generated: the model's clock is the frame counter, the data
 //! path's the kernel's, and a TTL that short would race it.
 //!
-//! UPF_APP_DIFF_CASES (default 30000) frames; UPF_APP_DIFF_SEED picks the generator's
+//! UPF_APP_DIFF_CASES (default 60000) frames; UPF_APP_DIFF_SEED picks the generator's
 //! seed (printed, so a failure can be replayed). Needs CAP_BPF (root).
 
 mod common;
@@ -1326,7 +1326,7 @@ fn xdp_classifies_as_the_reference_model() {
     let cases: usize = std::env::var("UPF_APP_DIFF_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(30_000);
+        .unwrap_or(60_000);
     let seed: u64 = std::env::var("UPF_APP_DIFF_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
