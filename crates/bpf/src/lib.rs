@@ -18,6 +18,7 @@ mod scaling_drive {
 
 pub use libbpf_rs;
 
+pub mod adopt;
 pub mod compile;
 pub mod datapath;
 mod direct;
