@@ -7,10 +7,12 @@
 //! 1. load and check the state (a bad one is set aside: a clean start with a new
 //!    Recovery Time Stamp, which tells every CP function; TS 23.527 clause 4.3.2);
 //! 2. load a new data path (not attached: the old one keeps forwarding) and install
-//!    every session into it, with the old data path's counts as they are then;
+//!    every session into it, with the old data path's counts as they are then; copy the
+//!    old data path's classified flows and learned addresses into it (upf_bpf::adopt);
 //! 3. attach it, replacing the old programs on each interface in one step;
 //! 4. once no packet can still be in the old programs, read their counts again and
-//!    carry what they counted since step 2: the usage reports stay exact;
+//!    carry what they counted since step 2: the usage reports stay exact; likewise the
+//!    flows and addresses they made or changed since;
 //! 5. write a new snapshot, which names the new data path's counters, on another
 //!    thread: upfd serves N4 meanwhile, its batches going to both journals.
 
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use upf::fastpath::Usage;
 use upf::n4::N4;
 use upf::state::{CounterTable, Header, Journal, Saved, StateDir};
+use upf_bpf::adopt::OldApps;
 
 use crate::config::Config;
 
@@ -139,6 +142,48 @@ pub fn old_counters(saved: &Saved) -> Option<upf_bpf::datapath::OldCounters> {
             None
         }
     }
+}
+
+/// The previous data path's application detection state (classified flows, learned
+/// addresses: upf_bpf::adopt), found by the URR table the state names, copied into `dp`
+/// before the swap. None (said) if there is none to carry.
+pub fn adopt_apps(saved: &Saved, dp: &upf_bpf::datapath::Datapath) -> Option<OldApps> {
+    let t = saved.counters.as_ref()?;
+    let mut apps = match OldApps::find(t.map_id) {
+        Ok(a) => a,
+        Err(e) => {
+            warn!(
+                "state: the previous data path's classified flows and learned addresses cannot be carried ({e}): flows classified by their first packets go by their sessions' other PDRs"
+            );
+            return None;
+        }
+    };
+    let t0 = Instant::now();
+    let c = apps.copy(dp);
+    for why in &c.skipped {
+        info!("state: application detection: {why}: not carried");
+    }
+    info!(
+        "state: application detection: {} classified flow(s), {} learned address(es) and {} stamp block(s) of the previous data path carried ({:?})",
+        c.flows,
+        c.addrs,
+        c.stamps,
+        t0.elapsed()
+    );
+    Some(apps)
+}
+
+/// After the swap: what the old programs classified or learned since [`adopt_apps`].
+pub fn adopt_apps_again(apps: &mut OldApps, dp: &upf_bpf::datapath::Datapath) {
+    let t0 = Instant::now();
+    let c = apps.copy_again(dp);
+    info!(
+        "state: application detection: {} flow(s), {} address(es) and {} stamp block(s) the previous data path made or changed during the handover carried ({:?})",
+        c.flows,
+        c.addrs,
+        c.stamps,
+        t0.elapsed()
+    );
 }
 
 /// Wait until no packet can still be in the programs just replaced (XDP runs in the

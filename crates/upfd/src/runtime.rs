@@ -153,11 +153,17 @@ fn restore_or_start(
         let t = Instant::now();
         match n4.restore(&saved, |seid, u| before.get(&(seid, u.urr_id)).copied(), t) {
             Ok(()) => {
+                let mut apps = xdp
+                    .as_ref()
+                    .and_then(|x| persist::adopt_apps(&saved, &x.dp.borrow()));
                 if let Some(x) = &mut xdp {
                     x.attach()?;
                 }
-                let carried = if xdp.is_some() {
+                let carried = if let Some(x) = &xdp {
                     persist::settle_after_swap();
+                    if let Some(a) = &mut apps {
+                        persist::adopt_apps_again(a, &x.dp.borrow());
+                    }
                     persist::carry_rest(&mut n4, old.as_ref(), &saved, &before)
                 } else {
                     0
