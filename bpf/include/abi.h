@@ -64,10 +64,11 @@ enum far_flag {
 
 /* struct rule_set's hot: which copies travel in the rule set, and what else it asks. */
 enum rs_hot {
-	RS_HOT_PDR0 = 0x01, /* pdr0 is a copy of pdrs[pdr[0]] */
+	RS_HOT_PDR0 = 0x01, /* pdr0 is a copy of pdrs[pdr[at]], at = hot >> RS_HOT_AT_SHIFT */
 	RS_HOT_FAR0 = 0x02, /* far0 is a copy of fars[pdr0.far] */
 	RS_APPS = 0x04,     /* a PDR has an Application ID: classify the packet (include/app.h) */
 	RS_APP_REPORT = 0x08, /* raise EV_APP_START when a flow of an application starts */
+	RS_HOT_AT_SHIFT = 8, /* hot's bits 8-10: the position of pdr0's PDR, its first without Application ID (0 if none) */
 };
 
 /* Application detection (include/app.h, docs/application-detection.md). */
@@ -82,6 +83,8 @@ enum app_limit {
 	APP_HTTP_SCAN = 512,     /* octets of an HTTP request searched for its Host */
 	APP_FLOW_IDLE_SEC = 120, /* a flow entry unused this long no longer classifies */
 	APP_TTL_MAX = 86400,     /* a DNS answer's TTL is capped at this (seconds) */
+	APP_STAMP_SHIFT = 36,    /* a flow stamp's epoch: the coarse clock >> this (68.7 s) */
+	APP_STAMP_ENTRIES = 4096, /* app_stamps entries, 64 one-octet stamps each */
 };
 
 /* What a domain name of a PFD applies to (Domain Name Protocol, TS 29.244 8.2.39). */

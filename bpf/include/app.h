@@ -512,6 +512,51 @@ __noinline int app_dns(struct xdp_md *ctx, const struct rule_set *rs, const stru
 	return 0;
 }
 
+/* The flow stamp of session `seid` (app_stamps, upf_maps.h): its octet, 0 if none.
+ * SEIDs are random 64-bit numbers: their low bits (folded with the high ones) are the
+ * hash; sessions that share a stamp only make each other look up app_flows. */
+static __always_inline __u8 *app_stamp(__u64 seid)
+{
+	__u32 h = ((__u32)seid ^ (__u32)(seid >> 32)) & (APP_STAMP_ENTRIES * 64 - 1);
+	__u32 i = h / 64;
+	struct app_stamps *st = bpf_map_lookup_elem(&app_stamps, &i);
+
+	return st ? &st->s[h & 63] : 0;
+}
+
+/* Whether the session whose stamp is `stamp` may have a live app_flows entry at `now`.
+ *
+ * Every write of an entry's last_ns (entered, or refreshed when a second old) first
+ * writes the session's stamp with the epoch of the same `now`, E(t) = (u8)(t >>
+ * APP_STAMP_SHIFT), an epoch being 2^36 ns = 68.7 s. A stamp is only ever overwritten
+ * with the epoch of a later clock reading, give or take the time from a CPU's reading
+ * (process() reads the coarse clock once per packet) to its write, microseconds
+ * (call it d; another session sharing the octet writes its own current epoch too). So
+ * a live entry, last_ns > now - APP_FLOW_IDLE_SEC (120 s), has a stamp written at some
+ * t > now - 120 s - d: now - t < 137.4 s = two epochs, so the true epoch difference
+ * E(now) - E(t) is at most 2; and at least -1 (this CPU read the clock just before
+ * another CPU wrote the next epoch). Hence for a live entry (u8)(E(now) - stamp + 1)
+ * is 0..3, and only a stamp outside that can be skipped. The octet's wrap (every 256
+ * epochs, 4.9 hours) can only make an old stamp look new: an extra lookup, never a live
+ * entry skipped. Stamps start at 0 (at load): a session without entries is looked up
+ * only while (u8)(E(now) + 1) <= 3 (the first ~3 minutes after boot, then 4 epochs in
+ * every 256), again only extra lookups. The margin for d is 137.4 - 120 = 17 s. */
+static __always_inline int app_stamp_live(__u8 stamp, __u64 now)
+{
+	return (__u8)((__u8)(now >> APP_STAMP_SHIFT) - stamp + 1) <= 3;
+}
+
+/* Write the session's stamp (before its entry): the current epoch. Written only when
+ * it changes, so that the cache line is not dirtied by every refresh. */
+static __always_inline void app_stamp_set(__u64 seid, __u64 now)
+{
+	__u8 *stamp = app_stamp(seid);
+	__u8 epoch = (__u8)(now >> APP_STAMP_SHIFT);
+
+	if (stamp && *stamp != epoch)
+		*stamp = epoch;
+}
+
 /* The packet's application (0: none), per docs/application-detection.md "What a
  * packet's application is"; enters newly classified flows in app_flows (and raises
  * EV_APP_START when the session asks). `l3`: the user packet's IP header. A global
@@ -539,13 +584,20 @@ __noinline int app_classify(struct xdp_md *ctx, const struct rule_set *rs, const
 		k->ue_port = up ? f->sport : f->dport;
 		k->remote_port = up ? f->dport : f->sport;
 	}
-	/* 1. The flow table. */
-	struct app_flow *e = bpf_map_lookup_elem(&app_flows, k);
+	/* 1. The flow table, unless the session's stamp says it has no live entry (most
+	 * sessions' traffic is of no application: a cold hash bucket saved per packet). */
+	__u8 *stamp = app_stamp(rs->seid);
 
-	if (e && (__s64)(now - e->last_ns) < (__s64)APP_IDLE_NS) {
-		if ((__s64)(now - e->last_ns) >= (__s64)APP_REFRESH_NS)
-			e->last_ns = now;
-		return e->app;
+	if (!stamp || app_stamp_live(*stamp, now)) {
+		struct app_flow *e = bpf_map_lookup_elem(&app_flows, k);
+
+		if (e && (__s64)(now - e->last_ns) < (__s64)APP_IDLE_NS) {
+			if ((__s64)(now - e->last_ns) >= (__s64)APP_REFRESH_NS) {
+				app_stamp_set(rs->seid, now);
+				e->last_ns = now;
+			}
+			return e->app;
+		}
 	}
 	/* 2. A learned address. */
 	__builtin_memset(&s->addr, 0, sizeof(s->addr));
@@ -580,6 +632,7 @@ __noinline int app_classify(struct xdp_md *ctx, const struct rule_set *rs, const
 			s->app = name_app(s, proto);
 	}
 	if (s->app) {
+		app_stamp_set(rs->seid, now);
 		s->entry.last_ns = now;
 		s->entry.app = s->app;
 		bpf_map_update_elem(&app_flows, &s->flow, &s->entry, BPF_ANY);

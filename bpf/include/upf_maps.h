@@ -47,10 +47,12 @@ struct far {
 
 /* The PDRs reached by one lookup key (a local TEID, a UE address, a framed route),
  * ordered by precedence, the direction they see packets in, and the session's UE
- * addresses for the anti-spoofing check of uplink packets. The first PDR and its FAR
- * are also copied in: with a million sessions each table a packet visits costs a cache
- * and TLB miss, and most keys have one PDR. upfd rewrites the whole value whenever
- * the session changes, so the copies never go stale. */
+ * addresses for the anti-spoofing check of uplink packets. One PDR and its FAR are
+ * also copied in (pdr0, far0): with a million sessions each table a packet visits costs
+ * a cache and TLB miss, and most keys have one PDR. The copied PDR is the first without
+ * an Application ID (the one traffic of no application, most traffic, meets; its
+ * position in hot's bits RS_HOT_AT_SHIFT..), else the first. upfd rewrites the whole
+ * value whenever the session changes, so the copies never go stale. */
 struct rule_set {
 	__u64 seid;
 	__u32 pdr[MAX_PDRS_PER_KEY];
@@ -535,6 +537,21 @@ struct {
 	__type(key, struct app_flow_key);
 	__type(value, struct app_flow);
 } app_flows SEC(".maps");
+
+/* Flow stamps (include/app.h, app_classify): per hash of a session's SEID, the coarse
+ * clock's epoch (now >> APP_STAMP_SHIFT) when one of the session's app_flows entries
+ * was last entered or refreshed; a session whose stamp is older than a live entry can
+ * be is not looked up in app_flows. Only the data path writes them (0 at load). */
+struct app_stamps {
+	__u8 s[64];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, APP_STAMP_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct app_stamps);
+} app_stamps SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -486,3 +486,121 @@ fn an_unknown_application_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The data path's coarse clock's flow-stamp epoch (include/app.h), once it is at least
+/// three seconds from its next change (so a check does not straddle two epochs).
+fn settled_epoch() -> u8 {
+    loop {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+        let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        let shift = upf::abi::APP_STAMP_SHIFT;
+        let left = ((ns >> shift) + 1) << shift;
+        if left - ns > 3_000_000_000 {
+            return (ns >> shift) as u8;
+        }
+        std::thread::sleep(std::time::Duration::from_nanos(left - ns + 100_000_000));
+    }
+}
+
+/// The app_stamps entry and octet of session `seid` (include/app.h, app_stamp).
+fn stamp_at(seid: u64) -> (u32, usize) {
+    let h = (seid as u32 ^ (seid >> 32) as u32) & (upf::abi::APP_STAMP_ENTRIES * 64 - 1);
+    (h / 64, (h % 64) as usize)
+}
+
+impl Lab {
+    fn stamp(&self, seid: u64) -> u8 {
+        use libbpf_rs::{MapCore, MapFlags};
+        let (k, o) = stamp_at(seid);
+        let v = self
+            .dp
+            .skel()
+            .maps
+            .app_stamps
+            .lookup(&k.to_ne_bytes(), MapFlags::ANY)
+            .unwrap()
+            .unwrap();
+        v[o]
+    }
+
+    fn set_stamp(&self, seid: u64, stamp: u8) {
+        use libbpf_rs::{MapCore, MapFlags};
+        let (k, o) = stamp_at(seid);
+        let maps = &self.dp.skel().maps;
+        let mut v = maps
+            .app_stamps
+            .lookup(&k.to_ne_bytes(), MapFlags::ANY)
+            .unwrap()
+            .unwrap();
+        v[o] = stamp;
+        maps.app_stamps
+            .update(&k.to_ne_bytes(), &v, MapFlags::ANY)
+            .unwrap();
+    }
+}
+
+/// The flow table is looked up only for a session whose stamp (the epoch it last
+/// entered or refreshed a flow entry) is recent enough for a live entry: a classified
+/// flow keeps its application over many packets; a stamp up to two epochs old, or one
+/// ahead (another CPU's later clock reading), still looks it up; one three or more
+/// epochs old (no live entry can be that old) skips it, which planting one shows.
+#[test]
+fn flow_stamps_gate_the_flow_table() {
+    if !root() {
+        return;
+    }
+    let lab = Lab::new();
+    let srv = Ipv4Addr::new(198, 18, 0, 11);
+    // Stamps start at 0; a session's packets of no application write none.
+    assert_eq!(lab.stamp(SEID), 0);
+    assert_eq!(lab.up(&syn(srv, 46000, 443)), 1);
+    assert_eq!(lab.stamp(SEID), 0);
+    // A flow entered: the stamp is the epoch; then its packets without payload.
+    assert_eq!(
+        lab.up(&ip_tcp(UE, srv, 46001, 443, &client_hello("b.example"))),
+        11
+    );
+    assert_eq!(lab.stamp(SEID), settled_epoch());
+    for i in 0..200u32 {
+        if i % 2 == 0 {
+            assert_eq!(lab.up(&syn(srv, 46001, 443)), 11, "packet {i}");
+        } else {
+            assert_eq!(
+                lab.down(&ip_tcp(srv, UE, 443, 46001, b"")),
+                21,
+                "packet {i}"
+            );
+        }
+    }
+    // Another session's stamp octet (SEID + 1) is untouched.
+    assert_eq!(lab.stamp(SEID + 1), 0);
+    // Stamps a live entry may have: looked up (255 back: one ahead).
+    for back in [0u8, 1, 2, 255] {
+        let e = settled_epoch();
+        lab.set_stamp(SEID, e.wrapping_sub(back));
+        assert_eq!(lab.up(&syn(srv, 46001, 443)), 11, "stamp {back} back");
+        assert_eq!(lab.down(&ip_tcp(srv, UE, 443, 46001, b"")), 21);
+    }
+    // Older: the flow table is not looked up (the entry is live: the planted stamp is
+    // one the data path never writes for it), so the flow's packets are of no
+    // application; the entry is not refreshed either.
+    for back in [3u8, 100, 253] {
+        let e = settled_epoch();
+        lab.set_stamp(SEID, e.wrapping_sub(back));
+        assert_eq!(lab.up(&syn(srv, 46001, 443)), 1, "stamp {back} back");
+        assert_eq!(lab.down(&ip_tcp(srv, UE, 443, 46001, b"")), 2);
+        assert_eq!(lab.stamp(SEID), e.wrapping_sub(back));
+    }
+    // A new flow entered writes the epoch again; the old flow is found again.
+    assert_eq!(
+        lab.up(&ip_tcp(UE, srv, 46002, 443, &client_hello("a.example"))),
+        10
+    );
+    assert_eq!(lab.stamp(SEID), settled_epoch());
+    assert_eq!(lab.up(&syn(srv, 46001, 443)), 11);
+}
