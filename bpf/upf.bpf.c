@@ -118,12 +118,22 @@ static __always_inline int pdr_matches(const struct rule_set *rs, const struct p
 	return 0;
 }
 
+/* The position in rs->pdr of the PDR the rule set holds a copy of (pdr0), if it does
+ * (RS_HOT_PDR0); else -1. */
+static __always_inline int hot_at(const struct rule_set *rs)
+{
+	if (!(rs->hot & RS_HOT_PDR0))
+		return -1;
+	return (rs->hot >> RS_HOT_AT_SHIFT) & (MAX_PDRS_PER_KEY - 1);
+}
+
 /* The position in rs->pdr of the first PDR, in precedence order, that the packet
- * matches; -1 if none. The first PDR is read from the rule set's copy. A PDR with an
- * Application ID (rs->pdr_app) matches only packets of its application (`app`, 0:
- * none) or of one of its application's flow descriptions; one of another application
- * without flow descriptions is passed over without reading its pdrs entry. A global
- * function: verified once. */
+ * matches; -1 if none. The hot PDR (hot_at) is read from the rule set's copy. A PDR
+ * with an Application ID (rs->pdr_app) matches only packets of its application (`app`,
+ * 0: none) or of one of its application's flow descriptions; one of another
+ * application is passed over without reading its pdrs entry unless one of the
+ * application's flow descriptions (app_sdfs: few, and hot) matches the packet. A
+ * global function: verified once. */
 __noinline int match_pdr(const struct rule_set *rs, const struct outer *o, const struct flow *f,
 			 __u32 app)
 {
@@ -131,31 +141,30 @@ __noinline int match_pdr(const struct rule_set *rs, const struct outer *o, const
 
 	if (!rs || !o || !f)
 		return -1;
+	int at = hot_at(rs);
+
 	for (i = 0; i < MAX_PDRS_PER_KEY; i++) {
 		if (i >= rs->n_pdrs)
 			break;
 		__u32 pa = rs->pdr_app[i];
-		struct app_entry *ae = 0;
 
 		if (pa && pa != app) {
-			ae = bpf_map_lookup_elem(&apps, &pa);
-			if (!ae || !ae->n_sdf)
+			struct app_entry *ae = bpf_map_lookup_elem(&apps, &pa);
+
+			if (!ae || !ae->n_sdf || !app_flows_match(ae, f, rs->uplink))
 				continue;
 		}
 		const struct pdr *p;
 
-		if (i == 0 && (rs->hot & RS_HOT_PDR0)) {
+		if (i == at) {
 			p = &rs->pdr0;
 		} else {
 			__u32 idx = rs->pdr[i];
 
 			p = bpf_map_lookup_elem(&pdrs, &idx);
 		}
-		if (!p || !pdr_matches(rs, p, o, f))
-			continue;
-		if (ae && !app_flows_match(ae, f, rs->uplink))
-			continue;
-		return i;
+		if (p && pdr_matches(rs, p, o, f))
+			return i;
 	}
 	return -1;
 }
@@ -190,7 +199,7 @@ static __always_inline int buffer_packet(struct xdp_md *ctx, const struct rule_s
 	return XDP_DROP;
 }
 
-/* Start loading the cells PDR `p`'s first QER and URR will update. With a million
+/* Start loading the cells PDR `p`'s (the hot PDR's) first QER and URR will update. With a million
  * sessions they are rarely in the cache, and the locked instructions that update them
  * (the QER's and the shared cell's atomics) each wait for their miss in turn;
  * plain loads issued together let the misses, page walks included, overlap (lookup_cost
@@ -201,14 +210,14 @@ static __always_inline void touch_rules(const struct upf_config *cfg, const stru
 	touch_cells(cfg, p->qer[0], p->urr[0]);
 }
 
-/* The PDR the packet matches, from the rule set's copy when it is the first (`hot`),
+/* The PDR the packet matches, from the rule set's copy when it is the hot one (`hot`),
  * else from the pdrs table; 0 if none. */
 static __always_inline const struct pdr *find_pdr(const struct rule_set *rs, const struct outer *o,
 						   const struct flow *f, __u32 app, int *hot)
 {
 	int at = match_pdr(rs, o, f, app);
 
-	*hot = at == 0 && (rs->hot & RS_HOT_PDR0);
+	*hot = at >= 0 && at == hot_at(rs);
 	if (*hot)
 		return &rs->pdr0;
 	if (at < 0)
@@ -219,7 +228,7 @@ static __always_inline const struct pdr *find_pdr(const struct rule_set *rs, con
 	return bpf_map_lookup_elem(&pdrs, &pi);
 }
 
-/* The PDR's FAR: the rule set's copy for its first PDR, else from the fars table. */
+/* The PDR's FAR: the rule set's copy for its hot PDR, else from the fars table. */
 static __always_inline const struct far *find_far(const struct rule_set *rs, const struct pdr *p,
 						  int hot)
 {

@@ -185,9 +185,24 @@ pub struct Compiled {
 }
 
 impl Compiled {
+    /// The position in `k.pdrs` of the PDR its rule set holds a copy of (with its FAR):
+    /// the first without an Application ID, what traffic of no application (most
+    /// traffic) meets; the first if every one has one. Without application PDRs: 0.
+    pub fn hot_at(&self, k: &KeyRules) -> usize {
+        k.pdrs
+            .iter()
+            .position(|id| {
+                self.pdrs
+                    .iter()
+                    .find(|p| p.id == *id)
+                    .is_some_and(|p| p.app == 0)
+            })
+            .unwrap_or(0)
+    }
+
     /// The value of key `k`: the session, its PDRs by table index (`pdr_index`), the
-    /// direction and the UE addresses, with the first PDR and that PDR's FAR copied in
-    /// (`pdrs`, `fars`: the linked values by table index).
+    /// direction and the UE addresses, with the hot PDR ([`Compiled::hot_at`]) and that
+    /// PDR's FAR copied in (`pdrs`, `fars`: the linked values by table index).
     pub fn rule_set(
         &self,
         k: &KeyRules,
@@ -206,9 +221,10 @@ impl Compiled {
             v.pdr_app[i] = self.pdrs.iter().find(|p| p.id == *id).map_or(0, |p| p.app);
         }
         v.hot |= self.app_flags;
-        if let Some(p) = pdrs.get(&v.pdr[0]).filter(|_| v.pdr[0] != 0) {
+        let at = self.hot_at(k);
+        if let Some(p) = pdrs.get(&v.pdr[at]).filter(|_| v.pdr[at] != 0) {
             v.pdr0 = *p;
-            v.hot |= abi::RS_HOT_PDR0;
+            v.hot |= abi::RS_HOT_PDR0 | (at as u32) << abi::RS_HOT_AT_SHIFT;
             if let Some(f) = fars.get(&p.far).filter(|_| p.far != 0) {
                 v.far0 = *f;
                 v.hot |= abi::RS_HOT_FAR0;
@@ -226,13 +242,20 @@ impl Compiled {
         v
     }
 
-    /// The PDRs of keys after their first: the only ones the programs read from the
-    /// `pdrs` table (a key's first PDR travels in its rule set), and their FARs.
+    /// The PDRs of keys other than their hot one: the only ones the programs read from
+    /// the `pdrs` table (a key's hot PDR travels in its rule set), and their FARs.
     pub fn in_tables(&self) -> (Vec<u16>, Vec<u32>) {
         let mut pdrs: Vec<u16> = self
             .keys
             .iter()
-            .flat_map(|k| k.pdrs.iter().skip(1).copied())
+            .flat_map(|k| {
+                let at = self.hot_at(k);
+                k.pdrs
+                    .iter()
+                    .enumerate()
+                    .filter(move |(i, _)| *i != at)
+                    .map(|(_, id)| *id)
+            })
             .collect();
         pdrs.sort_unstable();
         pdrs.dedup();
@@ -765,6 +788,55 @@ mod tests {
             (1, u32::from_ne_bytes([10, 45, 0, 2]))
         );
         assert_eq!(rs.ue_v6_len, 56);
+    }
+
+    #[test]
+    fn the_rule_set_holds_the_first_pdr_without_an_application() {
+        let mut t = PfdTable::new();
+        let mut a = upf::pfd::AppPfds::default();
+        a.add_domain("a.example", None).unwrap();
+        t.set("A", a, true).unwrap();
+        let mut s = session();
+        let mut app = on_teid(0x100);
+        app.application_id = Some("A".into());
+        s.pdrs.insert(1, pdr(1, 100, on_teid(0x100)));
+        s.pdrs.insert(2, pdr(2, 10, app.clone()));
+        s.pdrs.insert(3, pdr(3, 200, on_teid(0x100)));
+        app.local_fteid.as_mut().unwrap().teid = 0x180;
+        s.pdrs.insert(4, pdr(4, 10, app));
+        s.pdrs.insert(5, pdr(5, 100, on_teid(0x200)));
+        let c = compile(&s, &addrs(), &t).unwrap();
+        assert_eq!(c.keys[0].pdrs.to_vec(), vec![2, 1, 3]);
+        assert_eq!(c.keys[1].pdrs.to_vec(), vec![4]);
+        assert_eq!(c.keys[2].pdrs.to_vec(), vec![5]);
+        // Key 0: PDR 1 (after A's); key 1: A's only PDR, the first; key 2: the first.
+        assert_eq!(
+            c.keys.iter().map(|k| c.hot_at(k)).collect::<Vec<_>>(),
+            vec![1, 0, 0]
+        );
+        let index: HashMap<u16, u32> = (1..=5).map(|id| (id, 10 + u32::from(id))).collect();
+        let pdrs: HashMap<u32, types::pdr> = (1..=5u32)
+            .map(|id| {
+                let v = types::pdr {
+                    id,
+                    far: 1,
+                    ..Default::default()
+                };
+                (10 + id, v)
+            })
+            .collect();
+        let fars: HashMap<u32, types::far> = [(1, types::far::default())].into();
+        let rs = c.rule_set(&c.keys[0], &index, &pdrs, &fars);
+        assert_eq!(rs.pdr0.id, 1);
+        assert_eq!(
+            rs.hot,
+            abi::RS_HOT_PDR0 | abi::RS_HOT_FAR0 | abi::RS_APPS | 1 << abi::RS_HOT_AT_SHIFT
+        );
+        assert_eq!(rs.pdr_app[..3], [1, 0, 0]);
+        let rs = c.rule_set(&c.keys[1], &index, &pdrs, &fars);
+        assert_eq!((rs.pdr0.id, rs.hot >> abi::RS_HOT_AT_SHIFT), (4, 0));
+        // The tables hold the PDRs the rule sets do not: 2 and 3 (key 0).
+        assert_eq!(c.in_tables(), (vec![2, 3], vec![1]));
     }
 
     #[test]

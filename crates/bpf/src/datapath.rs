@@ -802,16 +802,17 @@ impl Datapath {
 
     /// Step 2: table indices for the session's rules. QERs and URRs keep theirs (and
     /// their state) across modifications; FARs, PDRs and SDF blocks get new ones (copy
-    /// on write). The QER and URR a packet of the first key meets first go to the index
-    /// the data path computes from the key (its direct slot + 1), if free: it loads them
-    /// while it loads the slot instead of after (bpf/include/direct.h).
+    /// on write). The first QER and URR of the first key's hot PDR (the one its rule set
+    /// holds, [`Compiled::hot_at`]: what most packets meet) go to the index the data
+    /// path computes from the key (its direct slot + 1), if free: it loads them while it
+    /// loads the slot instead of after (bpf/include/direct.h).
     fn place(&mut self, plan: &Compiled, prev: &Installed) -> Result<Installed, FastPathError> {
         let mut inst = Installed::default();
         let home = self.home_slot(plan).map(|s| s + 1);
         let first = plan
             .keys
             .first()
-            .and_then(|k| k.pdrs.first())
+            .and_then(|k| k.pdrs.get(plan.hot_at(k)))
             .and_then(|id| plan.pdrs.iter().find(|p| p.id == *id));
         let home_qer = first.and_then(|p| p.qer_ids.first().copied());
         let home_urr = first.and_then(|p| p.urr_ids.first().copied());
