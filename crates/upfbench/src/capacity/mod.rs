@@ -475,7 +475,9 @@ pub fn bench(
             lab,
             upfd_bin,
             out,
-            plan.sessions.max(1000) + plan.under_traffic + plan.app_mix_sessions + 1000,
+            // upfd sizes its rule tables by sessions of two PDRs, one URR: the application
+            // mix's sessions have six PDRs and three URRs, so each takes three.
+            plan.sessions.max(1000) + plan.under_traffic + 3 * plan.app_mix_sessions + 1000,
         )?)
     };
     progress.step(&format!("establishing {} sessions", plan.sessions));
