@@ -102,39 +102,6 @@ static __always_inline __u32 name_app(struct app_scratch *s, __u32 proto)
 	return proto == APP_P_DNS ? v->dns : proto == APP_P_SNI ? v->sni : v->host;
 }
 
-/* The offset of the transport header of the (first-fragment) packet at l3. */
-__noinline int app_l4(struct xdp_md *ctx, const struct flow *f, __u32 l3, __u32 end)
-{
-	struct app_scratch *s = app_mem();
-	int i;
-
-	if (!ctx || !f || !s)
-		return -1;
-	if (f->version == 4) {
-		if (app_load(ctx, l3, end, s->b, 1))
-			return -1;
-		return l3 + (s->b[0] & 0x0f) * 4;
-	}
-	if (app_load(ctx, l3 + 6, end, s->b, 1))
-		return -1;
-	s->next = s->b[0];
-	s->off = l3 + 40;
-	/* The extension headers parse_inner walked (include/parse.h). */
-	for (i = 0; i < IPV6_MAX_EXT; i++) {
-		__u32 nh = s->next, off = s->off;
-
-		if (nh != 0 && nh != 43 && nh != 60 && nh != 44)
-			break;
-		if (app_load(ctx, off, end, s->b, 2))
-			return -1;
-		s->next = s->b[0];
-		s->off = off + (nh == 44 ? 8 : ((__u32)s->b[1] + 1) * 8);
-	}
-	if (s->next != f->proto || s->off > end)
-		return -1;
-	return s->off;
-}
-
 /* TLS ClientHello (docs/application-detection.md): the server_name, in s->name; its
  * length, 0 if none. (The name is checked by the caller: each call is a stack frame.) */
 __noinline int app_tls(struct xdp_md *ctx, __u32 p, __u32 end)
@@ -468,11 +435,8 @@ __noinline int app_dns(struct xdp_md *ctx, const struct rule_set *rs, const stru
 	if (rs->uplink || f->proto != 17 || !f->has_ports || f->sport != 53)
 		return 0;
 	__u32 end = l3 + f->len;
-	int l4 = app_l4(ctx, f, l3, end);
-
-	if (l4 < 0)
-		return 0;
-	__u32 p = l4 + 8;
+	/* parse_inner found the UDP header (ports read: a first fragment). */
+	__u32 p = f->l4 + 8;
 
 	if (app_load(ctx, p, end, s->b, 12))
 		return 0;
@@ -609,9 +573,10 @@ __noinline int app_classify(struct xdp_md *ctx, const struct rule_set *rs, const
 		s->app = a->app;
 	} else if (up && f->proto == 6 && f->has_ports) {
 		/* 3. The uplink TCP payload: a ClientHello's SNI, else an HTTP request. */
-		int l4 = app_l4(ctx, f, l3, s->limit);
+		/* parse_inner found the TCP header (ports read: a first fragment). */
+		__u32 l4 = f->l4;
 
-		if (l4 < 0 || app_load(ctx, l4, s->limit, s->b, 13))
+		if (app_load(ctx, l4, s->limit, s->b, 13))
 			return 0;
 		__u32 p = l4 + (s->b[12] >> 4) * 4;
 

@@ -46,7 +46,7 @@ struct flow {
 	__u32 spi;
 	__u32 label;
 	__u16 len;        /* total length (IP header included) */
-	__u16 pad2;
+	__u16 l4;         /* offset of the transport header in the frame (a first fragment); 0: none */
 	__u8 src[16];     /* IPv4 in the first 4 octets */
 	__u8 dst[16];
 };
@@ -62,11 +62,13 @@ static __always_inline void zero16(__u8 *a)
 	__builtin_memset(a, 0, 16);
 }
 
-/* Read the transport fields at l4 (a first fragment only). */
+/* Read the transport fields at l4 (a first fragment only), and keep where they are. */
 static __always_inline void read_transport(void *data, void *data_end, __u32 l4, __u32 end,
 					   struct flow *f)
 {
 	__u8 *p = (__u8 *)data + l4;
+
+	f->l4 = l4;
 
 	if (ports_proto(f->proto)) {
 		if (l4 + 4 <= end && (void *)(p + 4) <= data_end) {
