@@ -1002,6 +1002,42 @@ pub struct PacketFields {
     pub flow_label: Option<u32>,
 }
 
+/// The IPv6 extension headers of packet `b` (its payload ending at `end`) up to the
+/// upper layer: Hop-by-Hop, Routing, Fragment and Destination Options, at most
+/// [`MAX_IPV6_EXTENSION_HEADERS`]. Returns the upper layer's protocol, its offset and
+/// whether the packet is a first fragment (or none); None if a header does not fit or
+/// the chain is longer.
+fn ipv6_upper_layer(b: &[u8], end: usize) -> Option<(u8, usize, bool)> {
+    let mut nh = *b.get(6)?;
+    let mut off = 40;
+    let mut walked = 0;
+    loop {
+        match nh {
+            0 | 43 | 60 => {
+                let h = b.get(off..off + 2).filter(|_| off + 2 <= end)?;
+                nh = h[0];
+                off += (usize::from(h[1]) + 1) * 8;
+                if off > end {
+                    return None;
+                }
+            }
+            44 => {
+                let h = b.get(off..off + 8).filter(|_| off + 8 <= end)?;
+                nh = h[0];
+                off += 8;
+                if u16::from_be_bytes([h[2], h[3]]) >> 3 != 0 {
+                    return Some((nh, off, false));
+                }
+            }
+            _ => return Some((nh, off, true)),
+        }
+        walked += 1;
+        if walked > MAX_IPV6_EXTENSION_HEADERS {
+            return None;
+        }
+    }
+}
+
 impl PacketFields {
     /// Reads the fields of an IPv4 (RFC 791) or IPv6 (RFC 8200) packet. `None` if it is
     /// neither, its header is truncated or inconsistent, or its IPv6 extension header chain
@@ -1011,6 +1047,31 @@ impl PacketFields {
         match packet.first()? >> 4 {
             4 => Self::from_ipv4(packet),
             6 => Self::from_ipv6(packet),
+            _ => None,
+        }
+    }
+
+    /// Where the transport header of IP packet `ip` starts: after the IPv4 header and its
+    /// options, or the IPv6 header and its extension headers, walked as [`from_ip`]
+    /// walks them; None for a fragment after the first and for what `from_ip` refuses.
+    ///
+    /// [`from_ip`]: PacketFields::from_ip
+    pub fn transport_offset(ip: &[u8]) -> Option<usize> {
+        let be16 = |i: usize| usize::from(u16::from_be_bytes([ip[i], ip[i + 1]]));
+        match ip.first()? >> 4 {
+            4 if ip.len() >= 20 => {
+                let ihl = usize::from(ip[0] & 0x0f) * 4;
+                let first = be16(6) & 0x1fff == 0;
+                (ihl >= 20 && be16(2) >= ihl && ip.len() >= ihl && first).then_some(ihl)
+            }
+            6 if ip.len() >= 40 => {
+                let end = match be16(4) {
+                    0 => ip.len(),
+                    n => (40 + n).min(ip.len()),
+                };
+                let (_, off, first) = ipv6_upper_layer(ip, end)?;
+                first.then_some(off)
+            }
             _ => None,
         }
     }
@@ -1059,36 +1120,7 @@ impl PacketFields {
         let mut dst = [0u8; 16];
         src.copy_from_slice(&b[8..24]);
         dst.copy_from_slice(&b[24..40]);
-        let mut nh = b[6];
-        let mut off = 40;
-        let mut first_fragment = true;
-        let mut walked = 0;
-        loop {
-            match nh {
-                0 | 43 | 60 => {
-                    let h = b.get(off..off + 2).filter(|_| off + 2 <= end)?;
-                    nh = h[0];
-                    off += (usize::from(h[1]) + 1) * 8;
-                    if off > end {
-                        return None;
-                    }
-                }
-                44 => {
-                    let h = b.get(off..off + 8).filter(|_| off + 8 <= end)?;
-                    nh = h[0];
-                    off += 8;
-                    if u16::from_be_bytes([h[2], h[3]]) >> 3 != 0 {
-                        first_fragment = false;
-                        break;
-                    }
-                }
-                _ => break,
-            }
-            walked += 1;
-            if walked > MAX_IPV6_EXTENSION_HEADERS {
-                return None;
-            }
-        }
+        let (nh, off, first_fragment) = ipv6_upper_layer(b, end)?;
         let mut p = PacketFields {
             version: 6,
             src: IpAddr::V6(Ipv6Addr::from(src)),

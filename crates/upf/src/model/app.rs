@@ -26,7 +26,6 @@ use crate::pfd::PfdTable;
 use crate::rules::{Pdi, Session};
 use crate::sdf::{Direction, PacketFields};
 
-use super::packet::transport_offset;
 use super::Model;
 
 const NSEC_PER_SEC: u64 = 1_000_000_000;
@@ -457,7 +456,7 @@ fn dns_payload<'p>(ip: &'p [u8], f: &PacketFields) -> Option<&'p [u8]> {
     if f.protocol != 17 || f.src_port != Some(DNS_PORT) {
         return None;
     }
-    let l4 = transport_offset(ip)?;
+    let l4 = PacketFields::transport_offset(ip)?;
     field(ip, l4, 8)?;
     ip.get(l4 + 8..)
 }
@@ -469,7 +468,7 @@ fn tcp_payload<'p>(ip: &'p [u8], f: &PacketFields) -> Option<&'p [u8]> {
     if f.protocol != 6 {
         return None;
     }
-    let l4 = transport_offset(ip)?;
+    let l4 = PacketFields::transport_offset(ip)?;
     let doff = usize::from(*ip.get(l4 + 12)? >> 4) * 4;
     if doff < 20 {
         return None;
