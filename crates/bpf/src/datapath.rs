@@ -214,12 +214,17 @@ fn lpm_key(n: &ipnet::IpNet) -> types::lpm_key {
 }
 
 fn mono_ns() -> i128 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// A clock's time in ns.
+fn clock_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
@@ -1222,14 +1227,9 @@ impl Reinject for Datapath {
 }
 
 /// An event record of the data path's ring (`struct event`, then for EV_BUFFER the
-/// packet's octets); None for a record that is not one.
-pub fn parse_event(b: &[u8]) -> Option<Event> {
-    parse_event_with(b, &PfdTable::new())
-}
-
-/// As [`parse_event`], with the applications EV_APP_START names (by index): None for an
-/// index `pfds` does not know.
-pub fn parse_event_with(b: &[u8], pfds: &PfdTable) -> Option<Event> {
+/// packet's octets; `struct app_event` for EV_APP_START, whose application index `pfds`
+/// names); None for a record that is not one, or an index `pfds` does not know.
+pub fn parse_event(b: &[u8], pfds: &PfdTable) -> Option<Event> {
     if b.get(..4)? == abi::EV_APP_START.to_ne_bytes() {
         let e: types::app_event = from_bytes(b.get(..std::mem::size_of::<types::app_event>())?)?;
         let f = &e.flow;
@@ -1350,13 +1350,7 @@ pub fn app_flow_key(seid: u64, flow: &AppFlow) -> types::app_flow_key {
 
 /// The data path's coarse clock (bpf_ktime_get_coarse_ns), in ns.
 fn coarse_ns() -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 /// An app_names or app_urls key of `data` (at most APP_KEY_MAX octets).

@@ -194,7 +194,7 @@ impl Lab {
         self.events
             .borrow_mut()
             .drain(..)
-            .filter_map(|e| upf_bpf::datapath::parse_event_with(&e, &pfds))
+            .filter_map(|e| upf_bpf::datapath::parse_event(&e, &pfds))
             .collect()
     }
 }

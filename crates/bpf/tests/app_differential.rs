@@ -1357,7 +1357,7 @@ fn xdp_classifies_as_the_reference_model() {
     let names = pfds.clone();
     let rb = dp
         .events(move |d| {
-            if let Some(e) = upf_bpf::datapath::parse_event_with(d, &names) {
+            if let Some(e) = upf_bpf::datapath::parse_event(d, &names) {
                 ev2.borrow_mut().push(e);
             }
             0

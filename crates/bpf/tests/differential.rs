@@ -781,7 +781,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
                     let ev = events.borrow();
                     assert_eq!(ev.len(), 1, "one buffered packet handed up: {}", ctx());
                     assert_eq!(
-                        upf_bpf::datapath::parse_event(&ev[0]),
+                        upf_bpf::datapath::parse_event(&ev[0], &upf::pfd::PfdTable::new()),
                         Some(Event::Buffered(b.clone())),
                         "buffered: {}",
                         ctx()

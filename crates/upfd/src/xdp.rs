@@ -11,9 +11,7 @@ use anyhow::Context;
 use tokio::io::unix::AsyncFd;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{Config as DataPathConfig, Event};
-use upf_bpf::datapath::{
-    parse_event_with, AttachMode, Capacity, Datapath, Role, Spread as DpSpread,
-};
+use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role, Spread as DpSpread};
 
 use crate::config::{Config, DatapathMode, Spread, XdpAttach};
 use crate::routewatch::{NextHopKeeper, RoutingEvent};
@@ -286,7 +284,7 @@ impl Xdp {
         let pfds = self.dp.borrow().pfds();
         records
             .iter()
-            .filter_map(|r| parse_event_with(r, &pfds))
+            .filter_map(|r| parse_event(r, &pfds))
             .collect()
     }
 
