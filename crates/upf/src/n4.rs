@@ -605,23 +605,8 @@ impl N4 {
         seids.append(&mut self.report_retry);
         seids.sort_unstable();
         seids.dedup();
-        let mut peer_of = HashMap::new();
-        let mut free = HashMap::new();
-        for &seid in &seids {
-            if let Some((peer, f)) = self.report_budget(seid) {
-                peer_of.insert(seid, peer);
-                free.entry(peer).or_insert(f);
-            }
-        }
-        let (due, deferred) = self.sessions.poll_reports(&seids, now, |seid| {
-            match peer_of.get(&seid).and_then(|p| free.get_mut(p)) {
-                Some(f) if *f > 0 => {
-                    *f -= 1;
-                    true
-                }
-                _ => false,
-            }
-        });
+        let may_report = self.report_gate(seids.iter().copied());
+        let (due, deferred) = self.sessions.poll_reports(&seids, now, may_report);
         self.report_retry = deferred;
         let mut out = Vec::new();
         for (seid, reports) in due {
@@ -668,33 +653,10 @@ impl N4 {
             return Vec::new();
         }
         self.next_app_poll = Some(now + APP_POLL);
-        // Each CP function's room for reports, as poll_reports counts it.
-        let addrs: HashMap<u64, SocketAddr> = self
+        let may_report = self.report_gate(self.sessions.app_flow_seids());
+        let due = self
             .sessions
-            .app_flow_seids()
-            .into_iter()
-            .filter_map(|seid| {
-                let s = self.sessions.get(seid)?;
-                Some((seid, self.assocs.get(&s.cp_node)?.addr))
-            })
-            .collect();
-        let pending = &self.reports_pending;
-        let mut free: HashMap<SocketAddr, usize> = HashMap::new();
-        let stop_after = self.app_stop_after;
-        let due = self.sessions.poll_app_flows(stop_after, |seid| {
-            let Some(a) = addrs.get(&seid) else {
-                return false;
-            };
-            let f = free.entry(*a).or_insert_with(|| {
-                MAX_OUTSTANDING_REPORTS.saturating_sub(pending.get(a).copied().unwrap_or(0))
-            });
-            if *f > 0 {
-                *f -= 1;
-                true
-            } else {
-                false
-            }
-        });
+            .poll_app_flows(self.app_stop_after, may_report);
         let mut out = Vec::new();
         for (seid, reports) in due {
             let body = msg::SessionReportRequest::usage(self.usage_reports(seid, &reports));
@@ -709,6 +671,27 @@ impl N4 {
     /// reported once it answers again).
     pub fn can_report(&self, seid: u64) -> bool {
         self.report_budget(seid).is_some_and(|(_, free)| free > 0)
+    }
+
+    /// Whether a report of session `seid` may go now, for the sessions `seids`: each CP
+    /// function takes MAX_OUTSTANDING_REPORTS unanswered reports ([`N4::report_budget`]),
+    /// and each `true` uses one of its room.
+    fn report_gate(&self, seids: impl IntoIterator<Item = u64>) -> impl FnMut(u64) -> bool {
+        let mut peer_of = HashMap::new();
+        let mut free = HashMap::new();
+        for seid in seids {
+            if let Some((peer, f)) = self.report_budget(seid) {
+                peer_of.insert(seid, peer);
+                free.entry(peer).or_insert(f);
+            }
+        }
+        move |seid| match peer_of.get(&seid).and_then(|p| free.get_mut(p)) {
+            Some(f) if *f > 0 => {
+                *f -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The CP function of session `seid` and how many more Session Report Requests it
