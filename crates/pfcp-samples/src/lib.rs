@@ -165,12 +165,9 @@ fn up_fseid() -> FSeid {
     }
 }
 
-/// TBCD digits (TS 29.274 clause 8.3): low nibble first, an odd count padded with 0xf.
+/// TBCD digits (TS 29.274 clause 8.3).
 fn tbcd(digits: &str) -> Vec<u8> {
-    let d: Vec<u8> = digits.bytes().map(|c| c - b'0').collect();
-    d.chunks(2)
-        .map(|p| p[0] | (p.get(1).copied().unwrap_or(0x0f) << 4))
-        .collect()
+    pfcp::ie::tbcd_encode(digits)
 }
 
 fn sdf(flow: &str) -> SdfFilter {

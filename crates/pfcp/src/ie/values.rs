@@ -1851,6 +1851,19 @@ pub struct UserId {
     pub spare: u8,
 }
 
+/// Encode decimal digits as TBCD (TS 29.274 clause 8.3): low nibble first, an odd count
+/// padded with 0xf. Characters other than '0'-'9' are left out.
+pub fn tbcd_encode(digits: &str) -> Vec<u8> {
+    let d: Vec<u8> = digits
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .map(|c| c - b'0')
+        .collect();
+    d.chunks(2)
+        .map(|p| p[0] | (p.get(1).copied().unwrap_or(0x0f) << 4))
+        .collect()
+}
+
 /// Decode TBCD digits (TS 29.274 clause 8.3): low nibble first, 0xf fills.
 pub fn tbcd(b: &[u8]) -> String {
     let mut s = String::new();

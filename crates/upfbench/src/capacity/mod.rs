@@ -164,6 +164,41 @@ pub struct Args {
     /// (default by profile: smoke 200, quick 4000, full 100000; 0: no application mix).
     #[arg(long)]
     pub app_mix_sessions: Option<u64>,
+    /// The APN/DNN IE in every Session Establishment Request, label-encoded as
+    /// Open5GS's SMF sends it (gtp-guard needs it to name one of its access points).
+    #[arg(long, default_value = "internet", conflicts_with = "no_apn_dnn")]
+    pub apn_dnn: String,
+    /// No APN/DNN IE.
+    #[arg(long)]
+    pub no_apn_dnn: bool,
+    /// The first session's IMSI in the User ID IE (session i gets it plus i; the
+    /// application mix's SMF starts 10,000,000 higher), with an IMEISV and an MSISDN, as
+    /// Open5GS's SMF sends them.
+    #[arg(long, default_value = "001010000000001", value_parser = crate::smf::cli::imsi)]
+    pub imsi: String,
+    /// No User ID IE.
+    #[arg(long)]
+    pub no_user_id: bool,
+}
+
+/// The application mix's SMF numbers its subscribers from this far above the first's.
+const APP_MIX_IMSI_OFFSET: u64 = 10_000_000;
+
+/// The SMF emulator's configuration for the run: the lab's addresses and every rule
+/// (`upf::LabSmf::config`), the identities of `args`, UE addresses from `pool`, the
+/// IMSIs `imsi_offset` above `--imsi`.
+fn smf_config(
+    args: &Args,
+    explicit_teid: bool,
+    pool: crate::smf::Ipv4Pool,
+    imsi_offset: u64,
+) -> crate::smf::SmfConfig {
+    let sdf = (!args.no_sdf).then(|| args.sdf.clone());
+    let mut cfg = upf::LabSmf::config(args.upf_n4, explicit_teid, !args.no_psc, sdf, pool);
+    cfg.apn_dnn = crate::smf::cli::apn_dnn(&cfg.dnn, Some(&args.apn_dnn), args.no_apn_dnn);
+    let imsi = crate::smf::add_to_digits(&args.imsi, imsi_offset);
+    cfg.user_id = crate::smf::cli::user_ids(&imsi, args.no_user_id);
+    cfg
 }
 
 /// Extra halvings of the no-drop search when none of its trials was loss-free.
@@ -484,8 +519,7 @@ pub fn bench(
     // dn routes the lab's UE pool (10.45.0.0/16) to upf; this one too, so that the
     // data network can answer UEs (ping, iperf3).
     let pool = upf::route_ue_pool(lab)?;
-    let mut smf =
-        upf::LabSmf::associate(lab, args.upf_n4, args.explicit_teid, psc, sdf.clone(), pool)?;
+    let mut smf = upf::LabSmf::associate_with(lab, smf_config(args, args.explicit_teid, pool, 0))?;
     let est = smf.establish(plan.sessions as usize);
     if est.accepted as u64 != plan.sessions {
         bail!(
@@ -947,8 +981,7 @@ fn app_mix(
         "application mix: PFDs and {n} sessions with application PDRs"
     ));
     let _addr = upf::AppSmfAddress::add(lab)?;
-    let sdf = (!args.no_sdf).then(|| args.sdf.clone());
-    let mut cfg = upf::LabSmf::config(args.upf_n4, false, !args.no_psc, sdf, upf::app_ue_pool());
+    let mut cfg = smf_config(args, false, upf::app_ue_pool(), APP_MIX_IMSI_OFFSET);
     cfg.bind = std::net::SocketAddr::new(upf::APP_SMF_N4.into(), 0);
     cfg.applications = apps::rules();
     let mut smf = upf::LabSmf::associate_with(lab, cfg).context("the second SMF")?;

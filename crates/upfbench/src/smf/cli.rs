@@ -56,6 +56,20 @@ pub struct Args {
     /// Send the Network Instance as plain text, as free5GC's SMF does by default.
     #[arg(long)]
     pub dnn_plain: bool,
+    /// The APN/DNN IE of each Session Establishment Request (default: --dnn), encoded
+    /// as the Network Instance is.
+    #[arg(long, conflicts_with = "no_apn_dnn")]
+    pub apn_dnn: Option<String>,
+    /// No APN/DNN IE.
+    #[arg(long)]
+    pub no_apn_dnn: bool,
+    /// The first session's IMSI in the User ID IE (15 digits; session i gets it plus
+    /// i), sent with an IMEISV and an MSISDN as Open5GS's SMF sends them.
+    #[arg(long, default_value = "001010000000001", value_parser = imsi)]
+    pub imsi: String,
+    /// No User ID IE.
+    #[arg(long)]
+    pub no_user_id: bool,
     /// 4G style: no QFI in the uplink PDI and the QER.
     #[arg(long)]
     pub no_psc: bool,
@@ -108,6 +122,30 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The APN/DNN IE's name: `given`, else the DNN; None with `none`.
+pub fn apn_dnn(dnn: &str, given: Option<&str>, none: bool) -> Option<String> {
+    (!none).then(|| given.unwrap_or(dnn).to_string())
+}
+
+/// The User ID IEs' identities from the first IMSI; None with `none`.
+pub fn user_ids(imsi: &str, none: bool) -> Option<super::UserIds> {
+    (!none).then(|| super::UserIds {
+        imsi: imsi.to_string(),
+        ..super::UserIds::default()
+    })
+}
+
+/// An IMSI on the command line: 6 to 15 decimal digits (TS 23.003 clause 2.2).
+pub fn imsi(s: &str) -> Result<String, String> {
+    if (6..=15).contains(&s.len()) && s.bytes().all(|c| c.is_ascii_digit()) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?}: an IMSI is 6 to 15 decimal digits (MCC, MNC, MSIN)"
+        ))
+    }
+}
+
 impl Args {
     pub fn config(&self) -> SmfConfig {
         let mut c = SmfConfig::new(self.upf);
@@ -127,6 +165,8 @@ impl Args {
         c.gnb = self.gnb;
         c.dnn = self.dnn.clone();
         c.dnn_plain = self.dnn_plain;
+        c.apn_dnn = apn_dnn(&self.dnn, self.apn_dnn.as_deref(), self.no_apn_dnn);
+        c.user_id = user_ids(&self.imsi, self.no_user_id);
         c.psc = !self.no_psc;
         c.dl_buffer = self.modify;
         c.mbr_kbps = self.mbr_kbps;

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use pfcp::ie::{
     apply_action, measurement_method, reporting_triggers, up_function_features, Bitrate, FSeid,
     FTeid, Flags, Interface, Name, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter,
-    UeIpAddress, Volume,
+    UeIpAddress, UserId, Volume,
 };
 use pfcp::msg::{
     self, AssociationReleaseRequest, AssociationSetupRequest, CreateFar, CreatePdr, CreateQer,
@@ -173,7 +173,69 @@ pub struct SmfConfig {
     pub sdf_filter: Option<String>,
     /// Application PDRs in every session ([`apps`]), in this order.
     pub applications: Vec<AppRule>,
+    /// The APN/DNN IE of every Session Establishment Request (TS 29.244 clause 8.2.117),
+    /// encoded as the Network Instance is (label-encoded unless `dnn_plain`), as Open5GS's
+    /// SMF sends it; gtp-guard refuses a session without one naming a configured access
+    /// point. None: not sent.
+    pub apn_dnn: Option<String>,
+    /// The User ID IE (clause 8.2.101) of every Session Establishment Request: session
+    /// i gets these identities plus i. None: not sent.
+    pub user_id: Option<UserIds>,
     pub timers: Timers,
+}
+
+/// The identities the emulator's User ID IEs carry, for the first session; session i
+/// adds i to each (IMSI, IMEISV and MSISDN are TBCD digit strings). The defaults are in
+/// the form Open5GS's SMF sends (IMSI, IMEI and MSISDN flags set).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UserIds {
+    /// 15 digits: MCC, MNC, MSIN.
+    pub imsi: String,
+    /// 16 digits (IMEISV), as Open5GS sends; None: IMEI flag off.
+    pub imei: Option<String>,
+    /// E.164 digits; None: MSISDN flag off.
+    pub msisdn: Option<String>,
+}
+
+impl Default for UserIds {
+    fn default() -> Self {
+        UserIds {
+            imsi: "001010000000001".into(),
+            imei: Some("3534900698733190".into()),
+            msisdn: Some("491720000001".into()),
+        }
+    }
+}
+
+impl UserIds {
+    /// The User ID IE of session `index`.
+    pub fn for_session(&self, index: usize) -> UserId {
+        let enc = |digits: &str| pfcp::ie::tbcd_encode(&add_to_digits(digits, index as u64));
+        UserId {
+            imsi: Some(enc(&self.imsi)),
+            imei: self.imei.as_deref().map(enc),
+            msisdn: self.msisdn.as_deref().map(enc),
+            ..UserId::default()
+        }
+    }
+}
+
+/// `digits` (decimal) plus `n`, keeping the number of digits (wrapping at 10^len): an
+/// IMSI's MCC and MNC stay as given for any realistic session count.
+pub fn add_to_digits(digits: &str, n: u64) -> String {
+    let len = digits.len();
+    let mut carry = n;
+    let mut out: Vec<u8> = digits.bytes().collect();
+    for c in out.iter_mut().rev() {
+        if carry == 0 {
+            break;
+        }
+        let d = u64::from(c.wrapping_sub(b'0')).min(9) + carry;
+        *c = b'0' + (d % 10) as u8;
+        carry = d / 10;
+    }
+    debug_assert_eq!(out.len(), len);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 impl SmfConfig {
@@ -210,6 +272,8 @@ impl SmfConfig {
             volume_threshold: 100 * 1024 * 1024,
             sdf_filter: None,
             applications: Vec::new(),
+            apn_dnn: Some("internet".into()),
+            user_id: Some(UserIds::default()),
             timers: Timers::default(),
         }
     }
@@ -757,9 +821,15 @@ impl Smf {
             pdn_type: Some(1), // IPv4
             fq_csids: vec![],
             user_plane_inactivity_timer: None,
-            user_id: None,
+            user_id: c.user_id.as_ref().map(|u| u.for_session(s.index)),
             trace_information: None,
-            apn_dnn: None,
+            apn_dnn: c.apn_dnn.as_deref().map(|a| {
+                if c.dnn_plain {
+                    Name::plain(a)
+                } else {
+                    Name::labels(a)
+                }
+            }),
             pfcpse_req_flags: None,
             recovery_time_stamp: None,
             s_nssai: None,
@@ -1165,6 +1235,65 @@ mod tests {
         let req = smf.establishment_request(&sample_session());
         let ni = req.create_pdrs[0].pdi.network_instance.clone().unwrap();
         assert_eq!(ni.0, b"internet".to_vec());
+    }
+
+    /// APN/DNN and User ID as Open5GS's SMF sends them (its 5G roaming capture in
+    /// ../shared/interop: APN/DNN label-encoded, User ID flags IMSI|IMEI|MSISDN with 8,
+    /// 8 and 6 octets of TBCD), one subscriber per session; either can be left out.
+    #[tokio::test]
+    async fn apn_dnn_and_user_id_as_open5gs_sends_them() {
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.prefer_8805 = false;
+        let smf = Smf::connect(cfg.clone()).await.unwrap();
+        let mut s = sample_session();
+        s.index = 41;
+        let req = smf.establishment_request(&s);
+        let bytes = msg::emit(&HeaderRepr::session(0, 0, 7), &req);
+        let find = |t: u16| {
+            let mut at = 16;
+            while at + 4 <= bytes.len() {
+                let ty = u16::from_be_bytes([bytes[at], bytes[at + 1]]);
+                let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
+                if ty == t {
+                    return Some(bytes[at + 4..at + 4 + len].to_vec());
+                }
+                at += 4 + len;
+            }
+            None
+        };
+        assert_eq!(find(159).unwrap(), b"\x08internet".to_vec(), "APN/DNN");
+        let uid = find(141).unwrap();
+        // Flags, then IMSI 001010000000042, IMEISV 3534900698733231, MSISDN 491720000042.
+        assert_eq!(
+            uid,
+            [
+                &[0x07, 8][..],
+                &[0x00, 0x01, 0x01, 0x00, 0x00, 0x00, 0x40, 0xf2],
+                &[8, 0x53, 0x43, 0x09, 0x60, 0x89, 0x37, 0x23, 0x13],
+                &[6, 0x94, 0x71, 0x02, 0x00, 0x00, 0x24],
+            ]
+            .concat()
+        );
+        let (_, back) = msg::parse::<SessionEstablishmentRequest>(&bytes).unwrap();
+        let u = back.user_id.unwrap();
+        assert_eq!(
+            pfcp::ie::tbcd(u.imsi.as_deref().unwrap()),
+            "001010000000042"
+        );
+        cfg.apn_dnn = None;
+        cfg.user_id = None;
+        let smf = Smf::connect(cfg).await.unwrap();
+        let req = smf.establishment_request(&s);
+        assert!(req.apn_dnn.is_none() && req.user_id.is_none());
+    }
+
+    #[test]
+    fn digits_count_up_keeping_their_length() {
+        assert_eq!(add_to_digits("001010000000001", 41), "001010000000042");
+        assert_eq!(add_to_digits("0099", 1), "0100");
+        assert_eq!(add_to_digits("999", 2), "001", "wraps at 10^len");
+        assert_eq!(add_to_digits("12", 0), "12");
     }
 
     /// A UPF sends its own requests to port 8805 of the SMF: the emulator listens there
