@@ -35,6 +35,11 @@ use crate::slots::{Slots, GRACE};
 use crate::upf::types;
 use crate::upf::{UpfSkel, UpfSkelBuilder};
 
+/// How long a cleared direct slot or a freed table index rests before it is used again
+/// (no packet in flight can still read it then); tests step over it with
+/// [`Datapath::install_at`] and [`Datapath::settle_at`].
+pub const SLOT_GRACE: std::time::Duration = GRACE;
+
 /// Rule ID -> table index for the few QERs or URRs of a session: a linear search in
 /// place costs less memory than a hash map per session (docs/benchmarks.md, heap).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -361,7 +366,12 @@ impl Datapath {
     /// Move changed rule sets back into their direct slots once it is safe (installs do
     /// it too; upfd also calls this on its timer, for quiet times).
     pub fn settle(&mut self) {
-        let now = Instant::now();
+        self.settle_at(Instant::now())
+    }
+
+    /// [`settle`](Self::settle) as if at `now`: tests choose the time the grace period
+    /// is measured at, so that neither side of it depends on how fast they run.
+    pub fn settle_at(&mut self, now: Instant) {
         self.uplink.settle(&self.skel.maps, now);
         self.downlink.settle(&self.skel.maps, now);
     }
@@ -730,7 +740,48 @@ impl Datapath {
         ] {
             s.warm(now);
         }
-        self.settle();
+        self.settle_at(now);
+    }
+
+    /// [`FastPath::install`] as if at `now` (the time grace periods count from and are
+    /// measured at; see [`settle_at`](Self::settle_at)).
+    pub fn install_at(
+        &mut self,
+        old: Option<&Session>,
+        new: &Arc<Session>,
+        now: Instant,
+    ) -> Result<(), FastPathError> {
+        self.reclaim(now);
+        let plan = compile(new, &Addresses::from(&self.cfg), &self.pfds)?;
+        self.check(&plan)?;
+        let prev = match old {
+            Some(_) => self.sessions.get(&new.up_seid).cloned().unwrap_or_default(),
+            None => Box::default(),
+        };
+        let mut inst = Box::new(self.place(&plan, &prev)?);
+        let written = self.write(&plan, &inst)?;
+        self.publish(&plan, &written, &prev, &mut inst, now)?;
+        self.release(&prev, &inst.qers, &inst.urrs);
+        self.sessions.insert(new.up_seid, inst);
+        Ok(())
+    }
+
+    /// [`FastPath::remove`] as if at `now` (when its direct slots start to cool).
+    pub fn remove_at(&mut self, session: &Session, now: Instant) {
+        let Some(inst) = self.sessions.remove(&session.up_seid) else {
+            return;
+        };
+        let maps = &self.skel.maps;
+        for t in &inst.teids {
+            self.uplink.delete(maps, *t, now);
+        }
+        for k in &inst.ues {
+            delete_ue(&mut self.downlink, maps, k, now);
+        }
+        for k in &inst.framed {
+            let _ = maps.framed.delete(bytes(k));
+        }
+        self.release(&inst, &IdMap::default(), &IdMap::default());
     }
 
     /// The rule set installed for a key, wherever it is.
@@ -997,20 +1048,7 @@ impl FastPath for Datapath {
     /// Compile the session, then check, place, write and publish its entries; what the
     /// old version used and the new one does not is freed last.
     fn install(&mut self, old: Option<&Session>, new: &Arc<Session>) -> Result<(), FastPathError> {
-        let now = Instant::now();
-        self.reclaim(now);
-        let plan = compile(new, &Addresses::from(&self.cfg), &self.pfds)?;
-        self.check(&plan)?;
-        let prev = match old {
-            Some(_) => self.sessions.get(&new.up_seid).cloned().unwrap_or_default(),
-            None => Box::default(),
-        };
-        let mut inst = Box::new(self.place(&plan, &prev)?);
-        let written = self.write(&plan, &inst)?;
-        self.publish(&plan, &written, &prev, &mut inst, now)?;
-        self.release(&prev, &inst.qers, &inst.urrs);
-        self.sessions.insert(new.up_seid, inst);
-        Ok(())
+        self.install_at(old, new, Instant::now())
     }
 
     /// Write the applications' tables (include/app.h): each application's flow
@@ -1061,21 +1099,7 @@ impl FastPath for Datapath {
     }
 
     fn remove(&mut self, session: &Session) {
-        let Some(inst) = self.sessions.remove(&session.up_seid) else {
-            return;
-        };
-        let maps = &self.skel.maps;
-        let now = Instant::now();
-        for t in &inst.teids {
-            self.uplink.delete(maps, *t, now);
-        }
-        for k in &inst.ues {
-            delete_ue(&mut self.downlink, maps, k, now);
-        }
-        for k in &inst.framed {
-            let _ = maps.framed.delete(bytes(k));
-        }
-        self.release(&inst, &IdMap::default(), &IdMap::default());
+        self.remove_at(session, Instant::now())
     }
 
     fn urr_handle(&self, seid: u64, urr_id: u32) -> Option<u32> {
