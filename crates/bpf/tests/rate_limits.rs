@@ -4,6 +4,12 @@
 //! (gates and MBRs of all four), and the slow path's
 //! limit on unknown-TEID packets handed to upfd. Frames go through xdp_n6 / xdp_n3 with
 //! BPF_PROG_RUN. Needs CAP_BPF (root).
+//!
+//! The programs read the kernel's clock, which a test cannot set: each count is checked
+//! against bounds computed from the time that passed around the runs, read on the
+//! program's own clock ([`Bucket`]), so they hold however slow the machine is and still
+//! fail for another rate or burst. The reference model, on a clock the test sets, is
+//! held to the exact counts.
 
 mod common;
 
@@ -11,8 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    downlink_frame, neigh_config, root, session, set_teid, ue, uplink_frame, urr_template,
+    clock_ns, clock_res_ns, downlink_frame, neigh_config, root, session, set_teid, ue,
+    uplink_frame, urr_template,
 };
+use libc::{clockid_t, CLOCK_MONOTONIC, CLOCK_MONOTONIC_COARSE};
 use pfcp::ie::Bitrate;
 use upf::fastpath::FastPath;
 use upf_bpf::datapath::{Capacity, Datapath};
@@ -26,13 +34,116 @@ fn forwarded(dp: &Datapath, uplink: bool, frame: &[u8], n: usize) -> usize {
     forwarded_or(dp, uplink, frame, n, DROP_MBR)
 }
 
+/// A GCRA as bpf/include/qer.h runs it, seen from outside: one packet every `t` ns with
+/// `tau` ns of tolerance, on `clock`, which advances by up to `res` ns at a time.
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    t: u64,
+    tau: u64,
+    clock: clockid_t,
+    res: u64,
+}
+
+/// The clock readings around a batch of runs: each run read the program's clock within
+/// `start - res ..= end + res` (the kernel and the vDSO may see a tick apart).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u64,
+    end: u64,
+}
+
+impl Bucket {
+    /// An MBR of `rate` octets/s with a burst of `burst` octets (compile.rs turns the
+    /// kbit/s into these), for packets of `len` octets: the coarse clock (upf.bpf.c).
+    fn mbr(rate: u64, burst: u64, len: usize) -> Self {
+        Bucket {
+            t: len as u64 * 1_000_000_000 / rate,
+            tau: burst * 1_000_000_000 / rate,
+            clock: CLOCK_MONOTONIC_COARSE,
+            res: clock_res_ns(CLOCK_MONOTONIC_COARSE),
+        }
+    }
+
+    /// The slow path's limit: `per_sec` packets a second, `burst` at once
+    /// (upf.bpf.c `unknown_teid`): the fine clock.
+    fn slowpath(per_sec: u64, burst: u64) -> Self {
+        let t = 1_000_000_000 / per_sec;
+        Bucket {
+            t,
+            tau: (burst - 1) * t,
+            clock: CLOCK_MONOTONIC,
+            res: clock_res_ns(CLOCK_MONOTONIC),
+        }
+    }
+
+    /// What passes at once from idle: at least this many pass whatever the clock does.
+    fn burst(&self) -> usize {
+        (self.tau / self.t + 1) as usize
+    }
+
+    /// `f`'s result and the span of clock readings around it.
+    fn timed<R>(&self, f: impl FnOnce() -> R) -> (R, Span) {
+        let start = clock_ns(self.clock);
+        let r = f();
+        let end = clock_ns(self.clock);
+        (r, Span { start, end })
+    }
+
+    /// The most it can pass from the first run of `first` to the last of `last`: a GCRA
+    /// passes at most (tau + w) / t + 1 in any window w, idle before or not.
+    fn most(&self, first: Span, last: Span) -> usize {
+        let w = last.end - first.start + 2 * self.res;
+        ((self.tau + w) / self.t + 1) as usize
+    }
+
+    /// The fewest it has passed in all, from an idle start in `first` (which refused
+    /// some packets) to a refusal in `last`: each refusal means that tat, the time of
+    /// the last idle restart (in `first`) plus t per packet passed since, is more than
+    /// tau ahead of the refused run's clock. None when a run of `last` may have found
+    /// the bucket idle again (more time passed than tau after `first`'s refusals).
+    fn least(&self, first: Span, refused_in_first: bool, last: Span) -> Option<usize> {
+        if !refused_in_first || last.end + self.res >= first.start - self.res + self.tau {
+            return None;
+        }
+        let gap = last.start.saturating_sub(first.end + 2 * self.res);
+        Some(((self.tau + gap) / self.t + 1) as usize)
+    }
+
+    /// After `passed` packets in `first`, the clock reading from which a run finds the
+    /// bucket idle (tat is at most the last idle restart, within `first`, plus t each).
+    fn idle_from(&self, first: Span, passed: usize) -> u64 {
+        first.end + 2 * self.res + passed as u64 * self.t
+    }
+}
+
+/// How many of `n` copies of `frame` the model forwarded at `now` (ns).
+fn through_model(
+    m: &mut upf::model::Model,
+    uplink: bool,
+    frame: &[u8],
+    n: usize,
+    now: u64,
+) -> usize {
+    (0..n)
+        .filter(|_| {
+            let v = if uplink {
+                m.process_n3(frame, now)
+            } else {
+                m.process_n6(frame, now)
+            };
+            matches!(v, upf::model::Verdict::Redirect { .. })
+        })
+        .count()
+}
+
 #[test]
 fn mbr_passes_the_burst_then_the_rate_per_direction() {
     if !root() {
         return;
     }
     let cfg = neigh_config();
-    let mut dp = common::loaded(Capacity::for_sessions(100), cfg);
+    let mut dp = common::loaded(Capacity::for_sessions(100), cfg.clone());
+    let mut model = upf::model::Model::new(1024, cfg);
     let mut s = session(1, "permit out ip from any to assigned", &urr_template());
     // 8 kbit/s: 1,000 octets/s, and the smallest burst, 3,000 octets.
     s.qers.get_mut(&1).unwrap().mbr = Some(Bitrate {
@@ -41,22 +152,73 @@ fn mbr_passes_the_burst_then_the_rate_per_direction() {
     });
     let teid = common::teid(1);
     set_teid(&mut s, teid);
-    dp.install(None, &Arc::new(s)).unwrap();
+    let s = Arc::new(s);
+    dp.install(None, &s).unwrap();
+    model.install(None, &s).unwrap();
 
     let down = downlink_frame(ue(1));
-    let len = down.len() - 14; // the inner IP packet is what the MBR counts
-                               // The burst: tat may run up to 3,000 octets' worth ahead, checked before the add.
-    let burst = 3000 / len + 1;
-    assert_eq!(forwarded(&dp, false, &down, burst + 20), burst);
-    assert_eq!(forwarded(&dp, false, &down, 5), 0, "the rate is used up");
-    // Uplink has its own allowance.
     let up = uplink_frame(teid, ue(1));
-    assert_eq!(forwarded(&dp, true, &up, burst + 20), burst);
-    // A second later, about a second's worth more (the coarse clock ticks every few ms).
+    // The inner IP packet is what the MBR counts: 92 octets, 92 ms at this rate. The
+    // burst: tat may run up to 3,000 octets' worth ahead, checked before the add.
+    let b = Bucket::mbr(1000, 3000, down.len() - 14);
+    let burst = b.burst();
+    assert_eq!(burst, 33);
+
+    // The model, on a clock that stands still, then moves 1.1 s: exactly the burst, none
+    // more, the uplink's own burst, then 1.1 s worth (tat 3,036 ms ahead, 12 more fit
+    // under 3,000 + 1,100).
+    let now = 5_000_000_000_000;
+    assert_eq!(
+        through_model(&mut model, false, &down, burst + 20, now),
+        burst
+    );
+    assert_eq!(through_model(&mut model, false, &down, 5, now), 0);
+    assert_eq!(through_model(&mut model, true, &up, burst + 20, now), burst);
+    let later = now + 1_100_000_000;
+    assert_eq!(through_model(&mut model, false, &down, 100, later), 12);
+
+    // The data path, on the kernel's clock: the burst whatever the time, and no more
+    // than the time that passed gives (on an idle machine exactly the model's counts).
+    let (fa, a) = b.timed(|| forwarded(&dp, false, &down, burst + 20));
+    assert!(
+        (burst..=b.most(a, a)).contains(&fa),
+        "{fa} of {}: the burst is {burst}, at most {} in {a:?}",
+        burst + 20,
+        b.most(a, a)
+    );
+    let (fb, a2) = b.timed(|| forwarded(&dp, false, &down, 5));
+    assert!(
+        fa + fb <= b.most(a, a2),
+        "the rate is used up: {fa} + {fb} > {}",
+        b.most(a, a2)
+    );
+    // Uplink has its own allowance.
+    let (fu, u) = b.timed(|| forwarded(&dp, true, &up, burst + 20));
+    assert!(
+        (burst..=b.most(u, u)).contains(&fu),
+        "uplink {fu}: the burst is {burst}, at most {}",
+        b.most(u, u)
+    );
+    // About a second later, about a second's worth more: between what the time since
+    // the first refusal must have given and what the time since the first run can.
     std::thread::sleep(Duration::from_millis(1100));
-    let more = forwarded(&dp, false, &down, 100);
-    let want = 1100 / len;
-    assert!(more + 2 >= want && more <= want + 2, "{more} vs ~{want}");
+    let (fc, c) = b.timed(|| forwarded(&dp, false, &down, 100));
+    let total = fa + fb + fc;
+    let most = b.most(a, c);
+    eprintln!(
+        "downlink {fa} + {fb}, then {fc} {} ms later (model 12); uplink {fu}; at most {most} in all",
+        (c.end - a.start) / 1_000_000
+    );
+    assert!(total <= most, "{total} > {most}: faster than 8 kbit/s");
+    match b.least(a, fa < burst + 20, c) {
+        Some(least) => assert!(
+            total >= least.min(fa + fb + 100),
+            "{total} < {least}: slower than 8 kbit/s"
+        ),
+        None => {
+            eprintln!("the machine took longer than the bucket is deep: lower bound not checked")
+        }
+    }
 }
 
 /// Four QERs on each PDR, as a vendor SMF sends for IMS bearers (a flow MBR, the session
@@ -105,11 +267,13 @@ fn every_qer_of_a_pdr_is_enforced() {
         "the third QER's gate"
     );
     let down = downlink_frame(ue(1));
-    let burst = 3000 / (down.len() - 14) + 1;
-    assert_eq!(
-        forwarded(&dp, false, &down, burst + 20),
-        burst,
-        "the fourth QER's MBR"
+    let b = Bucket::mbr(1000, 3000, down.len() - 14);
+    let (fwd, span) = b.timed(|| forwarded(&dp, false, &down, b.burst() + 20));
+    assert!(
+        (b.burst()..=b.most(span, span)).contains(&fwd),
+        "the fourth QER's MBR: {fwd}, the burst is {}, at most {}",
+        b.burst(),
+        b.most(span, span)
     );
 }
 
@@ -162,38 +326,47 @@ fn a_packet_one_qer_drops_costs_the_others_nothing() {
     model.install(None, &s).unwrap();
     let down = downlink_frame(ue(1));
     let now = 5_000_000_000_000;
-    let through_model = |m: &mut upf::model::Model, n: usize| {
-        (0..n)
-            .filter(|_| {
-                matches!(
-                    m.process_n6(&down, now),
-                    upf::model::Verdict::Redirect { .. }
-                )
-            })
-            .count()
-    };
-    assert_eq!(through_model(&mut model, burst2 + 100), burst2);
+    assert_eq!(
+        through_model(&mut model, false, &down, burst2 + 100, now),
+        burst2
+    );
     model.install(Some(&s), &off).unwrap();
-    assert_eq!(through_model(&mut model, 200), left);
+    assert_eq!(through_model(&mut model, false, &down, 200, now), left);
 
-    // The data path: its clock runs, and QER 1 earns 50 octets a millisecond back. The
-    // test tells a refund from none while that is less than `left` packets' worth; on a
-    // machine so busy that it never is (five sessions tried), only the lower bound holds.
+    // The data path: its clock runs, and QER 1 earns 50 octets a millisecond back.
+    let b1 = Bucket::mbr(50_000, 5000, len);
+    let b2 = Bucket::mbr(1000, 3000, len);
+    assert_eq!((b1.burst(), b2.burst()), (burst2 + left, burst2));
     for i in 1..=5 {
         let (s, off) = sessions(i);
         let down = downlink_frame(ue(i));
         dp.install(None, &s).unwrap();
-        assert_eq!(forwarded(&dp, false, &down, burst2 + 100), burst2);
-        let t = std::time::Instant::now();
-        dp.install(Some(&s), &off).unwrap();
-        let more = forwarded(&dp, false, &down, 200);
-        let earned = (t.elapsed().as_secs_f64() * 50_000.0 / len as f64).ceil() as usize + 2;
+        // QER 2's burst, and what the time that passed gives it.
+        let (n2, a) = b2.timed(|| forwarded(&dp, false, &down, burst2 + 100));
         assert!(
-            more >= left,
-            "{more} < {left}: QER 1 was charged for packets QER 2 dropped"
+            (burst2..=b2.most(a, a)).contains(&n2),
+            "QER 2 passed {n2}: the burst is {burst2}, at most {}",
+            b2.most(a, a)
         );
-        assert!(more <= left + earned, "{more} > {left} + {earned}");
-        if earned < left {
+        // QER 2 off: QER 1 was charged for the n2 packets both passed and none else, so
+        // it has at least the rest of its burst, whatever the time (time only adds);
+        // and at most what it can pass since the first run, less those n2.
+        let (more, c) = b1.timed(|| {
+            dp.install(Some(&s), &off).unwrap();
+            forwarded(&dp, false, &down, 200)
+        });
+        let least = b1.burst().saturating_sub(n2).min(200);
+        let most = b1.most(a, c).saturating_sub(n2);
+        assert!(
+            more >= least,
+            "{more} < {least}: QER 1 was charged for packets QER 2 dropped"
+        );
+        assert!(more <= most, "{more} > {most}");
+        // Charged for all it passed in the first run (its burst at least), QER 1 could
+        // pass at most this now: a refund is told from none only if it is under `least`.
+        // On a machine so busy that it never is (five sessions tried), only the bounds
+        // hold.
+        if b1.most(a, c).saturating_sub(b1.burst()) < least {
             return;
         }
     }
@@ -235,8 +408,9 @@ fn unknown_teids_reach_upfd_at_the_configured_rate_only() {
     }
     const XDP_PASS: u32 = 2;
     let mut cfg = neigh_config();
-    cfg.slowpath_per_sec = 10;
+    cfg.slowpath_per_sec = 5;
     cfg.slowpath_burst = 5;
+    let b = Bucket::slowpath(5, 5);
     let dp = common::loaded(Capacity::for_sessions(100), cfg);
     let frame = uplink_frame(0x0bad_7eed, ue(1));
     let passed = |dp: &Datapath, n: usize| {
@@ -254,14 +428,42 @@ fn unknown_teids_reach_upfd_at_the_configured_rate_only() {
             })
             .count()
     };
-    // The burst, then nothing until time passes; every packet counted as unknown.
-    assert_eq!(passed(&dp, 30), 5);
+    // The burst, then nothing until time passes (at most what the time that passed
+    // gives); every packet counted as unknown.
+    let (pa, a) = b.timed(|| passed(&dp, 30));
+    assert!(
+        (5..=b.most(a, a)).contains(&pa),
+        "{pa}: the burst is 5, at most {}",
+        b.most(a, a)
+    );
     assert_eq!(
         dp.stats()[upf::abi::DROP_UNKNOWN_TEID as usize].0,
         30,
         "DROP_UNKNOWN_TEID counts them all"
     );
-    std::thread::sleep(Duration::from_millis(550));
-    let more = passed(&dp, 30);
-    assert!((4..=7).contains(&more), "{more} after 0.55 s at 10/s");
+    // 0.45 s later, 0.45 s worth at 5/s (2 on an idle machine: tat 1 s ahead, under
+    // 0.8 + 0.45); twice the rate would give 4.
+    std::thread::sleep(Duration::from_millis(450));
+    let (pb, c) = b.timed(|| passed(&dp, 30));
+    let most = b.most(a, c);
+    eprintln!(
+        "unknown TEIDs to upfd: {pa}, then {pb} {} ms later; at most {most} in all",
+        (c.end - a.start) / 1_000_000
+    );
+    assert!(pa + pb <= most, "{} > {most}: faster than 5/s", pa + pb);
+    let least = if c.start > b.idle_from(a, pa) {
+        Some(pa + b.burst())
+    } else {
+        b.least(a, pa < 30, c)
+    };
+    match least {
+        Some(least) => assert!(
+            pa + pb >= least.min(pa + 30),
+            "{} < {least}: slower than 5/s",
+            pa + pb
+        ),
+        None => {
+            eprintln!("the machine took longer than the bucket is deep: lower bound not checked")
+        }
+    }
 }

@@ -188,3 +188,26 @@ pub fn set_teid(s: &mut Session, teid: u32) {
         }
     }
 }
+
+/// A clock's time in ns: CLOCK_MONOTONIC_COARSE is the data path's
+/// bpf_ktime_get_coarse_ns, CLOCK_MONOTONIC its bpf_ktime_get_ns.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How far apart two readings of `clock` can be (a tick of the coarse clock, a few ms).
+pub fn clock_res_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres writes into the timespec we own.
+    unsafe { libc::clock_getres(clock, &mut ts) };
+    (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).max(1)
+}
