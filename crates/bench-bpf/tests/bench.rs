@@ -9,11 +9,17 @@
 //!   by session; the generator into a drop program works.
 //! - Both directions from one thread (DualGenerator): frames of both templates
 //!   interleaved by weight; through the bare forwarder, 20 kpps up and 30 kpps down at
-//!   once for 0.5 s hold their rates within 2 % and arrive exactly, session by session.
+//!   once each spend their budget, never ahead of their schedules, and arrive exactly,
+//!   session by session.
+//! - Exactly: what the generator sent is what the sinks counted plus what the veths
+//!   counted lost, by place (`ethtool -S`: xdp_xmit_errors, drops), per session; waits
+//!   end as soon as that holds (at most a minute). Rates and latencies are printed,
+//!   never asserted: a busy machine is slower, not wrong.
 //! - `measure_limits` (ignored; run by hand) prints the generator limit and the bare
 //!   forwarder's rate:
 //!   `cargo test --release -p bench-bpf --test bench -- --ignored --nocapture measure_limits`
-//!   and `measure_dual` the same for both directions from one thread.
+//!   and `measure_dual` the same for both directions from one thread, and how close
+//!   paced sends keep to the rate asked.
 //!
 //! Needs root (CAP_BPF, CAP_NET_ADMIN, `ip netns`); skipped with a message otherwise.
 
@@ -113,6 +119,45 @@ fn run_once(prog: &libbpf_rs::ProgramMut<'static>, frame: &[u8]) -> (u32, Vec<u8
     (o.return_value, data)
 }
 
+/// Keeps the calling thread on one CPU until dropped, then gives it its old affinity
+/// back. BPF_PROG_RUN without live frames runs the program on the caller's CPU, and
+/// the generator's round robin (`gen_state`: session, round, credit) is per CPU: a
+/// migration between two runs would restart the sequence a test checks packet by packet.
+struct OneCpu {
+    old: libc::cpu_set_t,
+}
+
+impl OneCpu {
+    fn new() -> OneCpu {
+        // SAFETY: cpu_set_t is plain data, filled by the kernel.
+        let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: writes into `old`, which we own.
+        let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&old), &mut old) };
+        assert_eq!(
+            r,
+            0,
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        assert!(
+            cpu >= 0,
+            "sched_getcpu: {}",
+            std::io::Error::last_os_error()
+        );
+        pin_current_thread(cpu as usize).expect("pinning the test thread");
+        OneCpu { old }
+    }
+}
+
+impl Drop for OneCpu {
+    fn drop(&mut self) {
+        // SAFETY: restores the set read in new.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&self.old), &self.old) };
+    }
+}
+
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
@@ -158,6 +203,7 @@ fn check_payload(f: &[u8], o: usize) -> (u32, u64) {
 #[test]
 fn uplink_frames_are_gpdus_of_each_session_and_size() {
     require_root!();
+    let _cpu = OneCpu::new();
     let mut cfg = uplink(1);
     cfg.sizes = vec![(122, 1), (300, 1), (1000, 2)];
     let table = cfg.size_table().unwrap();
@@ -205,6 +251,7 @@ fn uplink_frames_are_gpdus_of_each_session_and_size() {
 #[test]
 fn uplink_without_container_and_downlink_frames() {
     require_root!();
+    let _cpu = OneCpu::new();
     let mut cfg = uplink(1);
     cfg.psc = false;
     cfg.timestamps = false;
@@ -273,6 +320,7 @@ fn check_downlink_frame(f: &[u8], ss: &[Session]) -> usize {
 #[test]
 fn dual_generator_interleaves_both_templates() {
     require_root!();
+    let _cpu = OneCpu::new();
     let mut ul = uplink(1);
     ul.sizes = vec![(122, 1), (300, 1)];
     let mut dl = downlink(1);
@@ -351,6 +399,7 @@ fn dual_generator_interleaves_both_templates() {
 #[test]
 fn sink_counts_ours_and_passes_the_rest() {
     require_root!();
+    let _cpu = OneCpu::new();
     let mut ul = Generator::load(uplink(1)).unwrap();
     ul.set_sessions(&sessions(4)).unwrap();
     let mut dl = Generator::load(downlink(1)).unwrap();
@@ -405,22 +454,32 @@ fn sink_counts_ours_and_passes_the_rest() {
     assert_eq!(down, vec![2, 1, 1, 1]);
     assert_eq!(sink.latency(Direction::Uplink).unwrap().count(), 5);
 
-    // A packet 5 ms old lands in the 5 ms bucket: BPF and Rust agree on the buckets.
+    // A packet 5 ms old when stamped lands in the bucket of 5 ms plus the time the sink
+    // took to see it, measured around it: BPF and Rust agree on the buckets.
     sink.reset().unwrap();
     assert_eq!(sink.totals().unwrap(), SinkTotals::default());
     let (_, mut f) = run_once(dl.program(), dl.frame());
-    let ts = mono_ns() - 5_000_000;
+    let before = mono_ns();
+    let ts = before - 5_000_000;
     f[54..58].copy_from_slice(&(ts as u32).to_ne_bytes());
     f[58..62].copy_from_slice(&((ts >> 32) as u32).to_ne_bytes());
     assert_eq!(run_once(sink.program(), &f).0, XDP_DROP);
-    let p = sink
-        .latency_percentiles(Direction::Uplink)
-        .unwrap()
-        .expect("a sample");
-    let (lo, hi) = hist_bounds(hist_bucket(5000));
+    let took_us = (mono_ns() - before).div_ceil(1000);
+    let h = sink.latency(Direction::Uplink).unwrap();
+    let at: Vec<usize> = (0..h.buckets.len()).filter(|&i| h.buckets[i] > 0).collect();
+    assert_eq!(at.len(), 1, "one sample");
+    assert_eq!(h.buckets[at[0]], 1, "one sample");
+    let (lo, hi) = (hist_bucket(5000), hist_bucket(5000 + took_us));
     assert!(
-        p.p50 >= Duration::from_micros(lo) && p.p50 <= Duration::from_micros(hi + 400),
-        "{p:?}"
+        (lo..=hi).contains(&at[0]),
+        "bucket {} {:?}, not within {lo} (5 ms) ..= {hi} (5 ms + {took_us} us)",
+        at[0],
+        hist_bounds(at[0])
+    );
+    eprintln!(
+        "5 ms + {took_us} us: bucket {} {:?} us",
+        at[0],
+        hist_bounds(at[0])
     );
     assert_eq!(sink.latency(Direction::Downlink).unwrap().count(), 0);
 }
@@ -454,6 +513,7 @@ fn check_ipv4_tcp(
 #[test]
 fn tcp_sizes_are_segments_and_the_sink_counts_them() {
     require_root!();
+    let _cpu = OneCpu::new();
     let ss = sessions(2);
     let sink = Sink::load(2).unwrap();
     let mut cfg = uplink(1);
@@ -516,6 +576,7 @@ fn tcp_sizes_are_segments_and_the_sink_counts_them() {
 #[test]
 fn bare_forwarder_decapsulates_and_encapsulates() {
     require_root!();
+    let _cpu = OneCpu::new();
     let b = BareForwarder::load(bare_config(3, 6)).unwrap();
     let (n3, n6) = b.programs();
     let mut ul = Generator::load(uplink(1)).unwrap();
@@ -557,6 +618,7 @@ fn bare_forwarder_decapsulates_and_encapsulates() {
 #[test]
 fn one_miss_forwarder_reads_each_sessions_record() {
     require_root!();
+    let _cpu = OneCpu::new();
     let ss = sessions(3);
     let miss: Vec<MissSession> = ss
         .iter()
@@ -758,7 +820,7 @@ impl Drop for Topo {
 }
 
 /// Serialises the tests that send through namespaces: they pin generators to CPU 0 and
-/// measure rates.
+/// read the veths' counters.
 fn live() -> std::sync::MutexGuard<'static, ()> {
     static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
@@ -840,6 +902,8 @@ fn rig(ns: &NsGuard, topo: &Topo, max_sessions: u32) -> Rig {
 }
 
 fn ping(topo: &Topo, role: &str, to: Ipv4Addr) -> bool {
+    // One echo, its answer awaited up to 10 s (a busy machine may be slow to run either
+    // side): bounded by that.
     sh(&[
         "ip",
         "netns",
@@ -849,15 +913,19 @@ fn ping(topo: &Topo, role: &str, to: Ipv4Addr) -> bool {
         "-c",
         "1",
         "-W",
-        "2",
+        "10",
         &to.to_string(),
     ])
     .is_ok()
 }
 
-/// Waits until `f` holds or `limit` passes (frames still in flight in the veths).
-fn settle(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
+/// How long a wait for something that will happen may take before the test fails:
+/// generous, since every wait ends as soon as its condition holds.
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// Waits until `f` holds (frames still in flight in the veths), at most [`SETTLE`].
+fn settle(mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + SETTLE;
     while Instant::now() < end {
         if f() {
             return true;
@@ -865,6 +933,172 @@ fn settle(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     f()
+}
+
+/// A veth's own drop counters (`ethtool -S`, summed over its queues).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct VethDrops {
+    /// Frames redirected or sent out of it (ndo_xdp_xmit) that its peer's ring had no
+    /// room for.
+    xmit_errors: u64,
+    /// Frames its XDP program redirected (or passed) that the kernel then dropped.
+    rx_drops: u64,
+}
+
+fn veth_drops(topo: &Topo, role: &str, dev: &str) -> VethDrops {
+    let out = sh(&["ip", "netns", "exec", &topo.ns(role), "ethtool", "-S", dev])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut d = VethDrops::default();
+    for line in out.lines() {
+        let Some((k, v)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let Ok(v) = v.trim().parse::<u64>() else {
+            continue;
+        };
+        if k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit_errors") {
+            d.xmit_errors += v;
+        } else if k.starts_with("rx_queue_") && k.ends_with("_drops") && !k.ends_with("_xdp_drops")
+        {
+            d.rx_drops += v;
+        }
+    }
+    d
+}
+
+/// Where the rig can lose a direction's frames between the generator and the sink, each
+/// by the veth counter that names the place.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Losses {
+    /// Into upf: no room in the ring of upf's side (the sending veth's xdp_xmit_errors:
+    /// gnb n3 uplink, dn n6 downlink).
+    into_upf: u64,
+    /// In upf: the forwarder's redirect failed (upf's ingress veth's drops).
+    in_upf: u64,
+    /// Out of upf: no room in the ring of the sink's side (upf's egress veth's
+    /// xdp_xmit_errors).
+    out_of_upf: u64,
+}
+
+impl Losses {
+    fn read(topo: &Topo, dir: Direction) -> Losses {
+        let ((role, dev), ingress, egress) = match dir {
+            Direction::Uplink => (("gnb", "n3"), "n3", "n6"),
+            Direction::Downlink => (("dn", "n6"), "n6", "n3"),
+        };
+        Losses {
+            into_upf: veth_drops(topo, role, dev).xmit_errors,
+            in_upf: veth_drops(topo, "upf", ingress).rx_drops,
+            out_of_upf: veth_drops(topo, "upf", egress).xmit_errors,
+        }
+    }
+
+    fn since(self, o: Losses) -> Losses {
+        Losses {
+            into_upf: self.into_upf - o.into_upf,
+            in_upf: self.in_upf - o.in_upf,
+            out_of_upf: self.out_of_upf - o.out_of_upf,
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.into_upf + self.in_upf + self.out_of_upf
+    }
+}
+
+/// What reached the far end of one direction, and what the veths lost on the way.
+#[derive(Debug, Clone, Copy)]
+struct Arrived {
+    packets: u64,
+    lost: Losses,
+}
+
+/// Waits (at most [`SETTLE`]) until each of the `sent` packets of `dir` arrived (`got`:
+/// the far end's count of them) or was counted lost by a veth (from `lost0`, read
+/// before sending), and checks that they add up exactly.
+fn arrive(topo: &Topo, dir: Direction, sent: u64, lost0: Losses, got: impl Fn() -> u64) -> Arrived {
+    let mut a = Arrived {
+        packets: 0,
+        lost: Losses::default(),
+    };
+    settle(|| {
+        a = Arrived {
+            packets: got(),
+            lost: Losses::read(topo, dir).since(lost0),
+        };
+        a.packets + a.lost.total() >= sent
+    });
+    assert_eq!(
+        a.packets + a.lost.total(),
+        sent,
+        "{dir:?}: {sent} sent, {a:?} (arrived + lost must be what was sent)"
+    );
+    if a.lost.total() > 0 {
+        eprintln!(
+            "{dir:?}: {} of {sent} lost in the veths, {:?}",
+            a.lost.total(),
+            a.lost
+        );
+    }
+    a
+}
+
+/// Each session's packets at a sink against what the generator sent it: equal when
+/// nothing was lost, else none more, and the shortfall exactly the packets lost.
+fn check_sessions(dir: Direction, got: &[Count], sent: &[u64], lost: u64) {
+    let others: u64 = got[sent.len()..].iter().map(|c| c.packets).sum();
+    assert_eq!(others, 0, "{dir:?}: packets of sessions not sent to");
+    let mut short = 0;
+    for (s, (c, p)) in got.iter().zip(sent).enumerate() {
+        assert!(c.packets <= *p, "{dir:?} session {s}: {} of {p}", c.packets);
+        short += p - c.packets;
+    }
+    assert_eq!(
+        short, lost,
+        "{dir:?}: the sessions' shortfall is the packets lost"
+    );
+}
+
+/// The octets at a sink against the generator's: `sent` packets of `bytes` octets
+/// (frames of `sizes`), each `grown` octets longer through the forwarder (uplink,
+/// decapsulated: -44; downlink, encapsulated: +44). `lost` packets are missing by at
+/// least as many of the smallest frames and at most as many of the largest: exact when
+/// nothing was lost or with one size.
+fn check_bytes(
+    dir: Direction,
+    got: u64,
+    sent: u64,
+    bytes: u64,
+    sizes: &[(u16, u32)],
+    grown: i64,
+    lost: u64,
+) {
+    let all = (bytes as i64 + grown * sent as i64) as u64;
+    let min = sizes.iter().map(|s| s.0).min().expect("a size") as i64 + grown;
+    let max = sizes.iter().map(|s| s.0).max().expect("a size") as i64 + grown;
+    let (lo, hi) = (all - lost * max as u64, all - lost * min as u64);
+    assert!(
+        (lo..=hi).contains(&got),
+        "{dir:?}: {got} octets, not within {lo}..={hi} ({sent} packets sent, {bytes} octets, {lost} lost)"
+    );
+}
+
+/// A sink's latencies in `dir`: one per packet that arrived, none longer than the time
+/// since `since` (read before the packets were stamped). Printed, never judged.
+fn check_latency(dir: Direction, sink: &Sink, arrived: u64, since: Instant) -> Percentiles {
+    let bound = since.elapsed();
+    let h = sink.latency(dir).unwrap();
+    assert_eq!(h.count(), arrived, "{dir:?}: a latency per packet");
+    let top = (0..h.buckets.len())
+        .rev()
+        .find(|&i| h.buckets[i] > 0)
+        .expect("a latency");
+    let (lo, _) = hist_bounds(top);
+    assert!(
+        Duration::from_micros(lo) <= bound,
+        "{dir:?}: a latency of at least {lo} us, in {bound:?}"
+    );
+    h.percentiles().expect("a latency")
 }
 
 #[test]
@@ -886,65 +1120,86 @@ fn traffic_through_the_bare_forwarder_arrives_exactly() {
     assert!(r.gnb_sink.totals().unwrap().other.packets >= 1);
 
     let ss = sessions(100);
-    // Uplink: 10,000 packets for 100 sessions, paced (no losses on veth at this rate).
+    let bare = |r: &Rig| r.bare.as_ref().unwrap().stats().unwrap();
+    // Uplink: 10,000 packets for 100 sessions, paced (a veth loses none at this rate
+    // unless its receiver starves; what it loses, it counts).
     r.ul.set_sessions(&ss).unwrap();
-    let sent =
-        r.ul.send(Some(50_000), 10_000, Duration::from_secs(10))
-            .unwrap();
+    let (lost0, b0, t0) = (
+        Losses::read(&topo, Direction::Uplink),
+        bare(&r),
+        Instant::now(),
+    );
+    let sent = r.ul.send(Some(50_000), 10_000, SETTLE).unwrap();
     assert!(sent.complete, "{sent:?}");
     assert_eq!(sent.packets, 10_000);
     let per = r.ul.sent_per_session().unwrap();
     assert_eq!(per, vec![100; 100]);
     let up = |s: &Sink| s.totals().unwrap().of(Direction::Uplink).packets;
-    settle(Duration::from_secs(2), || up(&r.dn_sink) >= 10_000);
+    let a = arrive(&topo, Direction::Uplink, sent.packets, lost0, || {
+        up(&r.dn_sink)
+    });
     let got = r.dn_sink.counts(Direction::Uplink).unwrap();
-    for (i, (c, p)) in got.iter().zip(&per).enumerate() {
-        assert_eq!(c.packets, *p, "uplink session {i}");
-    }
-    assert_eq!(got[100..].iter().map(|c| c.packets).sum::<u64>(), 0);
+    check_sessions(Direction::Uplink, &got, &per, a.lost.total());
     let t = r.dn_sink.totals().unwrap();
-    assert_eq!(t.of(Direction::Uplink).packets, 10_000);
+    assert_eq!(t.of(Direction::Uplink).packets, a.packets);
     // Decapsulated: 44 octets of outer IPv4, UDP, GTP-U and container less.
-    assert_eq!(t.of(Direction::Uplink).bytes, sent.bytes - 44 * 10_000);
+    let sizes = &r.ul.config().sizes;
+    let (n, b) = (sent.packets, sent.bytes);
+    let lost = a.lost.total();
+    check_bytes(
+        Direction::Uplink,
+        t.of(Direction::Uplink).bytes,
+        n,
+        b,
+        sizes,
+        -44,
+        lost,
+    );
     assert_eq!(t.bad_session, 0);
-    let lat = r
-        .dn_sink
-        .latency_percentiles(Direction::Uplink)
-        .unwrap()
-        .expect("latency");
-    assert_eq!(lat.samples, 10_000);
-    assert!(lat.p50 <= lat.p99 && lat.p99 <= lat.p999 && lat.p999 <= lat.max);
-    assert!(lat.p50 < Duration::from_millis(50), "{lat:?}");
-    eprintln!("uplink {sent:?}, latency {lat:?}");
+    // The forwarder forwarded every packet that reached it.
+    let b1 = bare(&r);
+    assert_eq!(b1.uplink.packets - b0.uplink.packets, n - a.lost.into_upf);
+    let lat = check_latency(Direction::Uplink, &r.dn_sink, a.packets, t0);
+    eprintln!("uplink {sent:?} ({:.0} pps), latency {lat:?}", sent.pps);
 
     // Downlink: 10,000 packets.
     r.dl.set_sessions(&ss).unwrap();
-    let sent =
-        r.dl.send(Some(50_000), 10_000, Duration::from_secs(10))
-            .unwrap();
+    let (lost0, b0, t0) = (
+        Losses::read(&topo, Direction::Downlink),
+        bare(&r),
+        Instant::now(),
+    );
+    let sent = r.dl.send(Some(50_000), 10_000, SETTLE).unwrap();
     assert!(sent.complete && sent.packets == 10_000, "{sent:?}");
     let per = r.dl.sent_per_session().unwrap();
     let down = |s: &Sink| s.totals().unwrap().of(Direction::Downlink).packets;
-    settle(Duration::from_secs(2), || down(&r.gnb_sink) >= 10_000);
+    let a = arrive(&topo, Direction::Downlink, sent.packets, lost0, || {
+        down(&r.gnb_sink)
+    });
     let got = r.gnb_sink.counts(Direction::Downlink).unwrap();
-    for (i, (c, p)) in got.iter().zip(&per).enumerate() {
-        assert_eq!(c.packets, *p, "downlink session {i}");
-    }
+    check_sessions(Direction::Downlink, &got, &per, a.lost.total());
     let t = r.gnb_sink.totals().unwrap();
-    assert_eq!(t.of(Direction::Downlink).packets, 10_000);
-    assert_eq!(t.of(Direction::Downlink).bytes, sent.bytes + 44 * 10_000);
-    let lat = r
-        .gnb_sink
-        .latency_percentiles(Direction::Downlink)
-        .unwrap()
-        .expect("latency");
-    assert_eq!(lat.samples, 10_000);
-    eprintln!("downlink {sent:?}, latency {lat:?}");
-    let b = r.bare.as_ref().unwrap().stats().unwrap();
-    assert_eq!(
-        (b.uplink.packets, b.downlink.packets, b.errors.packets),
-        (10_000, 10_000, 0)
+    assert_eq!(t.of(Direction::Downlink).packets, a.packets);
+    let sizes = &r.dl.config().sizes;
+    let (n, b) = (sent.packets, sent.bytes);
+    let lost = a.lost.total();
+    check_bytes(
+        Direction::Downlink,
+        t.of(Direction::Downlink).bytes,
+        n,
+        b,
+        sizes,
+        44,
+        lost,
     );
+    let lat = check_latency(Direction::Downlink, &r.gnb_sink, a.packets, t0);
+    eprintln!("downlink {sent:?} ({:.0} pps), latency {lat:?}", sent.pps);
+    let b1 = bare(&r);
+    assert_eq!(
+        b1.downlink.packets - b0.downlink.packets,
+        n - a.lost.into_upf
+    );
+    assert_eq!(b1.errors.packets, 0);
 
     // A size mix up to the MTU: every frame gets through, the octets add up.
     ns.enter(&topo.ns("gnb"));
@@ -955,17 +1210,25 @@ fn traffic_through_the_bare_forwarder_arrives_exactly() {
     let mut mix = Generator::load(cfg).unwrap();
     mix.set_sessions(&ss).unwrap();
     let before = r.dn_sink.totals().unwrap().of(Direction::Uplink);
-    let sent = mix
-        .send(Some(50_000), 1000, Duration::from_secs(10))
-        .unwrap();
+    let lost0 = Losses::read(&topo, Direction::Uplink);
+    let sent = mix.send(Some(50_000), 1000, SETTLE).unwrap();
     assert!(sent.complete, "{sent:?}");
     assert_eq!(sent.bytes, 250 * (2 * 122 + 700 + 1514));
-    settle(Duration::from_secs(2), || {
-        up(&r.dn_sink) >= before.packets + 1000
+    let a = arrive(&topo, Direction::Uplink, sent.packets, lost0, || {
+        up(&r.dn_sink) - before.packets
     });
     let got = r.dn_sink.totals().unwrap().of(Direction::Uplink) - before;
-    assert_eq!(got.packets, 1000);
-    assert_eq!(got.bytes, sent.bytes - 44 * 1000);
+    let sizes = &mix.config().sizes;
+    let lost = a.lost.total();
+    check_bytes(
+        Direction::Uplink,
+        got.bytes,
+        1000,
+        sent.bytes,
+        sizes,
+        -44,
+        lost,
+    );
     drop(mix);
 
     // Generator limit: the uplink generator into a drop program on upf n3.
@@ -978,19 +1241,20 @@ fn traffic_through_the_bare_forwarder_arrives_exactly() {
         "ping with the drop program attached"
     );
     assert_eq!(dropper.count().unwrap().packets, 0);
+    let lost0 = Losses::read(&topo, Direction::Uplink);
     let sent = r.ul.send(None, 200_000, Duration::from_secs(5)).unwrap();
     assert!(sent.packets > 0);
-    settle(Duration::from_secs(2), || {
-        dropper.count().unwrap().packets >= sent.packets
+    // As fast as it goes the veth's ring may overflow: every packet is dropped by the
+    // program or counted lost by the veth.
+    let a = arrive(&topo, Direction::Uplink, sent.packets, lost0, || {
+        dropper.count().unwrap().packets
     });
-    let dropped = dropper.count().unwrap().packets;
-    assert!(
-        dropped <= sent.packets && dropped > sent.packets / 2,
-        "{dropped} of {sent:?}"
-    );
+    assert!(a.packets > 0, "{a:?}");
     eprintln!(
-        "generator -> drop (debug build, not a measurement): {:.2} Mpps",
-        sent.pps / 1e6
+        "generator -> drop (debug build, not a measurement): {:.2} Mpps, {} dropped by the program, {} lost in the veth",
+        sent.pps / 1e6,
+        a.packets,
+        a.lost.total()
     );
 
     // Detaching puts the lab's XDP_PASS back.
@@ -1003,22 +1267,23 @@ fn traffic_through_the_bare_forwarder_arrives_exactly() {
     eprintln!("took {:?}", started.elapsed());
 }
 
-/// Both directions paced from one thread, through the bare forwarder: `rates` for
-/// `secs`, the sinks reset first. Returns the reports and checks that every session's
-/// packets arrived, each way, exactly.
+/// Both directions from one thread, through the bare forwarder: `totals` at `rates`
+/// within `deadline`, the sinks reset first. Returns the reports and checks that every
+/// packet sent arrived, session by session, or was counted lost by a veth.
 fn dual_trial(
     g: &mut DualGenerator,
     r: &Rig,
+    topo: &Topo,
     rates: [Option<u64>; 2],
     totals: [u64; 2],
-    secs: f64,
+    deadline: Duration,
 ) -> [SendReport; 2] {
     r.gnb_sink.reset().unwrap();
     r.dn_sink.reset().unwrap();
     g.set_sessions(&sessions(100)).unwrap();
-    let rep = g
-        .send(rates, totals, Duration::from_secs_f64(secs))
-        .unwrap();
+    let lost0 = Direction::BOTH.map(|d| Losses::read(topo, d));
+    let b0 = r.bare.as_ref().unwrap().stats().unwrap();
+    let rep = g.send(rates, totals, deadline).unwrap();
     let sinks = [
         (&r.dn_sink, Direction::Uplink),
         (&r.gnb_sink, Direction::Downlink),
@@ -1026,26 +1291,46 @@ fn dual_trial(
     for (sink, dir) in sinks {
         let i = dir as usize;
         let want = rep[i].packets;
-        settle(Duration::from_secs(2), || {
-            sink.totals().unwrap().of(dir).packets >= want
-        });
         let sent = g.sent_per_session(dir).unwrap();
         assert_eq!(sent.iter().sum::<u64>(), want, "{dir:?}");
-        let got = sink.counts(dir).unwrap();
-        for (s, (c, p)) in got.iter().zip(&sent).enumerate() {
-            assert_eq!(c.packets, *p, "{dir:?} session {s}");
-        }
+        let a = arrive(topo, dir, want, lost0[i], || {
+            sink.totals().unwrap().of(dir).packets
+        });
+        check_sessions(dir, &sink.counts(dir).unwrap(), &sent, a.lost.total());
         let t = sink.totals().unwrap();
-        assert_eq!(t.of(dir).packets, want, "{dir:?}");
         // Decapsulated uplink loses, encapsulated downlink gains 44 octets.
-        let b = match dir {
-            Direction::Uplink => rep[i].bytes - 44 * want,
-            Direction::Downlink => rep[i].bytes + 44 * want,
+        let grown = match dir {
+            Direction::Uplink => -44,
+            Direction::Downlink => 44,
         };
-        assert_eq!(t.of(dir).bytes, b, "{dir:?}");
+        let sizes = &g.config(dir).expect("both directions").sizes;
+        let lost = a.lost.total();
+        check_bytes(dir, t.of(dir).bytes, want, rep[i].bytes, sizes, grown, lost);
         assert_eq!(t.bad_session, 0);
+        // The forwarder forwarded every packet that reached it.
+        let b1 = r.bare.as_ref().unwrap().stats().unwrap();
+        let fwd = match dir {
+            Direction::Uplink => b1.uplink.packets - b0.uplink.packets,
+            Direction::Downlink => b1.downlink.packets - b0.downlink.packets,
+        };
+        assert_eq!(fwd, want - a.lost.into_upf, "{dir:?}: forwarded");
     }
     rep
+}
+
+/// A paced direction never runs ahead of its schedule: packet k leaves no sooner than
+/// k intervals after the first, so `n` packets take at least n intervals as
+/// [`DualGenerator::send`] counts (first to last, plus one). A slow machine only makes
+/// it longer; a generator that does not pace is tens of times too fast.
+fn check_schedule(dir: Direction, rate: u64, rep: &SendReport) {
+    let interval_ps = 1_000_000_000_000 / rate;
+    let n = rep.packets;
+    let least = (n - 1) * interval_ps / 1000 + interval_ps / 1000;
+    assert!(
+        rep.elapsed >= Duration::from_nanos(least),
+        "{dir:?}: {n} packets at {rate} pps in {:?}, ahead of the schedule ({least} ns)",
+        rep.elapsed
+    );
 }
 
 #[test]
@@ -1066,38 +1351,44 @@ fn dual_generator_paces_both_directions_from_one_thread() {
     let mut g = DualGenerator::load(Some(ul), Some(dl), [Some(gnb.as_str()), Some(dn.as_str())])
         .expect("dual generator");
 
-    // 20 kpps up and 30 kpps down at once for half a second, as the capacity trials ask
-    // (totals of the rate times the time, the time as deadline); then again with
-    // packets flushed in batches of 200 us.
+    // 20 kpps up and 30 kpps down at once, half a second's worth, as the capacity
+    // trials ask; then again with packets flushed in batches of 200 us. Each direction
+    // spends its whole budget (the deadline is generous) and never runs ahead of its
+    // schedule; how close to the rate asked it keeps is measured by `measure_dual`.
     let rates = [20_000u64, 30_000];
+    let totals = rates.map(|x| x / 2);
     for flush in [None, Some(Duration::from_micros(200))] {
         g.set_flush(flush).unwrap();
-        let rep = dual_trial(&mut g, &r, rates.map(Some), rates.map(|x| x / 2), 0.5);
+        let rep = dual_trial(&mut g, &r, &topo, rates.map(Some), totals, SETTLE);
         for (i, dir) in Direction::BOTH.into_iter().enumerate() {
-            eprintln!("{dir:?} at {} pps, flush {flush:?}: {:?}", rates[i], rep[i]);
-            let err = (rep[i].pps - rates[i] as f64).abs() / rates[i] as f64;
-            // Within 5 %: a loaded 2-CPU machine (the test suite's other binaries,
-            // CI) delays a call now and then; unpaced it would be tens of times over.
-            assert!(err < 0.05, "{dir:?}: {:.0} pps of {}", rep[i].pps, rates[i]);
-            // The pauses between calls are made up, the first call's start (tens of
-            // ms before the first packet) is not: the deadline ends it a little short
-            // (78 ms, 84.5 % of the packets, seen in a fresh-clone run of the suite).
-            assert!(rep[i].packets >= rates[i] / 2 * 75 / 100, "{rep:?}");
-            // The deadline is checked between calls: one last call may run over it by
-            // a scheduler slice on a busy machine (511 ms seen in a fresh-clone run).
-            assert!(rep[i].elapsed <= Duration::from_millis(530), "{rep:?}");
+            eprintln!(
+                "{dir:?} asked {} pps, flush {flush:?}: achieved {:.0} pps, {:?}",
+                rates[i], rep[i].pps, rep[i]
+            );
+            assert!(rep[i].complete, "{dir:?}: {rep:?}");
+            assert_eq!(rep[i].packets, totals[i], "{dir:?}: the budget, spent");
+            check_schedule(dir, rates[i], &rep[i]);
         }
     }
     g.set_flush(None).unwrap();
 
     // One paced, one unpaced: the unpaced one takes the runs left; one absent.
-    let rep = dual_trial(&mut g, &r, [Some(20_000), None], [4_000, 30_000], 5.0);
+    let rep = dual_trial(
+        &mut g,
+        &r,
+        &topo,
+        [Some(20_000), None],
+        [4_000, 30_000],
+        SETTLE,
+    );
     assert!(rep[0].complete && rep[1].complete, "{rep:?}");
-    let rep = dual_trial(&mut g, &r, [None, Some(0)], [5_000, 1], 5.0);
+    assert_eq!((rep[0].packets, rep[1].packets), (4_000, 30_000));
+    check_schedule(Direction::Uplink, 20_000, &rep[0]);
+    let rep = dual_trial(&mut g, &r, &topo, [None, Some(0)], [5_000, 1], SETTLE);
     assert_eq!((rep[0].packets, rep[1].packets), (5_000, 0));
     // Both unpaced, 1:3.
     g.set_weights([1, 3]).unwrap();
-    let rep = dual_trial(&mut g, &r, [None, None], [2_000, 6_000], 5.0);
+    let rep = dual_trial(&mut g, &r, &topo, [None, None], [2_000, 6_000], SETTLE);
     assert_eq!((rep[0].packets, rep[1].packets), (2_000, 6_000));
     let b = r.bare.as_ref().unwrap().stats().unwrap();
     assert_eq!(b.errors.packets, 0);
@@ -1156,9 +1447,11 @@ fn busy(c0: &[(u64, u64)], c1: &[(u64, u64)]) -> String {
 
 /// Both directions from one thread (not an assertion on speed): a [`DualGenerator`] on
 /// CPU 0, 64 B user packets, 1000 sessions, timestamps on as in upfbench; unpaced 1:1
-/// through the bare forwarder (NAPI threads real-time on CPU 1), paced at several rates,
-/// then unpaced into drop programs on upf n3 and n6 (one core, then CPU 1). BENCH_SECS
-/// (default 3) per figure:
+/// through the bare forwarder (NAPI threads real-time on CPU 1), paced at several rates
+/// (the rate achieved against the rate asked, the packets sent of the totals and the
+/// time they took: the pacing accuracy, which the tests do not assert), then unpaced
+/// into drop programs on upf n3 and n6 (one core, then CPU 1). BENCH_SECS (default 3)
+/// per figure:
 /// `cargo test --release -p bench-bpf --test bench -- --ignored --nocapture measure_dual`
 #[test]
 #[ignore = "a measurement: run by hand, in release mode"]
@@ -1247,9 +1540,11 @@ fn measure_dual() {
                 None => "-".into(),
             })
             .collect();
+        // How close to the rate asked: the figure the test suite does not assert.
+        let off = |i: usize| 100.0 * (s[i].pps - rates[i] as f64) / rates[i] as f64;
         println!(
-            "dual paced {rates:?} pps for {secs} s, flush {flush:?}: achieved {:.0} + {:.0} pps in {} calls; sent {} + {}, received {} + {}; latency up {}, down {}",
-            s[0].pps, s[1].pps, s[0].calls, s[0].packets, s[1].packets, got[0], got[1], lat[0], lat[1]
+            "dual paced {rates:?} pps for {secs} s, flush {flush:?}: achieved {:.0} + {:.0} pps ({:+.1} %, {:+.1} % of asked) in {} calls, {:?} + {:?}; sent {} + {} of {} + {}, received {} + {}; latency up {}, down {}",
+            s[0].pps, s[1].pps, off(0), off(1), s[0].calls, s[0].elapsed, s[1].elapsed, s[0].packets, s[1].packets, totals[0], totals[1], got[0], got[1], lat[0], lat[1]
         );
     }
 
