@@ -2722,14 +2722,25 @@ mod tests {
         assert_eq!(sent, 200_000);
         assert_eq!(runs.iter().map(|&n| n as u64).sum::<u64>(), 200_000);
         assert_eq!(calls, runs.len() as u64);
-        // Paced, nothing ever due: ends at the deadline.
-        let t = Instant::now();
-        let (sent, _, _) = drive(Some(10), 1_000, Duration::from_millis(100), |_| {
+        // Paced, nothing ever due: ends at the deadline. Each call takes at least 1 ms,
+        // so more than 100 calls mean it ran past the 100 ms deadline (the closure stops
+        // it there rather than let it run on).
+        let mut n = 0u64;
+        let (sent, calls, elapsed) = drive(Some(10), 1_000, Duration::from_millis(100), |_| {
+            n += 1;
+            if n > 100 {
+                return Err(io::Error::other("a call started after the deadline"));
+            }
             std::thread::sleep(Duration::from_millis(1));
             Ok(0)
         })
         .unwrap();
         assert_eq!(sent, 0);
-        assert!(t.elapsed() < Duration::from_secs(1));
+        assert_eq!(calls, n);
+        assert!(calls >= 1);
+        assert!(
+            elapsed >= Duration::from_millis(100),
+            "not before it: {elapsed:?}"
+        );
     }
 }
