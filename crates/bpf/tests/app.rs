@@ -487,24 +487,35 @@ fn an_unknown_application_is_refused() {
     }
 }
 
-/// The data path's coarse clock's flow-stamp epoch (include/app.h), once it is at least
-/// three seconds from its next change (so a check does not straddle two epochs).
-fn settled_epoch() -> u8 {
-    loop {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes into the timespec we own.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-        let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-        let shift = upf::abi::APP_STAMP_SHIFT;
-        let left = ((ns >> shift) + 1) << shift;
-        if left - ns > 3_000_000_000 {
-            return (ns >> shift) as u8;
+/// The data path's coarse clock's flow-stamp epoch (include/app.h), and the ns left
+/// until the next.
+fn epoch_now() -> (u8, u64) {
+    let ns = common::clock_ns(libc::CLOCK_MONOTONIC_COARSE);
+    let shift = upf::abi::APP_STAMP_SHIFT;
+    ((ns >> shift) as u8, (((ns >> shift) + 1) << shift) - ns)
+}
+
+/// `step(epoch, attempt)` run within one flow-stamp epoch, and that epoch: started at
+/// least 3 s before the epoch ends and seen to have ended before it (a tick to spare:
+/// the program's reading may be one ahead of ours), else run again, with the next
+/// attempt's number (a step that enters a flow needs a new one each time). The checks
+/// come after, on what the step returns.
+fn in_one_epoch<R>(mut step: impl FnMut(u8, u16) -> R) -> (u8, R) {
+    let tick = common::clock_res_ns(libc::CLOCK_MONOTONIC_COARSE);
+    for attempt in 0..5 {
+        let (e, left) = epoch_now();
+        if left <= 3_000_000_000 {
+            std::thread::sleep(std::time::Duration::from_nanos(left + 100_000_000));
+            continue;
         }
-        std::thread::sleep(std::time::Duration::from_nanos(left - ns + 100_000_000));
+        let r = step(e, attempt);
+        let (after, left) = epoch_now();
+        if after == e && left > 2 * tick {
+            return (e, r);
+        }
+        eprintln!("a flow-stamp epoch began during the step (attempt {attempt}): again");
     }
+    panic!("five steps in a row did not fit in an epoch (68.7 s, each began 3 s before its end)")
 }
 
 /// The app_stamps entry and octet of session `seid` (include/app.h, app_stamp).
@@ -560,47 +571,57 @@ fn flow_stamps_gate_the_flow_table() {
     assert_eq!(lab.stamp(SEID), 0);
     assert_eq!(lab.up(&syn(srv, 46000, 443)), 1);
     assert_eq!(lab.stamp(SEID), 0);
-    // A flow entered: the stamp is the epoch; then its packets without payload.
-    assert_eq!(
-        lab.up(&ip_tcp(UE, srv, 46001, 443, &client_hello("b.example"))),
-        11
-    );
-    assert_eq!(lab.stamp(SEID), settled_epoch());
+    // A flow entered: the stamp is the epoch of its packet; then its packets without
+    // payload.
+    let (e, (port, class)) = in_one_epoch(|_, attempt| {
+        let port = 46001 + 100 * attempt;
+        (
+            port,
+            lab.up(&ip_tcp(UE, srv, port, 443, &client_hello("b.example"))),
+        )
+    });
+    assert_eq!(class, 11);
+    assert_eq!(lab.stamp(SEID), e);
     for i in 0..200u32 {
         if i % 2 == 0 {
-            assert_eq!(lab.up(&syn(srv, 46001, 443)), 11, "packet {i}");
+            assert_eq!(lab.up(&syn(srv, port, 443)), 11, "packet {i}");
         } else {
-            assert_eq!(
-                lab.down(&ip_tcp(srv, UE, 443, 46001, b"")),
-                21,
-                "packet {i}"
-            );
+            assert_eq!(lab.down(&ip_tcp(srv, UE, 443, port, b"")), 21, "packet {i}");
         }
     }
     // Another session's stamp octet (SEID + 1) is untouched.
     assert_eq!(lab.stamp(SEID + 1), 0);
     // Stamps a live entry may have: looked up (255 back: one ahead).
     for back in [0u8, 1, 2, 255] {
-        let e = settled_epoch();
-        lab.set_stamp(SEID, e.wrapping_sub(back));
-        assert_eq!(lab.up(&syn(srv, 46001, 443)), 11, "stamp {back} back");
-        assert_eq!(lab.down(&ip_tcp(srv, UE, 443, 46001, b"")), 21);
+        let (_, got) = in_one_epoch(|e, _| {
+            lab.set_stamp(SEID, e.wrapping_sub(back));
+            (
+                lab.up(&syn(srv, port, 443)),
+                lab.down(&ip_tcp(srv, UE, 443, port, b"")),
+            )
+        });
+        assert_eq!(got, (11, 21), "stamp {back} back");
     }
     // Older: the flow table is not looked up (the entry is live: the planted stamp is
     // one the data path never writes for it), so the flow's packets are of no
     // application; the entry is not refreshed either.
     for back in [3u8, 100, 253] {
-        let e = settled_epoch();
-        lab.set_stamp(SEID, e.wrapping_sub(back));
-        assert_eq!(lab.up(&syn(srv, 46001, 443)), 1, "stamp {back} back");
-        assert_eq!(lab.down(&ip_tcp(srv, UE, 443, 46001, b"")), 2);
+        let (e, got) = in_one_epoch(|e, _| {
+            lab.set_stamp(SEID, e.wrapping_sub(back));
+            (
+                lab.up(&syn(srv, port, 443)),
+                lab.down(&ip_tcp(srv, UE, 443, port, b"")),
+            )
+        });
+        assert_eq!(got, (1, 2), "stamp {back} back");
         assert_eq!(lab.stamp(SEID), e.wrapping_sub(back));
     }
     // A new flow entered writes the epoch again; the old flow is found again.
-    assert_eq!(
-        lab.up(&ip_tcp(UE, srv, 46002, 443, &client_hello("a.example"))),
-        10
-    );
-    assert_eq!(lab.stamp(SEID), settled_epoch());
-    assert_eq!(lab.up(&syn(srv, 46001, 443)), 11);
+    let (e, class) = in_one_epoch(|_, attempt| {
+        let new = 46002 + 100 * attempt;
+        lab.up(&ip_tcp(UE, srv, new, 443, &client_hello("a.example")))
+    });
+    assert_eq!(class, 10);
+    assert_eq!(lab.stamp(SEID), e);
+    assert_eq!(lab.up(&syn(srv, port, 443)), 11);
 }
