@@ -172,8 +172,9 @@ fn capacity_smoke_run_writes_the_report() {
 /// made first, the UPF started in it (here upfd), then the run. The run uses that lab as
 /// it is and leaves it, and the UPF, in place; the limits are measured before and after
 /// the UPF's trials and beside each of them (the UPF's programs put back each time), and
-/// the report has the UPF's memory per session. Without the lab, it says what to do
-/// first.
+/// the report has the UPF's memory per session; the SMF emulator answers the UPF's
+/// heartbeats until the end and then releases its association. Without the lab, it says
+/// what to do first.
 #[test]
 fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
     if !root() {
@@ -188,8 +189,30 @@ fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
     );
 
     let lab = Lab::up("e-ext-").unwrap().down_on_drop();
-    let mut upfd = common::lab::LabUpfd::start(&lab, &common::lab::UpfdOptions::default());
     let dir = common::TempDir::new("capacity-ext");
+    // upfd heartbeats its SMFs every second, as a UPF that notices a lost peer soon does
+    // (UpfdOptions has no key for it: a wrapper adds the override; `exec` keeps the pid).
+    let wrapper = dir.0.join("upfd-heartbeat-1s");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec '{}' \"$@\" --set n4.heartbeat_interval=1s\n",
+            env!("CARGO_BIN_EXE_upfd")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut upfd = common::lab::LabUpfd::start(
+        &lab,
+        &common::lab::UpfdOptions {
+            binary: Some(wrapper),
+            ..common::lab::UpfdOptions::default()
+        },
+    );
     let out = dir.0.join("report");
     let pid = upfd.pid().to_string();
     let args = capacity_args(&[
@@ -212,6 +235,7 @@ fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
     assert_eq!(Lab::present("e-ext-").len(), 4);
     assert!(upfd.running(), "upfd ended:\n{}", upfd.log());
     assert!(upfd.metrics().contains("upf_sessions"));
+    heartbeats_answered_until_the_release(&upfd);
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     for l in r["limits"].as_array().expect("limits") {
@@ -237,4 +261,47 @@ fn capacity_external_measures_the_running_upf_in_its_lab_and_leaves_both() {
     );
     drop(upfd);
     lab.down().unwrap();
+}
+
+/// upfd heartbeated both of the run's SMFs (its own and the application mix's) every
+/// second, and each answered every Heartbeat Request while associated: none went
+/// unanswered through upfd's retransmissions (n4.t1 3 s, n4.n1 3: a silence of 12 s
+/// counts as a timeout and drops the association), every request but one in flight per
+/// SMF at its release got its response, and both associations ended by the SMF's release
+/// at the end of its part of the run, none by a lost peer. Before, the SMF emulator was
+/// dropped after the ping and iperf3 check, unreleased, and upfd lost it during the last
+/// limit pass (or right after the run).
+fn heartbeats_answered_until_the_release(upfd: &common::lab::LabUpfd) {
+    // A peer that went silent without a release is dropped within 13 s: wait for the
+    // associations to end either way, then read how they ended.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while upfd.metric("upf_associations") > 0 && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let m = upfd.metrics();
+    let log = upfd.log();
+    let series = |dir: &str, ty: &str| {
+        common::lab::metric(
+            &m,
+            &format!("upf_n4_messages_total{{direction=\"{dir}\",type=\"{ty}\",cause=\"none\"}}"),
+        )
+    };
+    let sent = series("sent", "heartbeat_request");
+    let answered = series("received", "heartbeat_response");
+    eprintln!("upfd's heartbeats: {sent} sent, {answered} answered");
+    assert_eq!(common::lab::metric(&m, "upf_associations"), 0, "{log}");
+    assert!(
+        !log.contains("peer lost"),
+        "an SMF stopped answering:\n{log}"
+    );
+    assert_eq!(
+        log.matches("ended (released by the CP function)").count(),
+        2,
+        "the run's SMF and the application mix's release their associations:\n{log}"
+    );
+    assert_eq!(common::lab::metric(&m, "upf_n4_timeouts_total"), 0, "{log}");
+    assert!(
+        sent > 0 && answered <= sent && answered + 2 >= sent,
+        "{sent} Heartbeat Requests, {answered} answered:\n{log}"
+    );
 }

@@ -11,7 +11,8 @@
 //!    for upf's n3 and n6 where no native XDP program runs, and off again at the end);
 //! 2. `start_upf`, `establish` (establish.rs): `upfd` started in upf (or any UPF already
 //!    running there, `--external`), sessions established by the SMF emulator from smf
-//!    (rate and latency recorded);
+//!    (rate and latency recorded); the SMF answers the UPF's requests (heartbeats) from
+//!    then until the UPF's last trial;
 //! 3. `saturation` (saturation.rs): right before the trials, upf's NAPI threads pinned
 //!    (retried while a UPF attaches its programs; a note, never a failure, when it
 //!    cannot be done); throughput at saturation per direction and packet size, at 1
@@ -44,14 +45,16 @@
 //!    rate; then `establish_under_traffic` (establish.rs): sessions established while
 //!    both directions run at 50 % of it (rate, latency, loss);
 //! 8. `tools_check` (tools.rs): a ping and iperf3 TCP through the UPF from a UE of the
-//!    gNB/UE emulator; then `stop_upfd`: upfd's drops noted, the SMF and upfd stopped;
+//!    gNB/UE emulator; then `stop_upfd`: upfd's drops noted, the SMF and upfd stopped
+//!    (an external UPF runs on, its SMF with it);
 //! 9. `bare_latency_and_limits_again` (limits.rs): the bare forwarder's latency at step
 //!    7's rates, then the limits of step 1 again;
 //! 10. `scaling` (scaling.rs): per-core scaling of upfd's XDP programs (not with
 //!     `--external`): BPF_PROG_RUN on one CPU, then both at once, disjoint sessions and
 //!     one hot session (`upf_bpf::scaling`);
 //!
-//! and `finish`: GRO back as it was.
+//! and `finish`: the SMF still associated (an external UPF's) releases its association,
+//! which deletes the run's sessions in a conformant UPF; GRO back as it was.
 //!
 //! It prints the tables with every figure as a ratio of the run's limits, and writes
 //! report.json, PNG charts and report.html (`upfbench::report`); the ping and iperf3

@@ -20,7 +20,8 @@ pub(super) struct Run<'a> {
     pub lab: &'a Lab,
     pub progress: Progress,
     pub report: Report,
-    /// The SMF emulator associated with the UPF (steps 2-8).
+    /// The SMF emulator associated with the UPF (steps 2-9): while it lives it answers
+    /// the UPF's Heartbeat Requests, so a UPF that drops unanswered peers keeps it.
     pub smf: Option<upf::LabSmf>,
     /// upfd, when this run started it (steps 2-8).
     pub upfd: Option<upf::Upfd>,
@@ -95,10 +96,18 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// After the last trial: GRO back as it was; the report.
+    /// After the last trial: the SMF releases its association (an external UPF then
+    /// deletes the run's sessions itself, as TS 29.244 has it), GRO back as it was; the
+    /// report.
     pub fn finish(mut self) -> Report {
-        drop(self.gro.take());
         self.progress.finish();
+        if let Some(mut smf) = self.smf.take() {
+            let r = smf.release();
+            if r.accepted != 1 {
+                eprintln!("releasing the association: {r:?}");
+            }
+        }
+        drop(self.gro.take());
         for l in &self.check_lines {
             eprintln!("{l}");
         }
@@ -111,7 +120,7 @@ pub(super) fn rig(rig: &mut Option<Rig>) -> anyhow::Result<&mut Rig> {
     rig.as_mut().context("the rig is closed")
 }
 
-/// The SMF of steps 2-8, or why there is none.
+/// The SMF of steps 2-9, or why there is none.
 pub(super) fn smf(smf: &mut Option<upf::LabSmf>) -> anyhow::Result<&mut upf::LabSmf> {
     smf.as_mut().context("no SMF associated with the UPF")
 }

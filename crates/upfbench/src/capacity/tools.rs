@@ -56,11 +56,15 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// After step 8: upfd's drops by reason noted, then the SMF and upfd stopped, so that
-    /// step 9 measures upf's interfaces without upfd's programs.
+    /// After step 8, upfd (when this run started it) is done: its drops by reason noted,
+    /// then the SMF, which answered its heartbeats until now, and upfd stopped, so that
+    /// step 9 measures upf's interfaces without upfd's programs. An external UPF keeps
+    /// running, and the SMF keeps answering it until the end ([`Run::finish`]).
     pub fn stop_upfd(&mut self) {
-        let upfd = self.upfd.take();
-        if let Some(m) = upfd.as_ref().and_then(|u| u.metrics().ok()) {
+        let Some(u) = self.upfd.take() else {
+            return;
+        };
+        if let Ok(m) = u.metrics() {
             let d = upf::drops(&m);
             if !d.is_empty() {
                 let s: Vec<String> = d.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -71,7 +75,7 @@ impl Run<'_> {
             }
         }
         drop(self.smf.take());
-        drop(upfd);
+        drop(u);
     }
 }
 
