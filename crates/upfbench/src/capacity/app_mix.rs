@@ -15,6 +15,10 @@ use super::{smf_config, upf, APP_MIX_IMSI_OFFSET};
 use crate::report::{self, Direction};
 use crate::smf::{AppIds, UsageByUrr};
 
+/// How long the application mix waits for the answer to its PFD Management Request: a
+/// UPF that does not answer it costs the run this, not T1 x (N1 + 1).
+const PFD_WAIT: Duration = Duration::from_secs(2);
+
 /// Each direction's trials: without application PDRs, with, without again.
 type Trials = Vec<(Direction, Trial, Trial, Trial)>;
 
@@ -25,7 +29,12 @@ impl Run<'_> {
         if self.plan.app_mix_sessions == 0 {
             return Ok(());
         }
-        let result = {
+        let pfdm = self
+            .smf
+            .as_ref()
+            .and_then(|s| s.smf.up_function_features())
+            .is_some_and(|f| f.get(pfcp::ie::up_function_features::PFDM));
+        let result = if pfdm {
             let rig = rig(&mut self.rig)?;
             app_mix(
                 self.args,
@@ -35,6 +44,12 @@ impl Run<'_> {
                 &self.sessions,
                 &mut self.progress,
             )
+        } else {
+            // PFDM (clause 8.2.25) says whether the UP function supports PFD Management
+            // (clause 6.2.5): without it none is sent, so no time goes on waiting.
+            Err(anyhow::anyhow!(
+                "the UPF does not announce PFD Management (no PFDM in its UP Function Features)"
+            ))
         };
         match result {
             Ok(v) => self.report.app_mix = v,
@@ -69,7 +84,7 @@ fn app_mix(
     cfg.applications = apps::rules();
     let mut smf = upf::LabSmf::associate_with(lab, cfg).context("the second SMF")?;
     let result = (|| {
-        smf.pfd_management(&apps::pfds())?;
+        smf.pfd_management(&apps::pfds(), PFD_WAIT)?;
         let est = smf.establish(n);
         if est.accepted != n {
             bail!(

@@ -36,7 +36,8 @@
 //!    saturate as many sessions without application PDRs, then those, then the first
 //!    again (the ratio: with / the mean without); the sessions are deleted, the second
 //!    SMF's association released, and each application's usage (summed from the
-//!    deletions' reports) compared with its share of the traffic;
+//!    deletions' reports) compared with its share of the traffic. A UPF that does not
+//!    announce PFDM, or does not answer PFD Management within 2 s, gets a note instead;
 //! 6. `no_drop` (no_drop.rs): the no-drop rate (binary search on the offered rate; zero
 //!    loss) per direction, each followed by the same search with the bare forwarder in
 //!    the UPF's place (the rig's own no-drop rate, and from it the subscribers the rig

@@ -248,11 +248,15 @@ impl LabSmf {
         bail!("the UPF at {n4} did not accept an association: {last:?}")
     }
 
-    /// PFD Management with `apps`' PFDs; an error unless the UPF accepted them.
-    pub fn pfd_management(&self, apps: &[AppPfds]) -> anyhow::Result<()> {
+    /// PFD Management with `apps`' PFDs, waiting at most `wait` for the answer (T1's
+    /// retransmissions within it); an error unless the UPF accepted them.
+    pub fn pfd_management(&self, apps: &[AppPfds], wait: Duration) -> anyhow::Result<()> {
         let r = self
             .rt
-            .block_on(self.smf.pfd_management(apps))
+            .block_on(async { tokio::time::timeout(wait, self.smf.pfd_management(apps)).await })
+            .map_err(|_| {
+                anyhow::anyhow!("the UPF does not answer PFD Management (nothing within {wait:?})")
+            })?
             .map_err(|e| anyhow::anyhow!("PFD Management: {e}"))?;
         if !r.cause.is_acceptance() {
             bail!("PFD Management refused: {r:?}");
