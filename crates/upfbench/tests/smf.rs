@@ -282,3 +282,43 @@ fn phases_are_send(smf: &mut Smf) {
     fn send<T: Send>(_: T) {}
     send(smf.establish(1, Pace::default()));
 }
+
+/// `ue_ip_choose`: the downlink PDI asks the UPF for the UE's IPv4 address (CHV4, no
+/// address of ours) and each session takes the one its Created PDR returns, as an SMF
+/// that leaves allocation to the UPF does (gtp-guard forwards only to those).
+#[tokio::test]
+async fn smf_takes_the_ue_addresses_the_upf_allocates() {
+    let upf = FakeUpf::start(FakeUpfConfig::default()).await.unwrap();
+    let mut cfg = config(upf.addr());
+    cfg.ue_ip_choose = true;
+    let mut smf = Smf::connect(cfg).await.unwrap();
+    assert_eq!(smf.associate().await.accepted, 1);
+    let req = smf.establishment_request(&upfbench::smf::Session {
+        index: 0,
+        cp_seid: 1,
+        ue_ip: Ipv4Addr::new(10, 45, 0, 1),
+        gnb_teid: 1,
+        up_fseid: None,
+        n3_fteid: None,
+        state: SessionState::Failed,
+    });
+    let dl = req
+        .create_pdrs
+        .iter()
+        .find(|p| p.pdi.local_fteid.is_none())
+        .expect("a downlink PDR");
+    assert_eq!(dl.pdi.ue_ip_address.len(), 1);
+    let u = &dl.pdi.ue_ip_address[0];
+    assert!(u.choose_v4 && u.destination && u.ipv4.is_none(), "{u:?}");
+    let e = smf.establish(3, Pace::default()).await;
+    assert_eq!(e.accepted, 3, "{e:?}");
+    // The fake allocates 10.60.0.1, .2, ... one address per request, in arrival order.
+    let mut got: Vec<Ipv4Addr> = smf.sessions().iter().map(|s| s.ue_ip).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        (1..=3)
+            .map(|n| Ipv4Addr::new(10, 60, 0, n))
+            .collect::<Vec<_>>()
+    );
+}

@@ -74,6 +74,9 @@ fn app_mix(
     if args.explicit_teid {
         bail!("with --explicit-teid a second SMF would pick the first one's TEIDs");
     }
+    if args.ue_ip_choose {
+        bail!("with --ue-ip-choose the application PDRs would need each UE's address before the UPF allocates it");
+    }
     let n = plan.app_mix_sessions.min(plain.len() as u64) as usize;
     progress.step(&format!(
         "application mix: PFDs and {n} sessions with application PDRs"

@@ -133,6 +133,11 @@ pub struct Args {
     /// No PDU Session Container in uplink G-PDUs and no QFI in the rules (4G style).
     #[arg(long)]
     pub no_psc: bool,
+    /// Let the UPF allocate the UE addresses (CHV4 in the downlink PDI's UE IP Address):
+    /// for UPFs that forward only to addresses they allocated (gtp-guard). The UPF's
+    /// pool must lie in 10.64.0.0/10, which dn routes to it. No application mix.
+    #[arg(long)]
+    pub ue_ip_choose: bool,
     /// The SDF filter (Flow Description) in both PDRs of every session: every packet is
     /// matched against it, as with the operator rules the targets name.
     #[arg(long, default_value = crate::smf::DEFAULT_SDF)]
@@ -214,6 +219,7 @@ fn smf_config(
     cfg.apn_dnn = crate::smf::cli::apn_dnn(&cfg.dnn, Some(&args.apn_dnn), args.no_apn_dnn);
     let imsi = crate::smf::add_to_digits(&args.imsi, imsi_offset);
     cfg.user_id = crate::smf::cli::user_ids(&imsi, args.no_user_id);
+    cfg.ue_ip_choose = args.ue_ip_choose;
     cfg
 }
 

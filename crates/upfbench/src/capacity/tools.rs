@@ -35,7 +35,7 @@ impl Run<'_> {
         self.report.ping = Some(match ue {
             Some(u) => {
                 let from = u.ue_ip.map_or_else(|| "-".to_string(), |ip| ip.to_string());
-                match check_with_tools(self.lab, u) {
+                match check_with_tools(self.lab, u, !self.args.no_psc) {
                     Ok((ping, iperf3)) => {
                         self.report.iperf3 = iperf3;
                         ping
@@ -79,15 +79,19 @@ impl Run<'_> {
     }
 }
 
-/// Ping and iperf3 TCP (3 s each way) from one UE through the UPF to the data network.
+/// Ping and iperf3 TCP (3 s each way) from one UE through the UPF to the data network,
+/// its G-PDUs with a PDU Session Container unless `psc` is off (`--no-psc`, as the
+/// sessions were set up).
 fn check_with_tools(
     lab: &Lab,
     ue: UeSession,
+    psc: bool,
 ) -> anyhow::Result<(report::PingResult, Vec<report::Iperf3Result>)> {
     let ip = ue.ue_ip.context("IPv4 UE")?;
     let gnb = Gnb::start(
         GnbConfig {
             netns: Some(lab.ns(Ns::Gnb)),
+            psc,
             ..GnbConfig::default()
         },
         vec![ue],
