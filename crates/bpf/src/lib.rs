@@ -21,7 +21,7 @@ pub use libbpf_rs;
 pub mod adopt;
 pub mod compile;
 pub mod datapath;
-mod direct;
+pub mod layout;
 mod mem;
 pub mod scaling;
 mod slots;

@@ -112,22 +112,17 @@ impl Slots {
         true
     }
 
-    /// Slot `at` if given and free, else any single slot.
-    pub(crate) fn take_preferring(&mut self, at: Option<u32>) -> Option<u32> {
-        match at {
-            Some(i) if self.take_at(i) => Some(i),
-            _ => self.take(1),
-        }
-    }
-
-    pub(crate) fn release(&mut self, start: u32, n: u32) {
+    /// Free `n` slots from `start` once they cooled (from `now`).
+    pub(crate) fn release(&mut self, start: u32, n: u32, now: Instant) {
         if start != 0 && n != 0 {
-            self.cooling.push_back((Instant::now(), start, n));
+            self.cooling.push_back((now, start, n));
         }
     }
 
-    pub(crate) fn available(&self) -> u64 {
-        u64::from(self.max.saturating_sub(1)) - self.in_use
+    /// Slots taken or cooling.
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> u64 {
+        self.in_use
     }
 }
 
@@ -138,7 +133,7 @@ mod tests {
     #[test]
     fn slots_taken_by_index_are_never_handed_out_twice() {
         let mut s = Slots::new(10);
-        assert_eq!(s.available(), 9);
+        assert_eq!(s.in_use(), 0);
         assert!(s.take_at(3));
         assert!(!s.take_at(3), "taken");
         assert!(
@@ -149,17 +144,18 @@ mod tests {
         let seq: Vec<u32> = (0..8).map(|_| s.take(1).unwrap()).collect();
         assert_eq!(seq, [1, 2, 4, 5, 6, 7, 8, 9]);
         assert_eq!(s.take(1), None);
-        assert_eq!(s.available(), 0);
+        assert_eq!(s.in_use(), 9);
         // Released slots cool before they are free, by index or from the list.
-        s.release(5, 1);
+        let t0 = Instant::now();
+        s.release(5, 1, t0);
         assert!(!s.take_at(5));
-        s.warm(Instant::now() + GRACE);
-        assert_eq!(s.available(), 1);
+        s.warm(t0 + GRACE);
+        assert_eq!(s.in_use(), 8);
         assert!(s.take_at(5), "free again");
         // The free list still names 5: it is skipped, not handed out a second time.
         assert_eq!(s.take(1), None);
-        s.release(5, 1);
-        s.warm(Instant::now() + GRACE);
+        s.release(5, 1, t0);
+        s.warm(t0 + GRACE);
         assert_eq!(s.take(1), Some(5));
         assert_eq!(s.take(1), None);
     }
@@ -170,7 +166,7 @@ mod tests {
         assert!(s.take_at(3));
         assert_eq!(s.take(4), Some(4));
         assert_eq!(s.take(2), Some(8));
-        assert_eq!(s.available(), 19 - 7);
+        assert_eq!(s.in_use(), 7);
         // The gap it stepped over is not lost: single slots.
         assert_eq!(s.take(1), Some(2));
         assert_eq!(s.take(1), Some(1));

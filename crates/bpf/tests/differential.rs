@@ -632,6 +632,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().random());
     eprintln!("differential: {cases} frames, UPF_DIFF_SEED={seed}");
+    // Every frame on one CPU, the model told which: leases and counts are per CPU.
+    let one = common::OneCpu::new();
     let cfg = config();
     let cap = Capacity::for_sessions(4096);
     let mut dp = Datapath::load(cap, cfg.clone()).expect("load (needs root)");
@@ -645,6 +647,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
     };
     dp.configure(cfg.clone(), 30, 20, 0).unwrap();
     let mut model = Model::new(1 << 20, cfg);
+    model.set_lanes(dp.layout().lanes as usize, dp.ncpus());
+    model.set_cpu(one.cpu);
 
     // Buffered packets the data path hands up, collected per frame.
     let events: Rc<RefCell<Vec<Vec<u8>>>> = Rc::new(RefCell::new(Vec::new()));
@@ -742,12 +746,18 @@ fn xdp_agrees_with_the_reference_pipeline() {
             rb.consume().unwrap();
             let ctx = || {
                 format!(
-                    "frame {done} ({}): {:02x?}\nexpected {expect:?}\nXDP action {action}, counted {:?}",
+                    "frame {done} ({}): {:02x?}\nexpected {expect:?}\nXDP action {action}, counted {:?}\nsession {:?}",
                     if uplink { "n3" } else { "n6" },
                     frame,
-                    counted.iter().map(|(i, p, b)| (counter_name(*i), p, b)).collect::<Vec<_>>()
+                    counted.iter().map(|(i, p, b)| (counter_name(*i), p, b)).collect::<Vec<_>>(),
+                    if std::env::var_os("UPF_DIFF_DEBUG").is_some() { format!("{:#?}", installed[si]) } else { String::new() }
                 )
             };
+            if counted != model_counted && std::env::var_os("UPF_DIFF_PAUSE").is_some() {
+                eprintln!("PAUSED: {}", ctx());
+                let _ = std::fs::write("/tmp/diff-paused", "1");
+                std::thread::sleep(std::time::Duration::from_secs(60));
+            }
             assert_eq!(counted, model_counted, "counters: {}", ctx());
             let key = match &expect {
                 Verdict::Drop(r) => {
@@ -800,8 +810,10 @@ fn xdp_agrees_with_the_reference_pipeline() {
                 assert_eq!(
                     (a.ul_packets, a.ul_bytes, a.dl_packets, a.dl_bytes),
                     (b.ul_packets, b.ul_bytes, b.dl_packets, b.dl_bytes),
-                    "URR {u} of session {:#x}",
-                    s.up_seid
+                    "URR {u} of session {:#x} (all: {:?}){}",
+                    s.up_seid,
+                    s.urrs.keys().map(|x| (*x, model.usage(s.up_seid, *x), dp.usage(s.up_seid, *x))).collect::<Vec<_>>(),
+                    if std::env::var_os("UPF_DIFF_DEBUG").is_some() { format!(" {s:#?}") } else { String::new() }
                 );
             }
         }
