@@ -8,15 +8,19 @@
 //! - teid: the tunnel's packets all on one CPU;
 //! - inner: on more than one CPU;
 //!
-//! and in every mode each flow's packets arrive in the order they were sent.
+//! and in every mode each flow's packets arrive in the order they were sent, and every
+//! packet sent is received or counted lost where it was lost (the veths' and UDP's
+//! counters, the cpumap's queues, the UPF's own drop counters).
 //! Addresses only inside the namespaces; sends bounded by count, waits by time;
 //! everything made is removed (the namespaces, and with them the veths).
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +35,10 @@ const TEID: u32 = 0x0012_3457;
 const FLOWS: u16 = 8;
 const PER_FLOW: u32 = 300;
 const DN_PORT: u16 = 9999;
+/// G-PDUs sent and not yet received at most: far below every queue on the way (the
+/// veths' rings of 256, the cpumap's SPREAD_QUEUE, the socket's buffer), so that a busy
+/// machine delays the packets instead of losing them.
+const WINDOW: u64 = 32;
 
 /// The namespaces of this test, removed on drop.
 struct Lab {
@@ -109,6 +117,17 @@ fn build() -> Lab {
     for ns in [&lab.gnb, &lab.upf, &lab.dn] {
         sh(&["ip", "netns", "add", ns]);
         in_ns(ns, &["ip", "link", "set", "lo", "up"]);
+        // No IPv6 (neighbour discovery, MLD): only the test's frames cross the veths.
+        for k in ["all", "default"] {
+            in_ns(
+                ns,
+                &[
+                    "sysctl",
+                    "-qw",
+                    &format!("net.ipv6.conf.{k}.disable_ipv6=1"),
+                ],
+            );
+        }
     }
     sh(&[
         "ip", "link", "add", "sp-g", "netns", &lab.gnb, "type", "veth", "peer", "name", "sp-n3",
@@ -127,6 +146,27 @@ fn build() -> Lab {
         in_ns(ns, &["ip", "addr", "add", addr, "dev", dev]);
         in_ns(ns, &["ip", "link", "set", dev, "up"]);
     }
+    // The gNB knows N3's MAC: no ARP crosses sp-n3 either.
+    let n3_mac = mac(&lab.upf, "sp-n3")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    in_ns(
+        &lab.gnb,
+        &[
+            "ip",
+            "neigh",
+            "replace",
+            "10.77.0.7",
+            "lladdr",
+            &n3_mac,
+            "dev",
+            "sp-g",
+            "nud",
+            "permanent",
+        ],
+    );
     // Frames XDP redirects into a veth reach its peer through NAPI: GRO turns it on
     // without a program there.
     in_ns(&lab.dn, &["ethtool", "-K", "sp-d", "gro", "on"]);
@@ -175,60 +215,264 @@ fn forwarded_per_cpu(dp: &Datapath) -> Vec<u64> {
         .collect()
 }
 
-/// Send every flow's packets interleaved from CPU `cpu` in the gNB namespace; receive
-/// them in the data network's. What arrived per flow, in arrival order.
-fn send_and_receive(lab: &Lab, cpu: usize) -> Vec<Vec<u32>> {
+/// One of a namespace's files (`ip netns exec` mounts its /sys).
+fn read_in(ns: &str, path: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", path])
+        .output()
+        .expect("ip netns exec cat");
+    assert!(out.status.success(), "{ns}: {path}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An interface's ethtool statistics, each summed over its queues (`rx_queue_0_drops`
+/// and `rx_queue_1_drops` count as `rx_drops`).
+fn ethtool(ns: &str, dev: &str) -> BTreeMap<String, u64> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-S", dev])
+        .output()
+        .expect("ethtool");
+    assert!(out.status.success(), "ethtool -S {dev}");
+    let mut m = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some((k, v)) = line.trim().split_once(": ") else {
+            continue;
+        };
+        let Ok(v) = v.trim().parse::<u64>() else {
+            continue;
+        };
+        // rx_queue_N_x -> rx_x, tx_queue_N_x -> tx_x.
+        let k = match k.split_once("_queue_") {
+            Some((dir, rest)) => format!("{dir}_{}", rest.split_once('_').map_or(rest, |r| r.1)),
+            None => k.to_string(),
+        };
+        *m.entry(k).or_default() += v;
+    }
+    m
+}
+
+/// `Proto.Field` of a namespace's /proc/net/snmp (a header line, then a value line).
+fn snmp(ns: &str) -> BTreeMap<String, u64> {
+    let text = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
+        .output()
+        .expect("snmp")
+        .stdout;
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut m = BTreeMap::new();
+    for pair in lines.chunks(2) {
+        let [head, vals] = pair else { continue };
+        let (proto, names) = head.split_once(": ").unwrap_or_default();
+        let vals = vals.split_once(": ").map_or("", |v| v.1);
+        for (n, v) in names.split(' ').zip(vals.split(' ')) {
+            if let Ok(v) = v.parse::<u64>() {
+                m.insert(format!("{proto}.{n}"), v);
+            }
+        }
+    }
+    m
+}
+
+/// The counters along the path, each named by where it counts; [`Path::losses`] says
+/// which are losses.
+#[derive(Clone, Debug, Default)]
+struct Path(BTreeMap<&'static str, u64>);
+
+impl Path {
+    fn read(lab: &Lab, dp: &Datapath) -> Self {
+        let mut m = BTreeMap::new();
+        let sys = |ns: &str, dev: &str, stat: &str| -> u64 {
+            read_in(ns, &format!("/sys/class/net/{dev}/statistics/{stat}"))
+                .trim()
+                .parse()
+                .expect("a counter")
+        };
+        let n3 = ethtool(&lab.upf, "sp-n3");
+        let n6 = ethtool(&lab.upf, "sp-n6");
+        let udp = snmp(&lab.dn);
+        let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
+        m.insert(
+            "gnb: sp-g transmit drops",
+            sys(&lab.gnb, "sp-g", "tx_dropped"),
+        );
+        m.insert("upf: sp-n3 receive drops", get(&n3, "rx_drops"));
+        m.insert(
+            "upf: frames xdp ran on at sp-n3",
+            get(&n3, "rx_xdp_packets"),
+        );
+        let stats = dp.stats();
+        let at = |i: u32| stats[i as usize].0;
+        m.insert(
+            "upf: frames xdp_n3 counted in",
+            at(upf::abi::STAT_RECEIVED_N3),
+        );
+        m.insert("upf: forwarded uplink", at(upf::abi::STAT_FORWARDED_UPLINK));
+        m.insert(
+            "upf: dropped (any reason)",
+            (0..upf::abi::DROP_MAX).map(at).sum(),
+        );
+        m.insert(
+            "upf: other outcomes",
+            (upf::abi::STAT_FORWARDED_DOWNLINK..=upf::abi::STAT_ICMP_SENT)
+                .map(at)
+                .sum(),
+        );
+        m.insert("upf: sp-n6 into sp-d's ring", get(&n6, "tx_xdp_xmit"));
+        m.insert("upf: sp-n6 xdp_xmit_errors", get(&n6, "tx_xdp_xmit_errors"));
+        // sp-d's rx_dropped counts sp-n6's xdp_xmit_errors too: those are N6's.
+        m.insert(
+            "dn: sp-d receive drops",
+            sys(&lab.dn, "sp-d", "rx_dropped").saturating_sub(get(&n6, "tx_xdp_xmit_errors")),
+        );
+        m.insert("dn: IP discards", get(&udp, "Ip.InDiscards"));
+        m.insert("dn: IP header errors", get(&udp, "Ip.InHdrErrors"));
+        m.insert("dn: UDP in datagrams", get(&udp, "Udp.InDatagrams"));
+        m.insert("dn: UDP errors", get(&udp, "Udp.InErrors"));
+        m.insert("dn: UDP no port", get(&udp, "Udp.NoPorts"));
+        Path(m)
+    }
+
+    fn since(&self, before: &Path) -> Path {
+        Path(
+            self.0
+                .iter()
+                .map(|(k, v)| (*k, v - before.0.get(k).copied().unwrap_or(0)))
+                .collect(),
+        )
+    }
+
+    fn get(&self, k: &str) -> u64 {
+        self.0[k]
+    }
+
+    /// Each loss and where: the named counters, and the cpumap's queues (frames xdp
+    /// ran on at sp-n3 that no program of the UPF counted in; the kernel has no counter
+    /// of its own for them).
+    fn losses(&self) -> BTreeMap<&'static str, u64> {
+        let mut l: BTreeMap<&'static str, u64> = [
+            "gnb: sp-g transmit drops",
+            "upf: sp-n3 receive drops",
+            "upf: dropped (any reason)",
+            "upf: other outcomes",
+            "upf: sp-n6 xdp_xmit_errors",
+            "dn: sp-d receive drops",
+            "dn: IP discards",
+            "dn: IP header errors",
+            "dn: UDP errors",
+            "dn: UDP no port",
+        ]
+        .into_iter()
+        .map(|k| (k, self.get(k)))
+        .collect();
+        l.insert(
+            "upf: cpumap queues",
+            self.get("upf: frames xdp ran on at sp-n3")
+                .saturating_sub(self.get("upf: frames xdp_n3 counted in")),
+        );
+        l
+    }
+
+    fn lost(&self) -> u64 {
+        self.losses().values().sum()
+    }
+}
+
+/// What one mode's run saw: each flow's sequence numbers in arrival order, the G-PDUs
+/// sent, and the path's counters over the run.
+struct Run {
+    got: Vec<Vec<u32>>,
+    sent: u64,
+    path: Path,
+}
+
+/// Send every flow's packets interleaved from CPU `cpu` in the gNB namespace, at most
+/// [`WINDOW`] ahead of the receiver; receive them in the data network's until every
+/// packet sent is received or counted lost.
+fn send_and_receive(lab: &Lab, dp: &Datapath, cpu: usize) -> Run {
+    let before = Path::read(lab, dp);
+    let want = u64::from(FLOWS) * u64::from(PER_FLOW);
+    let received = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
     let dn = lab.dn.clone();
     let ready = Arc::new(std::sync::Barrier::new(2));
-    let r2 = ready.clone();
+    let (r2, received2, stop2) = (ready.clone(), received.clone(), stop.clone());
     let receiver = std::thread::spawn(move || {
         enter(&dn);
         let s = UdpSocket::bind(SocketAddrV4::new(DN, DN_PORT)).expect("bind in dn");
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         r2.wait();
         let mut got = vec![Vec::new(); FLOWS as usize];
         let mut buf = [0u8; 2048];
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut idle = 0;
-        let want = u64::from(FLOWS) * u64::from(PER_FLOW);
+        // Until told, or everything came; the deadline only stops a lost test thread.
+        let deadline = Instant::now() + Duration::from_secs(300);
         let mut n = 0u64;
-        while Instant::now() < deadline && n < want && idle < 10 {
-            match s.recv(&mut buf) {
-                Ok(len) if len >= 6 => {
-                    idle = 0;
+        while !stop2.load(Ordering::Acquire) && n < want && Instant::now() < deadline {
+            if let Ok(len) = s.recv(&mut buf) {
+                if len >= 6 {
                     let flow = u16::from_be_bytes([buf[0], buf[1]]) as usize;
                     let seq = u32::from_be_bytes([buf[2], buf[3], buf[4], buf[5]]);
                     if flow < got.len() {
                         got[flow].push(seq);
                         n += 1;
+                        received2.store(n, Ordering::Release);
                     }
                 }
-                Ok(_) => {}
-                Err(_) => idle += 1,
             }
         }
         got
     });
     let gnb = lab.gnb.clone();
+    let received3 = received.clone();
     let sender = std::thread::spawn(move || {
         enter(&gnb);
         pin(cpu);
         let s = UdpSocket::bind(SocketAddrV4::new(GNB, 2152)).expect("bind in gnb");
         ready.wait();
+        let (mut sent, mut unsent) = (0u64, 0u64);
+        // Raised by WINDOW each time the receiver makes no progress for 0.2 s (packets
+        // lost, counted below): pacing, never a wait for a packet to arrive.
+        let mut allowance = WINDOW;
         for seq in 0..PER_FLOW {
             for flow in 0..FLOWS {
-                s.send_to(&gpdu(flow, seq), SocketAddrV4::new(N3, 2152))
-                    .expect("send");
-            }
-            // A little room for the CPUs' queues: loss is allowed, not the point.
-            if seq % 16 == 15 {
-                std::thread::sleep(Duration::from_millis(1));
+                let t = Instant::now();
+                while sent - received3.load(Ordering::Acquire) >= allowance {
+                    if t.elapsed() > Duration::from_millis(200) {
+                        allowance += WINDOW;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                match s.send_to(&gpdu(flow, seq), SocketAddrV4::new(N3, 2152)) {
+                    Ok(_) => sent += 1,
+                    Err(_) => unsent += 1,
+                }
             }
         }
+        if unsent > 0 {
+            eprintln!("{unsent} G-PDUs not sent (send_to failed): not counted as sent");
+        }
+        sent
     });
-    sender.join().expect("sender");
-    receiver.join().expect("receiver")
+    let sent = sender.join().expect("sender");
+    // Every packet sent is received or lost where a counter says so: wait for that.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut path = Path::read(lab, dp).since(&before);
+    loop {
+        let n = received.load(Ordering::Acquire);
+        if n == sent || n + path.lost() >= sent || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        path = Path::read(lab, dp).since(&before);
+    }
+    stop.store(true, Ordering::Release);
+    let got = receiver.join().expect("receiver");
+    Run {
+        got,
+        sent,
+        path: Path::read(lab, dp).since(&before),
+    }
 }
 
 #[test]
@@ -282,12 +526,13 @@ fn spread_keeps_flows_in_order_and_uses_cpus() {
     for how in [Spread::Off, Spread::Teid, Spread::Inner] {
         dp.set_spread(how, &cpus).expect("set_spread");
         let before = forwarded_per_cpu(&dp);
-        let got = send_and_receive(&lab, sender_cpu);
+        let Run { got, sent, path } = send_and_receive(&lab, &dp, sender_cpu);
         let after = forwarded_per_cpu(&dp);
         let per_cpu: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-        let received: usize = got.iter().map(Vec::len).sum();
+        let received: u64 = got.iter().map(|f| f.len() as u64).sum();
+        let losses: BTreeMap<_, _> = path.losses().into_iter().filter(|l| l.1 > 0).collect();
         eprintln!(
-            "{how:?}: received {received} of {}; forwarded per CPU {per_cpu:?}; per flow {:?}",
+            "{how:?}: sent {sent} of {}, received {received}, lost {losses:?}; forwarded per CPU {per_cpu:?}; per flow {:?}",
             u32::from(FLOWS) * PER_FLOW,
             got.iter().map(Vec::len).collect::<Vec<_>>()
         );
@@ -297,10 +542,42 @@ fn spread_keeps_flows_in_order_and_uses_cpus() {
                 "{how:?}: flow {flow} out of order: {seqs:?}"
             );
         }
-        assert!(
-            received as u32 >= u32::from(FLOWS) * PER_FLOW / 2,
-            "{how:?}: only {received} received: {:?}",
-            dp.stats()
+        // Every packet received or lost where a counter says so, and each stage's
+        // counts add up.
+        assert_eq!(
+            sent,
+            received + path.lost(),
+            "{how:?}: sent = received + losses: {path:#?}"
+        );
+        let p = |k| path.get(k);
+        assert_eq!(
+            sent,
+            p("gnb: sp-g transmit drops")
+                + p("upf: sp-n3 receive drops")
+                + p("upf: frames xdp ran on at sp-n3"),
+            "{how:?}: the gNB's veth: {path:#?}"
+        );
+        if how == Spread::Off {
+            assert_eq!(
+                p("upf: frames xdp ran on at sp-n3"),
+                p("upf: frames xdp_n3 counted in"),
+                "off: no cpumap: {path:#?}"
+            );
+        }
+        assert_eq!(
+            p("upf: frames xdp_n3 counted in"),
+            p("upf: forwarded uplink") + p("upf: dropped (any reason)") + p("upf: other outcomes"),
+            "{how:?}: the UPF's outcomes: {path:#?}"
+        );
+        assert_eq!(
+            p("upf: forwarded uplink"),
+            p("upf: sp-n6 into sp-d's ring") + p("upf: sp-n6 xdp_xmit_errors"),
+            "{how:?}: N6's veth: {path:#?}"
+        );
+        assert_eq!(
+            received,
+            p("dn: UDP in datagrams"),
+            "{how:?}: what the socket took is what the receiver read: {path:#?}"
         );
         let busy = per_cpu.iter().filter(|n| **n > 0).count();
         match how {

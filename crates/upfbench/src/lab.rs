@@ -10,9 +10,14 @@
 //!                                                             .20 .21 .22 (app servers)
 //!      [XDP_PASS]               fd00:6::2/64                  fd00:6::1/64  [XDP_PASS]
 //!                               n4 192.168.4.2/24             10.45.0.0/16 via 192.168.6.2
-//!   {P}smf                         |                          fd00:45::/48 via fd00:6::2
-//!   n4 192.168.4.1/24  ------------+
+//!   {P}smf                         |                          10.64.0.0/10 via 192.168.6.2
+//!   n4 192.168.4.1/24  ------------+                          fd00:45::/48 via fd00:6::2
+//!      (192.168.4.3: the capacity run's second SMF, while its application mix runs)
 //! ```
+//!
+//! 10.45.0.0/16 is the UE pool of the lab's examples and tests; 10.64.0.0/10 that of
+//! `upfbench capacity`, `sessions` and `soak` ([`addr::BENCH_UE_POOL`]), so that a UE of
+//! theirs can be answered from dn by hand too.
 //!
 //! `upfbench lab up [--prefix P]` builds it, `upfbench lab down [--prefix P]` removes it;
 //! both are idempotent, and `up` first removes what a crashed run of the same prefix left.
@@ -145,6 +150,11 @@ pub mod addr {
     pub const UE_POOL: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 0);
     /// Prefix length of [`UE_POOL`].
     pub const UE_POOL_LEN: u8 = 16;
+    /// The UE pool of the benchmarks' SMF emulator (`upfbench capacity`, `sessions`,
+    /// `soak`: 4M addresses), routed to the UPF in dn like [`UE_POOL`].
+    pub const BENCH_UE_POOL: Ipv4Addr = Ipv4Addr::new(10, 64, 0, 0);
+    /// Prefix length of [`BENCH_UE_POOL`].
+    pub const BENCH_UE_POOL_LEN: u8 = 10;
 
     /// gnb `n3`, IPv6.
     pub const GNB_N3_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 3, 0, 0, 0, 0, 0, 1);
@@ -598,12 +608,15 @@ impl Lab {
             l.push(format!("addr add {} dev n6", v4(*a)));
         }
         l.push(neigh(addr::UPF_N6.into(), mac::UPF_N6, iface::N6));
-        l.push(format!(
-            "route add {}/{} via {} dev n6",
-            addr::UE_POOL,
-            addr::UE_POOL_LEN,
-            addr::UPF_N6
-        ));
+        for (pool, len) in [
+            (addr::UE_POOL, addr::UE_POOL_LEN),
+            (addr::BENCH_UE_POOL, addr::BENCH_UE_POOL_LEN),
+        ] {
+            l.push(format!(
+                "route add {pool}/{len} via {} dev n6",
+                addr::UPF_N6
+            ));
+        }
         self.ip_batch(Ns::Dn, false, &l)?;
         self.ip_batch(
             Ns::Dn,

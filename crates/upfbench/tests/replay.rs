@@ -2,11 +2,16 @@
 //! the original responses, dropping repeated copies, per-SMF local addresses, and mapping
 //! UP SEIDs, allocated F-TEIDs and UE addresses from the original UPF's to the fake's. The
 //! fake is a test double: where it answers unlike the original UPF, mismatches are
-//! expected and checked to be exactly those. Loopback only; every wait is bounded.
+//! expected and checked to be exactly those. Loopback only; every wait is bounded, and
+//! generous: a busy machine makes a replay slower, never different.
+
+mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use common::{run_bounded, SETTLE};
 
 use pfcp::ie::{
     apply_action, up_function_features, FSeid, FTeid, Flags, Interface, NodeId,
@@ -206,12 +211,18 @@ fn call_flow() -> Vec<(usize, capture::Datagram)> {
     ]
 }
 
+/// 5 s for each response, 3 sends: against a fake that answers, a busy machine only
+/// delays the replay.
 fn cfg(upf: SocketAddr, base: [u8; 4]) -> ReplayConfig {
     let mut c = ReplayConfig::new(upf);
     c.local_base = Ipv4Addr::from(base);
-    c.timeout = Duration::from_millis(500);
+    c.timeout = Duration::from_secs(5);
+    c.retransmissions = 2;
     c
 }
+
+/// The CLI's timers, as [`cfg`].
+const CLI_TIMERS: [&str; 4] = ["--timeout-ms", "5000", "--retransmissions", "2"];
 
 #[test]
 fn replay_plan_pairs_requests_with_original_responses() {
@@ -287,7 +298,7 @@ async fn replay_maps_seids_fteids_and_ue_addresses() {
     );
     assert!(notes.contains("Outer Header Creation 0x00005555 10.0.0.7 -> 0x00000001 127.0.0.1"));
     assert!(notes.contains("UE IP 10.99.0.5 -> 10.60.0.1"));
-    let end = Instant::now() + Duration::from_secs(2);
+    let end = Instant::now() + SETTLE;
     while (upf.stats().heartbeat_answers, upf.stats().report_answers) != (1, 1) {
         assert!(Instant::now() < end, "{:?}", upf.stats());
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -306,8 +317,44 @@ async fn replay_times_out_against_a_silent_upf_within_bounds() {
     c.timeout = Duration::from_millis(50);
     c.retransmissions = 1;
     let t0 = Instant::now();
-    let report = replay(&plan, &c, |_| {}).await.unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(3));
+    // Bounded only to catch a hang; the bounds that matter are what was sent.
+    let report = tokio::time::timeout(2 * SETTLE, replay(&plan, &c, |_| {}))
+        .await
+        .expect("the replay gives up in the end")
+        .unwrap();
+    let took = t0.elapsed();
+    eprintln!("two requests, 50 ms x 2 sends each: gave up after {took:?}");
+    // Each of the two requests was sent twice, the same octets, and it waited after each.
+    assert!(took >= Duration::from_millis(200), "{took:?}");
+    let mut sent = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // Wait for the four; then briefly for a fifth that must not come.
+        let wait = if sent.len() < 4 {
+            SETTLE
+        } else {
+            Duration::from_millis(200)
+        };
+        match tokio::time::timeout(wait, silent.recv_from(&mut buf)).await {
+            Ok(Ok((n, _))) => sent.push(buf[..n].to_vec()),
+            _ => break,
+        }
+        if sent.len() > 10 {
+            break;
+        }
+    }
+    let types: Vec<u8> = sent.iter().map(|m| m[1]).collect();
+    assert_eq!(
+        types,
+        [
+            mt::ASSOCIATION_SETUP_REQUEST,
+            mt::ASSOCIATION_SETUP_REQUEST,
+            mt::SESSION_ESTABLISHMENT_REQUEST,
+            mt::SESSION_ESTABLISHMENT_REQUEST
+        ]
+    );
+    assert_eq!(sent[0], sent[1]);
+    assert_eq!(sent[2], sent[3]);
     let s = report.summary;
     assert_eq!((s.requests, s.matched, s.timed_out), (4, 0, 2));
     // Association and establishment time out; the session's modification and deletion
@@ -448,8 +495,8 @@ fn replay_cli_summary_line_and_exit_status() {
         .block_on(FakeUpf::start(FakeUpfConfig::default()))
         .unwrap();
     let run = |file: &str, base: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"))
-            .arg("replay")
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"));
+        c.arg("replay")
             .arg(dir.join(file))
             .args([
                 "--upf",
@@ -458,11 +505,9 @@ fn replay_cli_summary_line_and_exit_status() {
                 base,
                 "--local-port",
                 "0",
-                "--timeout-ms",
-                "500",
             ])
-            .output()
-            .unwrap()
+            .args(CLI_TIMERS);
+        run_bounded(c, 4 * SETTLE)
     };
     let out = run("open5gs-5g-roaming-hr.pcapng", "127.0.70.101");
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -474,14 +519,13 @@ fn replay_cli_summary_line_and_exit_status() {
     assert!(out.status.success());
     // Mismatches: a UPF that rejects every request. One line per mismatch, exit 1.
     let rejecting = RejectingUpf::start();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"))
-        .arg("replay")
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"));
+    c.arg("replay")
         .arg(dir.join("open5gs-5g-roaming-hr.pcapng"))
         .args(["--upf", &rejecting.addr.to_string()])
         .args(["--local-base", "127.0.71.101", "--local-port", "0"])
-        .args(["--timeout-ms", "500", "--retransmissions", "0"])
-        .output()
-        .unwrap();
+        .args(["--timeout-ms", "5000", "--retransmissions", "0"]);
+    let out = run_bounded(c, 4 * SETTLE);
     let answered = rejecting.stop();
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stdout}");
@@ -588,14 +632,13 @@ fn a_capture_that_starts_mid_session_is_not_replayable_not_mismatched() {
     let upf = rt
         .block_on(FakeUpf::start(FakeUpfConfig::default()))
         .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"))
-        .arg("replay")
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"));
+    c.arg("replay")
         .arg(&file)
         .args(["--upf", &upf.addr().to_string()])
         .args(["--local-base", "127.0.72.101", "--local-port", "0"])
-        .args(["--timeout-ms", "500"])
-        .output()
-        .unwrap();
+        .args(CLI_TIMERS);
+    let out = run_bounded(c, 4 * SETTLE);
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{stdout}");
     assert_eq!(

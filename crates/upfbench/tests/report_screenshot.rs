@@ -177,11 +177,22 @@ struct Ran {
     stderr: String,
 }
 
-/// Runs headless Chromium with `args` on `page`, killed after a minute. Its output goes
-/// through files: a dumped DOM is larger than a pipe holds.
+/// How long Chromium may take to start, lay out and dump or shoot a page before it is
+/// killed: only a hang bound (it exits as soon as it is done; the page's own time is
+/// virtual, --virtual-time-budget).
+const CHROMIUM_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs headless Chromium with `args` on `page`, killed after [`CHROMIUM_LIMIT`]. Each run
+/// has its own profile (a killed run's lock cannot turn the next one away). Its output
+/// goes through files: a dumped DOM is larger than a pipe holds.
 fn run_chromium(bin: &Path, profile: &Path, args: &[String], page: &Path) -> Ran {
-    let out_path = profile.join("stdout");
-    let err_path = profile.join("stderr");
+    use std::os::unix::process::CommandExt;
+    let run = tempfile::Builder::new()
+        .prefix("run")
+        .tempdir_in(profile)
+        .unwrap();
+    let out_path = run.path().join("stdout");
+    let err_path = run.path().join("stderr");
     let mut c = Command::new(bin);
     c.args([
         "--headless",
@@ -196,15 +207,18 @@ fn run_chromium(bin: &Path, profile: &Path, args: &[String], page: &Path) -> Ran
     ])
     .arg(format!(
         "--user-data-dir={}",
-        profile.join("profile").display()
+        run.path().join("profile").display()
     ))
     .args(args)
     .arg(format!("file://{}", page.display()))
     .stdin(Stdio::null())
     .stdout(std::fs::File::create(&out_path).unwrap())
-    .stderr(std::fs::File::create(&err_path).unwrap());
+    .stderr(std::fs::File::create(&err_path).unwrap())
+    // Its own process group, so that a hung run is killed with its helper processes.
+    .process_group(0);
     let mut child = c.spawn().expect("starting chromium");
-    let end = Instant::now() + Duration::from_secs(60);
+    let started = Instant::now();
+    let end = started + CHROMIUM_LIMIT;
     let mut exited = false;
     while Instant::now() < end {
         if child.try_wait().unwrap().is_some() {
@@ -214,9 +228,11 @@ fn run_chromium(bin: &Path, profile: &Path, args: &[String], page: &Path) -> Ran
         std::thread::sleep(Duration::from_millis(20));
     }
     if !exited {
-        let _ = child.kill();
+        // SAFETY: SIGKILL to the process group of the child we started (its pid).
+        unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
     }
     let waited = child.wait().unwrap();
+    eprintln!("chromium {args:?}: {:?}", started.elapsed());
     let status = exited.then_some(waited);
     let read =
         |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
@@ -392,9 +408,9 @@ fn html_report_shows_every_table_and_chart_in_headless_chromium() {
         .map(|(v, _)| unescape(v))
         .unwrap_or_else(|| {
             panic!(
-                "no verdict in the DOM chromium dumped (exit {:?}, None: killed after 60 s); \
+                "no verdict in the DOM chromium dumped (exit {:?}, None: killed after {:?}); \
                  stderr:\n{}",
-                out.status, out.stderr
+                out.status, CHROMIUM_LIMIT, out.stderr
             )
         });
     let v: serde_json::Value = serde_json::from_str(&verdict).unwrap();

@@ -67,7 +67,8 @@ struct Run {
 }
 
 /// `upfd ARGS` with the environment's `UPFD_*` variables replaced by `env`; killed if
-/// it is still running after 20 s (it must not start).
+/// it is still running after 60 s (it must not start; a busy machine may be slow to
+/// say so).
 fn upfd(args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut c = Command::new(UPFD);
     c.args(args);
@@ -85,7 +86,7 @@ fn upfd(args: &[&str], env: &[(&str, &str)]) -> Run {
         .unwrap();
     let t0 = Instant::now();
     while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(20) {
+        if t0.elapsed() > Duration::from_secs(60) {
             let _ = child.kill();
             break;
         }

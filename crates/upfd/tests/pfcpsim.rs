@@ -28,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::tap::Tap;
-use common::{free_tcp_port, Output, Upfd};
+use common::{free_tcp_port, Output, Upfd, PATIENCE};
 use pfcp::message_type as mt;
 
 const SESSIONS: usize = 1000;
@@ -43,8 +43,9 @@ const GNB_B: &str = "127.0.0.10";
 /// Two SDF filters per session: each gives an uplink and a downlink PDR, a FAR, a QER and
 /// two URRs of its own (see pfcpsim's internal/pfcpsim/server.go).
 const APP_FILTERS: [&str; 2] = ["udp:10.0.0.0/8:80-88:allow:100", "ip:any:any:allow:200"];
-/// The whole test, pfcpsim's included, stays within this.
-const BUDGET: Duration = Duration::from_secs(100);
+/// pfcpctl's steps are ended past this, so that a hang fails the test instead of holding
+/// it; not a speed requirement (the whole takes seconds; the time is printed).
+const HANG: Duration = Duration::from_secs(600);
 
 fn tools() -> Option<(PathBuf, PathBuf)> {
     let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin");
@@ -80,7 +81,7 @@ impl Pfcpsim {
                 .spawn()
                 .expect("starting pfcpsim");
             let out = Output::of_child(&mut child);
-            let end = Instant::now() + Duration::from_secs(10);
+            let end = Instant::now() + PATIENCE;
             while Instant::now() < end {
                 if out.text().contains("server listening on port") {
                     return Pfcpsim {
@@ -96,7 +97,7 @@ impl Pfcpsim {
             }
             let _ = child.kill();
             let _ = child.wait();
-            std::thread::sleep(Duration::from_millis(50));
+            out.drain(PATIENCE);
             last = out.text();
         }
         panic!("pfcpsim did not start:\n{last}");
@@ -134,12 +135,13 @@ impl Ctl<'_> {
         let out = Output::of_child(&mut child);
         loop {
             if let Ok(Some(st)) = child.try_wait() {
-                std::thread::sleep(Duration::from_millis(20));
+                out.drain(PATIENCE);
                 return (st.success(), out.text(), t0.elapsed());
             }
             if Instant::now() >= end {
                 let _ = child.kill();
                 let _ = child.wait();
+                out.drain(PATIENCE);
                 return (
                     false,
                     format!("{}\n(killed after {:?})", out.text(), t0.elapsed()),
@@ -172,15 +174,16 @@ fn pfcpsim_1000_sessions_with_sdf_filters_qers_urrs() {
         return;
     };
     let t0 = Instant::now();
-    wait_smf_port_free(Duration::from_secs(20));
+    wait_smf_port_free(Duration::from_secs(60));
 
     // pfcpsim answers none of upfd's Heartbeat Requests (it drops them), so a heartbeat
-    // interval shorter than the test would end the association: 60 s.
+    // interval shorter than the test would end the association, however slow the
+    // machine makes the test: an hour.
     let upfd = Upfd::builder()
         .address(IpAddr::V4(UPF_IP))
         .n3(UPF_IP)
         .ue_pool("", UE_POOL)
-        .heartbeat_interval("60s")
+        .heartbeat_interval("1h")
         .start();
     let tap = Tap::start(
         SocketAddr::new(IpAddr::V4(TAP_IP), 0),
@@ -191,7 +194,7 @@ fn pfcpsim_1000_sessions_with_sdf_filters_qers_urrs() {
     let ctl = Ctl {
         bin: &ctl_bin,
         server: sim.grpc.clone(),
-        deadline: t0 + BUDGET,
+        deadline: t0 + HANG,
     };
     let started = t0.elapsed();
 
@@ -224,25 +227,27 @@ fn pfcpsim_1000_sessions_with_sdf_filters_qers_urrs() {
     let tap_addr = tap.listen.to_string();
     let upf_ip = UPF_IP.to_string();
     let n = SESSIONS;
+    // Each step's limit only ends a hang (they take a second or two).
+    let (short, long) = (Duration::from_secs(60), Duration::from_secs(180));
     #[rustfmt::skip]
     let steps: Vec<(&str, Vec<&str>, String, Duration)> = vec![
         ("configure",
          vec!["service", "configure", "--remote-peer-addr", &tap_addr, "--n3-addr", &upf_ip],
-         "Server is configured".into(), Duration::from_secs(10)),
+         "Server is configured".into(), short),
         ("associate", vec!["service", "associate"],
-         "Association established".into(), Duration::from_secs(15)),
+         "Association established".into(), short),
         ("create", create,
-         format!("{n} sessions were established using 1 as baseID"), Duration::from_secs(40)),
+         format!("{n} sessions were established using 1 as baseID"), long),
         ("modify: forward to gNB A", modify(&["--gnb-addr", GNB_A]),
-         format!("{n} sessions were modified"), Duration::from_secs(30)),
+         format!("{n} sessions were modified"), long),
         ("modify: buffer, notify CP", modify(&["--buffer", "--notifycp"]),
-         format!("{n} sessions were modified"), Duration::from_secs(30)),
+         format!("{n} sessions were modified"), long),
         ("modify: forward to gNB B", modify(&["--gnb-addr", GNB_B]),
-         format!("{n} sessions were modified"), Duration::from_secs(30)),
+         format!("{n} sessions were modified"), long),
         ("delete", vec!["session", "delete", "--count", &count, "--baseID", "1"],
-         format!("{n} sessions deleted; activeSessions: 0"), Duration::from_secs(30)),
+         format!("{n} sessions deleted; activeSessions: 0"), long),
         ("disassociate", vec!["service", "disassociate"],
-         "Association teardown completed".into(), Duration::from_secs(15)),
+         "Association teardown completed".into(), short),
     ];
 
     let mut problems: Vec<String> = Vec::new();
@@ -336,16 +341,13 @@ fn pfcpsim_1000_sessions_with_sdf_filters_qers_urrs() {
 
     // upfd's view: the association came up and went down, with no session left.
     let peer = SMF_IP.to_string();
-    if !upfd.wait_for_log(
-        &format!("association with {peer} established"),
-        Duration::from_secs(1),
-    ) {
+    if !upfd.wait_for_log(&format!("association with {peer} established"), PATIENCE) {
         problems.push(format!(
             "upfd never logged 'association with {peer} established'"
         ));
     }
     let ended = format!("association with {peer} ended");
-    if !upfd.wait_for_log(&ended, Duration::from_secs(2)) {
+    if !upfd.wait_for_log(&ended, PATIENCE) {
         problems.push(format!("upfd never logged '{ended}'"));
     } else {
         let log = upfd.log();
@@ -376,5 +378,4 @@ fn pfcpsim_1000_sessions_with_sdf_filters_qers_urrs() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    assert!(total < BUDGET, "took {total:?}");
 }

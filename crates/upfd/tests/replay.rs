@@ -56,7 +56,10 @@ fn replay_every_capture_against_a_fresh_upfd() {
             .start();
         let mut cfg = ReplayConfig::new(upfd.n4);
         cfg.upf_n3 = vec![IpAddr::V4(addr)];
-        cfg.timeout = Duration::from_secs(2);
+        // Patient with a busy machine: three tries of 5 s before a request counts as
+        // timed out (upfd answers a retransmission from its cache).
+        cfg.timeout = Duration::from_secs(5);
+        cfg.retransmissions = 2;
         let report = rt.block_on(replay(&plan, &cfg, |_| {})).unwrap();
         let s = &report.summary;
         eprintln!("{name}: {s}");
@@ -357,7 +360,10 @@ fn replay_captures_of_real_smfs_quirks_against_upfd() {
             .start();
         let mut cfg = ReplayConfig::new(upfd.n4);
         cfg.upf_n3 = vec![IpAddr::V4(addr)];
-        cfg.timeout = Duration::from_secs(2);
+        // Patient with a busy machine: three tries of 5 s before a request counts as
+        // timed out (upfd answers a retransmission from its cache).
+        cfg.timeout = Duration::from_secs(5);
+        cfg.retransmissions = 2;
         let report = rt.block_on(replay(&plan, &cfg, |_| {})).unwrap();
         let s = &report.summary;
         eprintln!("{name}: {s}");

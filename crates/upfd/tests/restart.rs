@@ -13,7 +13,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    free_tcp_port, free_udp_port, heartbeat_time_stamp, lab::http_get, TempDir, Upfd, UpfdBuilder,
+    free_tcp_port, free_udp_port, lab::http_get, recovery_time_stamp, TempDir, Upfd, UpfdBuilder,
+    PATIENCE,
 };
 use upfbench::smf::{Pace, Smf, SmfConfig};
 
@@ -87,6 +88,8 @@ impl LoopSmf {
         let mut cfg = SmfConfig::new(upf);
         cfg.bind = SocketAddr::new(SMF.into(), 0);
         cfg.ue_pool = "10.70.0.0/16".parse().unwrap();
+        // Patient with a busy machine: a request unanswered for 20 s fails the test.
+        cfg.timers.t1 = Duration::from_secs(5);
         edit(&mut cfg);
         let mut smf = rt.block_on(Smf::connect(cfg)).expect("SMF socket");
         let r = rt.block_on(smf.associate());
@@ -100,7 +103,7 @@ impl LoopSmf {
 
     /// Wait for upfd's next Heartbeat Request (a restored upfd sends one at once).
     fn wait_heartbeat(&self, after: u64) -> bool {
-        let end = Instant::now() + Duration::from_secs(10);
+        let end = Instant::now() + PATIENCE;
         while Instant::now() < end {
             if self.heartbeats() > after {
                 return true;
@@ -129,14 +132,14 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     assert_eq!(stamps.len(), 1, "{stamps:?}");
 
     // A crash: SIGKILL, then the same binary again.
-    assert!(upfd.stop(libc::SIGKILL, Duration::from_secs(5)));
+    assert!(upfd.stop(libc::SIGKILL, PATIENCE));
     drop(upfd);
     let hb = smf.heartbeats();
     let mut upfd = setup.start();
     assert!(
         upfd.wait_for_log(
             "state: restored 300 session(s) of 1 association(s)",
-            Duration::from_secs(5)
+            PATIENCE
         ),
         "{}",
         upfd.log()
@@ -157,7 +160,8 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     assert_eq!((r.accepted, r.requests), (300, 300), "{r:?}");
 
     // A planned upgrade: SIGTERM, then another binary on the same state.
-    assert!(upfd.stop(libc::SIGTERM, Duration::from_secs(10)));
+    // stop() returns once upfd has ended and its log is all in.
+    assert!(upfd.stop(libc::SIGTERM, PATIENCE));
     assert!(
         upfd.log()
             .contains("exiting with 300 session(s) of 1 association(s) kept"),
@@ -169,7 +173,7 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     let hb = smf.heartbeats();
     let upfd = setup.builder("10.70.0.0/16").binary(&bin).start();
     assert!(
-        upfd.wait_for_log("state: restored 300 session(s)", Duration::from_secs(5)),
+        upfd.wait_for_log("state: restored 300 session(s)", PATIENCE),
         "{}",
         upfd.log()
     );
@@ -189,7 +193,7 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     // when asked, so after n4.graceful_release_period), the state removed, and the next
     // start is a first start with a new Recovery Time Stamp.
     let mut upfd = upfd;
-    assert!(upfd.stop(libc::SIGINT, Duration::from_secs(10)));
+    assert!(upfd.stop(libc::SIGINT, PATIENCE));
     assert!(
         upfd.log().contains("all associations released; exiting"),
         "{}",
@@ -198,8 +202,12 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     drop(upfd);
     assert!(!setup.snapshot().exists(), "the state is removed");
     let upfd = setup.start();
-    assert!(upfd.log().contains("(first start)"), "{}", upfd.log());
-    let ts = heartbeat_time_stamp(upfd.n4, Duration::from_secs(2)).expect("a heartbeat response");
+    assert!(
+        upfd.wait_for_log("(first start)", PATIENCE),
+        "{}",
+        upfd.log()
+    );
+    let ts = recovery_time_stamp(upfd.n4).expect("a heartbeat response");
     assert_ne!(ts, stamps[0]);
 }
 
@@ -230,7 +238,7 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
         let r = smf.rt.block_on(smf.smf.establish(20, Pace::default()));
         assert_eq!(r.accepted, 20, "{r:?}");
         let stamps = smf.smf.n4().upf_recovery_time_stamps();
-        assert!(upfd.stop(libc::SIGKILL, Duration::from_secs(5)));
+        assert!(upfd.stop(libc::SIGKILL, PATIENCE));
         drop(upfd);
         let path = setup.snapshot();
         let mut b = std::fs::read(&path).expect("the state file");
@@ -254,6 +262,8 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
         std::fs::write(&path, &b).unwrap();
         let hb = smf.heartbeats();
         let upfd = setup.builder(pool).start();
+        // Said before upfd answers N4; the log reaches us through a reader thread.
+        upfd.wait_for_log("Starting clean with a new Recovery Time Stamp", PATIENCE);
         let log = upfd.log();
         assert!(
             log.contains("state: not used: ") && log.contains(why),
@@ -272,8 +282,7 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
         // The SMF learns of the restart: a new time stamp in upfd's heartbeat (the
         // association is gone, so upfd only answers; ask it).
         let _ = hb;
-        let ts =
-            heartbeat_time_stamp(upfd.n4, Duration::from_secs(2)).expect("a heartbeat response");
+        let ts = recovery_time_stamp(upfd.n4).expect("a heartbeat response");
         assert_ne!(ts, stamps[0], "{damage:?}: a new Recovery Time Stamp");
         // A fresh state was written: the next restart keeps the new time stamp.
         let r = smf.rt.block_on(smf.smf.associate());
@@ -281,17 +290,11 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
         drop(upfd);
         let upfd = setup.builder(pool).start();
         assert!(
-            upfd.wait_for_log(
-                "state: restored 0 session(s) of 1 association(s)",
-                Duration::from_secs(5)
-            ),
+            upfd.wait_for_log("state: restored 0 session(s) of 1 association(s)", PATIENCE),
             "{damage:?}: {}",
             upfd.log()
         );
-        assert_eq!(
-            heartbeat_time_stamp(upfd.n4, Duration::from_secs(2)),
-            Some(ts)
-        );
+        assert_eq!(recovery_time_stamp(upfd.n4), Some(ts));
         smf.smf.n4().take_session_reports();
     }
 }
@@ -362,7 +365,7 @@ fn pfds_provisioned_by_pfd_management_survive_a_restart_with_their_indices() {
     );
 
     // A crash; the new upfd's configuration has one more application.
-    assert!(upfd.stop(libc::SIGKILL, Duration::from_secs(5)));
+    assert!(upfd.stop(libc::SIGKILL, PATIENCE));
     drop(upfd);
     let more = "  - id: fresh\n    domain_names: [fresh.example]\n";
     let upfd = setup
@@ -371,10 +374,7 @@ fn pfds_provisioned_by_pfd_management_survive_a_restart_with_their_indices() {
         .extra_yaml(more)
         .start();
     assert!(
-        upfd.wait_for_log(
-            "state: restored 2 session(s) of 1 association(s)",
-            Duration::from_secs(5)
-        ),
+        upfd.wait_for_log("state: restored 2 session(s) of 1 association(s)", PATIENCE),
         "{}",
         upfd.log()
     );

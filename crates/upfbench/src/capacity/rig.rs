@@ -384,8 +384,10 @@ impl Rig {
     /// Send in `load`'s directions at once for `secs`: each at its rate (None: as fast as
     /// the generator goes) with its mix. `flush`: let a paced generator hand packets to
     /// the veths in bursts of up to this long (high paced rates on this kind of VM; the
-    /// bursts' waiting shows in latency), None for latency measurements. Waits for
-    /// packets in flight, then reads the sinks.
+    /// bursts' waiting shows in latency), None for latency measurements. Waits 200 ms
+    /// for packets in flight, then reads the sinks (quick, for the capacity trials; a
+    /// test that counts every packet waits with [`Rig::settle_sinks`], or uses
+    /// [`Rig::trial_count`] or [`Rig::trial_while`]).
     pub fn trial_with(
         &mut self,
         load: &[(Direction, &Mix, Option<u64>)],
@@ -440,9 +442,189 @@ impl Rig {
         load: &[(Direction, &Mix, Option<u64>)],
         secs: f64,
     ) -> io::Result<Trial> {
-        let paced: u64 = load.iter().filter_map(|l| l.2).sum();
-        let flush = (paced > 200_000).then_some(Duration::from_micros(200));
-        self.trial_with(load, secs, flush)
+        self.trial_with(load, secs, flush_for(load))
+    }
+
+    /// Send exactly `packets` in each of `load`'s directions (at its rate, or as fast as
+    /// the generator goes), giving up only at `max`; then wait (at most 30 s) until the
+    /// sinks' counts settle, and read them. For tests: what was sent is a count, not a
+    /// rate times a time (a busy machine sends it later, not less of it).
+    pub fn trial_count(
+        &mut self,
+        load: &[(Direction, &Mix, Option<u64>)],
+        packets: u64,
+        max: Duration,
+    ) -> io::Result<Trial> {
+        let rates = self.start_load(load)?;
+        let mut totals = [0u64, 0];
+        for (d, _, _) in load {
+            totals[*d as usize] = packets;
+        }
+        let g = &mut self.gen.as_mut().expect("loaded").2;
+        let reports = g.send(rates, totals, max)?;
+        let sent = [reports[0].packets, reports[1].packets];
+        self.finish_load(load, sent, [reports[0].elapsed, reports[1].elapsed])
+    }
+
+    /// Send in `load`'s directions in calls of about `chunk_secs` for as long as
+    /// `keep_going` says (asked before each call; at least one call), at most `max_secs`
+    /// in all. The sinks and the per-session counts are reset once, at the start, so the
+    /// trial and [`Rig::per_session`] cover the whole run. Then wait (at most 30 s) until
+    /// the sinks' counts settle, and read them. For traffic that must last as long as
+    /// something else takes (e.g. restarts of the UPF), however slow the machine is.
+    pub fn trial_while(
+        &mut self,
+        load: &[(Direction, &Mix, Option<u64>)],
+        chunk_secs: f64,
+        keep_going: impl Fn() -> bool,
+        max_secs: f64,
+    ) -> io::Result<Trial> {
+        let rates = self.start_load(load)?;
+        let mut totals = [0u64, 0];
+        for (d, _, rate) in load {
+            totals[*d as usize] = match rate {
+                Some(r) => (*r as f64 * chunk_secs).ceil() as u64,
+                None => u64::MAX / 4,
+            };
+        }
+        let deadline = if rates.iter().any(Option::is_some) {
+            chunk_secs * 1.25 + 0.3
+        } else {
+            chunk_secs
+        };
+        let start = Instant::now();
+        let (mut sent, mut elapsed) = ([0u64; 2], [Duration::ZERO; 2]);
+        loop {
+            let left = max_secs - start.elapsed().as_secs_f64();
+            let g = &mut self.gen.as_mut().expect("loaded").2;
+            let reports = g.send(
+                rates,
+                totals,
+                Duration::from_secs_f64(deadline.min(left).max(0.001)),
+            )?;
+            for i in 0..2 {
+                sent[i] += reports[i].packets;
+                elapsed[i] += reports[i].elapsed;
+            }
+            if !keep_going() || start.elapsed().as_secs_f64() >= max_secs {
+                break;
+            }
+        }
+        self.finish_load(load, sent, elapsed)
+    }
+
+    /// [`Rig::trial_while`] in bursts: as often as the rates of `load` ask, each
+    /// direction sends up to `burst` packets at once (unpaced, the highest rate's
+    /// direction `burst`, the others in proportion), and the generator's CPU is free in
+    /// between: a paced generator spins on its CPU for the whole time, which on a busy
+    /// machine starves whatever else needs the CPU (a UPF starting). Late bursts are
+    /// not made up: a slow machine sends less, at the same burst size. A burst should
+    /// fit the veths' rings (256 frames).
+    pub fn trial_while_bursts(
+        &mut self,
+        load: &[(Direction, &Mix, Option<u64>)],
+        burst: u64,
+        keep_going: impl Fn() -> bool,
+        max_secs: f64,
+    ) -> io::Result<Trial> {
+        self.start_load(load)?;
+        let top = load.iter().filter_map(|l| l.2).max().unwrap_or(0).max(1);
+        let mut totals = [0u64, 0];
+        for (d, _, rate) in load {
+            let r = rate.unwrap_or(top);
+            totals[*d as usize] = (burst * r).div_ceil(top).max(1);
+        }
+        let every = Duration::from_secs_f64(burst as f64 / top as f64);
+        let start = Instant::now();
+        let mut next = start;
+        let mut sent = [0u64; 2];
+        loop {
+            let g = &mut self.gen.as_mut().expect("loaded").2;
+            let reports = g.send([None, None], totals, Duration::from_secs(1))?;
+            for i in 0..2 {
+                sent[i] += reports[i].packets;
+            }
+            if !keep_going() || start.elapsed().as_secs_f64() >= max_secs {
+                break;
+            }
+            next = (next + every).max(Instant::now());
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        let elapsed = start.elapsed();
+        self.finish_load(load, sent, [elapsed; 2])
+    }
+
+    /// Wait until the sinks' counts stop changing (two reads [`SETTLE_GAP`] apart agree),
+    /// at most `max`: packets still in the veths' rings and the sinks' softirqs are
+    /// counted then. Whether they settled.
+    pub fn settle_sinks(&self, max: Duration) -> io::Result<bool> {
+        let end = Instant::now() + max;
+        let read = |rig: &Rig| -> io::Result<[u64; 2]> {
+            Ok([
+                rig.sinks[0].totals()?.of(b::Direction::Uplink).packets,
+                rig.sinks[1].totals()?.of(b::Direction::Downlink).packets,
+            ])
+        };
+        let mut last = read(self)?;
+        loop {
+            std::thread::sleep(SETTLE_GAP);
+            let now = read(self)?;
+            if now == last {
+                return Ok(true);
+            }
+            if Instant::now() >= end {
+                return Ok(false);
+            }
+            last = now;
+        }
+    }
+
+    /// The generator for `load`, reset (sinks and per-session counts), its flush set;
+    /// the rates per direction.
+    fn start_load(
+        &mut self,
+        load: &[(Direction, &Mix, Option<u64>)],
+    ) -> io::Result<[Option<u64>; 2]> {
+        if self.sessions.is_empty() {
+            return Err(io::Error::other("no sessions"));
+        }
+        let mix_of = |d: Direction| load.iter().find(|l| l.0 == d).map(|l| l.1);
+        self.generator(mix_of(Direction::Uplink), mix_of(Direction::Downlink))?;
+        self.reset()?;
+        let mut rates = [None, None];
+        for (d, _, rate) in load {
+            rates[*d as usize] = *rate;
+        }
+        let flush = flush_for(load);
+        let g = &mut self.gen.as_mut().expect("loaded").2;
+        g.set_flush(if rates.iter().any(Option::is_some) {
+            flush
+        } else {
+            None
+        })?;
+        Ok(rates)
+    }
+
+    /// After a test's load: the sinks settled (at most 30 s; a note if they did not),
+    /// then what they received.
+    fn finish_load(
+        &mut self,
+        load: &[(Direction, &Mix, Option<u64>)],
+        sent: [u64; 2],
+        elapsed: [Duration; 2],
+    ) -> io::Result<Trial> {
+        if !self.settle_sinks(Duration::from_secs(30))? {
+            self.note("the sinks' counts were still changing 30 s after the load".into());
+        }
+        let mut t = Trial::default();
+        for (d, _, _) in load {
+            let i = *d as usize;
+            t.sent[i] = sent[i];
+            t.elapsed[i] = elapsed[i];
+            t.received[i] = self.sinks[i].totals()?.of(bdir(*d)).packets;
+            t.latency[i] = self.sinks[i].latency_percentiles(bdir(*d))?;
+        }
+        Ok(t)
     }
 
     /// The generator limit of `dir` for `mix`: the generator into a drop program on
@@ -594,6 +776,15 @@ impl Rig {
         in_netns(Some(&gnb), || dl.detach())??;
         Ok(())
     }
+}
+
+/// How far apart two reads of the sinks must agree for [`Rig::settle_sinks`].
+pub const SETTLE_GAP: Duration = Duration::from_millis(200);
+
+/// 200 us flushes for paced rates over 200 kpps in all ([`Rig::trial_with`]).
+fn flush_for(load: &[(Direction, &Mix, Option<u64>)]) -> Option<Duration> {
+    let paced: u64 = load.iter().filter_map(|l| l.2).sum();
+    (paced > 200_000).then_some(Duration::from_micros(200))
 }
 
 fn drop_in<T: Send>(ns: &str, t: T) -> io::Result<()> {

@@ -161,21 +161,17 @@ pub fn drops(metrics: &str) -> Vec<(String, u64)> {
 }
 
 /// The UE pool the lab's SMF emulator uses for capacity and soak runs (4M addresses), and
-/// dn's route for it through upf (so that the data network can answer UEs).
+/// dn's route for it through upf (so that the data network can answer UEs): `lab up`
+/// makes it since 2026-11-28, this again for a lab made before.
 pub fn route_ue_pool(lab: &Lab) -> anyhow::Result<crate::smf::Ipv4Pool> {
     let pool = crate::smf::Ipv4Pool {
-        base: std::net::Ipv4Addr::new(10, 64, 0, 0),
-        prefix_len: 10,
+        base: addr::BENCH_UE_POOL,
+        prefix_len: addr::BENCH_UE_POOL_LEN,
     };
+    let net = format!("{}/{}", pool.base, pool.prefix_len);
     lab.ip(
         Ns::Dn,
-        &[
-            "route",
-            "replace",
-            "10.64.0.0/10",
-            "via",
-            &addr::UPF_N6.to_string(),
-        ],
+        &["route", "replace", &net, "via", &addr::UPF_N6.to_string()],
     )
     .context("routing the UE pool in dn")?;
     Ok(pool)
@@ -252,11 +248,15 @@ impl LabSmf {
         bail!("the UPF at {n4} did not accept an association: {last:?}")
     }
 
-    /// PFD Management with `apps`' PFDs; an error unless the UPF accepted them.
-    pub fn pfd_management(&self, apps: &[AppPfds]) -> anyhow::Result<()> {
+    /// PFD Management with `apps`' PFDs, waiting at most `wait` for the answer (T1's
+    /// retransmissions within it); an error unless the UPF accepted them.
+    pub fn pfd_management(&self, apps: &[AppPfds], wait: Duration) -> anyhow::Result<()> {
         let r = self
             .rt
-            .block_on(self.smf.pfd_management(apps))
+            .block_on(async { tokio::time::timeout(wait, self.smf.pfd_management(apps)).await })
+            .map_err(|_| {
+                anyhow::anyhow!("the UPF does not answer PFD Management (nothing within {wait:?})")
+            })?
             .map_err(|e| anyhow::anyhow!("PFD Management: {e}"))?;
         if !r.cause.is_acceptance() {
             bail!("PFD Management refused: {r:?}");
@@ -391,8 +391,8 @@ fn native_xdp(lab: &Lab, dev: &str) -> anyhow::Result<bool> {
 /// meet the first SMF's.
 pub const APP_SMF_N4: std::net::Ipv4Addr = std::net::Ipv4Addr::new(192, 168, 4, 3);
 
-/// The application mix's UE pool: the top eighth of the routed 10.64.0.0/10 (the first
-/// SMF's sessions start at its bottom).
+/// The application mix's UE pool: the top eighth of the routed 10.64.0.0/10
+/// ([`addr::BENCH_UE_POOL`]; the first SMF's sessions start at its bottom).
 pub fn app_ue_pool() -> crate::smf::Ipv4Pool {
     crate::smf::Ipv4Pool {
         base: std::net::Ipv4Addr::new(10, 120, 0, 0),

@@ -73,6 +73,10 @@ pub struct Args {
     /// 4G style: no QFI in the uplink PDI and the QER.
     #[arg(long)]
     pub no_psc: bool,
+    /// Let the UPF allocate each UE's IPv4 address (CHV4 in the downlink PDI's UE IP
+    /// Address) and use the one it returns; --ue-pool then only numbers the requests.
+    #[arg(long, conflicts_with = "apps")]
+    pub ue_ip_choose: bool,
     /// QER MBR, uplink and downlink, kbit/s.
     #[arg(long, default_value_t = 10_000_000)]
     pub mbr_kbps: u64,
@@ -168,6 +172,7 @@ impl Args {
         c.apn_dnn = apn_dnn(&self.dnn, self.apn_dnn.as_deref(), self.no_apn_dnn);
         c.user_id = user_ids(&self.imsi, self.no_user_id);
         c.psc = !self.no_psc;
+        c.ue_ip_choose = self.ue_ip_choose;
         c.dl_buffer = self.modify;
         c.mbr_kbps = self.mbr_kbps;
         c.sdf_filter = self.sdf.clone();

@@ -144,6 +144,11 @@ pub struct SmfConfig {
     /// With CHOOSE: set V4 in the F-TEID (CH alone otherwise, as OAI's SMF and SPGW-C
     /// send it: docs/interop.md).
     pub choose_v4: bool,
+    /// Leave each UE's IPv4 address to the UPF: the downlink PDI's UE IP Address asks for
+    /// one (CHV4, TS 29.244 clause 8.2.62) and the session takes the one the Created PDR
+    /// returns (gtp-guard installs downlink rules only for addresses it allocated). Not
+    /// with `applications` (their PDRs would need the address before it is known).
+    pub ue_ip_choose: bool,
     /// The UPF's N3 address for explicit F-TEIDs; None: what the UPF announced in User
     /// Plane IP Resource Information, else its PFCP address.
     pub upf_n3: Option<Ipv4Addr>,
@@ -260,6 +265,7 @@ impl SmfConfig {
             node_id: None,
             teid: TeidMode::Auto,
             choose_v4: true,
+            ue_ip_choose: false,
             upf_n3: None,
             ue_pool: "10.45.0.0/16".parse().expect("literal"),
             gnb: Ipv4Addr::new(10, 10, 0, 1),
@@ -656,7 +662,8 @@ impl Smf {
                 source_interface: Interface::CORE,
                 local_fteid: None,
                 ue_ip_address: vec![UeIpAddress {
-                    ipv4: Some(s.ue_ip),
+                    ipv4: (!c.ue_ip_choose).then_some(s.ue_ip),
+                    choose_v4: c.ue_ip_choose,
                     destination: true,
                     ..UeIpAddress::default()
                 }],
@@ -947,6 +954,7 @@ impl Smf {
             (i, msg::emit(&h, &r))
         });
         let results = run_paced(&n4, reqs, pace, &mut stats).await;
+        let mut ue_ip_missing = 0usize;
         for (i, d) in results {
             stats.record(&d);
             let s = &mut self.sessions[i];
@@ -955,10 +963,19 @@ impl Smf {
                     s.state = SessionState::Rejected(cause.0)
                 }
                 Reply::Established {
-                    up_fseid, ul_fteid, ..
+                    up_fseid,
+                    ul_fteid,
+                    ue_ip,
+                    ..
                 } => {
                     s.state = SessionState::Established;
                     s.up_fseid = up_fseid;
+                    if self.cfg.ue_ip_choose {
+                        match ue_ip {
+                            Some(a) => s.ue_ip = a,
+                            None => ue_ip_missing += 1,
+                        }
+                    }
                     s.n3_fteid = if choose {
                         ul_fteid
                     } else {
@@ -970,6 +987,11 @@ impl Smf {
                 }
                 _ => {}
             }
+        }
+        if ue_ip_missing > 0 {
+            eprintln!(
+                "warning: the UPF allocated no UE address for {ue_ip_missing} session(s) (UE IP Address CHV4 asked): their UE addresses stay the pool's"
+            );
         }
         stats.finish(t0.elapsed())
     }
@@ -1054,6 +1076,8 @@ enum Reply {
         up_fseid: Option<FSeid>,
         /// The F-TEID of the uplink PDR's Created PDR.
         ul_fteid: Option<FTeid>,
+        /// The UE IPv4 address of a Created PDR (the UPF allocated it: CHV4).
+        ue_ip: Option<Ipv4Addr>,
     },
     /// Another response of the expected type.
     Cause(CauseValue),
@@ -1114,6 +1138,11 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
                     .iter()
                     .find(|c| c.pdr_id == PDR_UL)
                     .and_then(|c| c.local_fteid),
+                ue_ip: e
+                    .created_pdrs
+                    .iter()
+                    .flat_map(|c| c.ue_ip_address.iter())
+                    .find_map(|u| u.ipv4),
             },
             Msg::SessionModificationResponse(m) => {
                 usage = m.usage_reports;

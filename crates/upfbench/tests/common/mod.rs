@@ -30,6 +30,10 @@ pub fn have(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// How long a wait for something that will happen may take on a busy machine before the
+/// test gives up (waits return as soon as the condition holds).
+pub const SETTLE: Duration = Duration::from_secs(30);
+
 /// Runs `cmd` to completion within `limit`; killed (by its pid) when it takes longer.
 pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
     cmd.stdin(Stdio::null())
@@ -39,8 +43,20 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
     wait_bounded(child, limit)
 }
 
-/// Waits for `child` up to `limit`, then kills it.
+/// Waits for `child` up to `limit`, then kills it. Its piped output is read meanwhile, so
+/// a child that writes more than a pipe holds is not blocked into the limit.
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    fn drain<R: io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut v);
+            }
+            v
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
     let end = Instant::now() + limit;
     loop {
         match child.try_wait().expect("try_wait") {
@@ -52,10 +68,15 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
             None => std::thread::sleep(Duration::from_millis(20)),
         }
     }
-    child.wait_with_output().expect("wait")
+    let status = child.wait().expect("wait");
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
 }
 
-/// Waits (bounded) until `f` holds.
+/// Waits (bounded) until `f` holds; returns as soon as it does.
 pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
     while Instant::now() < end {
@@ -67,29 +88,95 @@ pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// The kernel's counters of one interface (`ip -s -j link`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub rx_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_dropped: u64,
+}
+
+impl LinkStats {
+    /// What changed since `before`.
+    pub fn since(&self, before: &LinkStats) -> LinkStats {
+        LinkStats {
+            rx_packets: self.rx_packets - before.rx_packets,
+            rx_dropped: self.rx_dropped - before.rx_dropped,
+            tx_packets: self.tx_packets - before.tx_packets,
+            tx_dropped: self.tx_dropped - before.tx_dropped,
+        }
+    }
+}
+
+/// The counters of interface `dev` in namespace `ns`.
+pub fn link_stats(lab: &Lab, ns: Ns, dev: &str) -> LinkStats {
+    let text = lab
+        .ip(ns, &["-s", "-j", "link", "show", "dev", dev])
+        .unwrap_or_else(|e| panic!("ip -s link show dev {dev} in {ns:?}: {e}"));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("ip -j output");
+    let s = &v[0]["stats64"];
+    let n = |d: &str, k: &str| {
+        s[d][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no stats64.{d}.{k} in {text}"))
+    };
+    LinkStats {
+        rx_packets: n("rx", "packets"),
+        rx_dropped: n("rx", "dropped"),
+        tx_packets: n("tx", "packets"),
+        tx_dropped: n("tx", "dropped"),
+    }
+}
+
+/// Datagrams the kernel dropped at the IPv4 UDP sockets bound to `port` in namespace `ns`
+/// (receive buffer full: the last column of /proc/net/udp).
+pub fn udp_drops(lab: &Lab, ns: Ns, port: u16) -> u64 {
+    let text = lab
+        .run(ns, &["cat", "/proc/net/udp"])
+        .expect("/proc/net/udp");
+    let port = format!(":{port:04X}");
+    text.lines()
+        .skip(1)
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|local| local.ends_with(&port))
+        })
+        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// Echo requests answered out of `count`, from namespace `ns` (source address `src` if
 /// given) to `dst`: iputils `ping` when installed (what a user runs), else the same
-/// exchange on a raw ICMP socket.
+/// exchange on a raw ICMP socket. One request at a time, each waited for up to 10 s
+/// (`ping -c 1 -W 10` returns as soon as the answer comes; with `-c N` ping would wait
+/// only twice the fastest round trip for the last answers once one has come, which a
+/// busy machine can exceed).
 pub fn ping(lab: &Lab, ns: Ns, src: Option<Ipv4Addr>, dst: Ipv4Addr, count: u16) -> u16 {
-    if have("ping") {
+    if !have("ping") {
+        return in_netns(Some(&lab.ns(ns)), || raw_ping(src, dst, count)).expect("netns");
+    }
+    let mut answered = 0;
+    for _ in 0..count {
         let mut c = lab.command(ns, "ping");
-        c.args(["-c", &count.to_string(), "-i", "0.2", "-W", "2", "-n", "-q"]);
+        c.args(["-c", "1", "-W", "10", "-n", "-q"]);
         if let Some(s) = src {
             c.args(["-I", &s.to_string()]);
         }
         c.arg(dst.to_string());
-        let out = run_bounded(c, Duration::from_secs(u64::from(count) + 5));
+        let out = run_bounded(c, SETTLE);
         let text = String::from_utf8_lossy(&out.stdout);
-        // "3 packets transmitted, 3 received, 0% packet loss"
-        return text
+        // "1 packets transmitted, 1 received, 0% packet loss"
+        answered += text
             .lines()
             .find_map(|l| {
                 let (_, rest) = l.split_once("transmitted, ")?;
-                rest.split_whitespace().next()?.parse().ok()
+                rest.split_whitespace().next()?.parse::<u16>().ok()
             })
             .unwrap_or(0);
     }
-    in_netns(Some(&lab.ns(ns)), || raw_ping(src, dst, count)).expect("netns")
+    answered
 }
 
 fn checksum(b: &[u8]) -> u16 {
@@ -157,7 +244,7 @@ fn raw_ping(src: Option<Ipv4Addr>, dst: Ipv4Addr, count: u16) -> u16 {
                 (&to as *const libc::sockaddr_in).cast(),
                 len,
             );
-            let end = Instant::now() + Duration::from_secs(2);
+            let end = Instant::now() + Duration::from_secs(10);
             let mut buf = [0u8; 1500];
             while Instant::now() < end {
                 let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);

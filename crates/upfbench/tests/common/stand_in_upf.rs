@@ -58,6 +58,13 @@ pub struct StandInUpf {
     pub counters: Arc<Vec<StandInCounters>>,
     pub echo_responses: Arc<AtomicU64>,
     pub unknown_teid: Arc<AtomicU64>,
+    /// Where else the stand-in loses a packet, each counted: G-PDUs that did not parse,
+    /// uplink TUN writes that failed, downlink packets for no session, downlink sends
+    /// that failed.
+    pub malformed: Arc<AtomicU64>,
+    pub ul_tun_errors: Arc<AtomicU64>,
+    pub dl_no_session: Arc<AtomicU64>,
+    pub dl_send_errors: Arc<AtomicU64>,
 }
 
 impl StandInUpf {
@@ -107,16 +114,22 @@ impl StandInUpf {
         let tun = Arc::new(tun);
         let echo_responses = Arc::new(AtomicU64::new(0));
         let unknown_teid = Arc::new(AtomicU64::new(0));
+        let malformed = Arc::new(AtomicU64::new(0));
+        let ul_tun_errors = Arc::new(AtomicU64::new(0));
+        let dl_no_session = Arc::new(AtomicU64::new(0));
+        let dl_send_errors = Arc::new(AtomicU64::new(0));
         let gnb = SocketAddr::new(addr::GNB_N3.into(), gtpu::UDP_PORT);
         let mut threads = Vec::new();
         {
-            let (stop, sock, tun, counters, echo, unknown) = (
+            let (stop, sock, tun, counters, echo, unknown, malformed, tun_errors) = (
                 stop.clone(),
                 sock.clone(),
                 tun.clone(),
                 counters.clone(),
                 echo_responses.clone(),
                 unknown_teid.clone(),
+                malformed.clone(),
+                ul_tun_errors.clone(),
             );
             threads.push(std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
@@ -127,12 +140,15 @@ impl StandInUpf {
                     let msg = &buf[..n];
                     if n > 1 && msg[1] == message_type::G_PDU {
                         let Ok(info) = gtpu::parse_gpdu(msg) else {
+                            malformed.fetch_add(1, Relaxed);
                             continue;
                         };
                         match by_ul.get(&info.teid) {
                             Some(&i) => {
                                 if tun.write(info.payload(msg)).is_ok() {
                                     counters[i].ul_packets.fetch_add(1, Relaxed);
+                                } else {
+                                    tun_errors.fetch_add(1, Relaxed);
                                 }
                             }
                             None => {
@@ -146,8 +162,14 @@ impl StandInUpf {
             }));
         }
         {
-            let (stop, sock, tun, counters) =
-                (stop.clone(), sock.clone(), tun.clone(), counters.clone());
+            let (stop, sock, tun, counters, no_session, send_errors) = (
+                stop.clone(),
+                sock.clone(),
+                tun.clone(),
+                counters.clone(),
+                dl_no_session.clone(),
+                dl_send_errors.clone(),
+            );
             threads.push(std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
                 const ROOM: usize = 16;
@@ -162,6 +184,7 @@ impl StandInUpf {
                         }
                         let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
                         let Some(&(i, teid)) = by_ue.get(&dst) else {
+                            no_session.fetch_add(1, Relaxed);
                             continue;
                         };
                         let h = GpduHeader::new(teid).with_psc(PscFields::Dl {
@@ -173,6 +196,8 @@ impl StandInUpf {
                         h.write(&mut buf[start..], n).unwrap();
                         if sock.send_to(&buf[start..ROOM + n], gnb).is_ok() {
                             counters[i].dl_packets.fetch_add(1, Relaxed);
+                        } else {
+                            send_errors.fetch_add(1, Relaxed);
                         }
                     }
                 }
@@ -186,6 +211,10 @@ impl StandInUpf {
             counters,
             echo_responses,
             unknown_teid,
+            malformed,
+            ul_tun_errors,
+            dl_no_session,
+            dl_send_errors,
         }
     }
 
@@ -233,12 +262,23 @@ impl Drop for StandInUpf {
     }
 }
 
+/// A child killed (by its pid) and reaped when dropped, also when the test fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs the SMF emulator against the fake UPF (both CLIs, over the lab's N4 veth) and
 /// returns the path of the sessions file it wrote.
 pub fn establish_sessions(lab: &Lab, n: usize, dir: &std::path::Path) -> std::path::PathBuf {
     let bin = env!("CARGO_BIN_EXE_upfbench");
     let upf_n4 = format!("{}:8805", addr::UPF_N4);
     let mut fake = lab.command(Ns::Upf, bin);
+    // --seconds: only a backstop; it is killed below.
     fake.args([
         "fake-upf",
         "--listen",
@@ -246,44 +286,51 @@ pub fn establish_sessions(lab: &Lab, n: usize, dir: &std::path::Path) -> std::pa
         "--n3",
         &addr::UPF_N3.to_string(),
         "--seconds",
-        "10",
+        "600",
     ])
     .stdin(Stdio::null())
     .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    let fake = fake.spawn().expect("fake-upf");
-    // The fake UPF is ready when it answers: retry the SMF a few times.
-    let path = dir.join("sessions.jsonl");
-    let mut ok = false;
-    for _ in 0..10 {
-        let mut smf = lab.command(Ns::Smf, bin);
-        smf.args([
-            "smf",
-            "--upf",
-            &upf_n4,
-            "--bind",
-            &format!("{}:0", addr::SMF_N4),
-            "--sessions",
-            &n.to_string(),
-            "--gnb",
-            &addr::GNB_N3.to_string(),
-            "--t1-ms",
-            "300",
-            "--n1",
-            "1",
-            "--sessions-out",
-        ])
-        .arg(&path);
-        let out = run_bounded(smf, Duration::from_secs(10));
-        if out.status.success() {
-            ok = true;
-            break;
+    .stderr(Stdio::piped());
+    let mut fake = KillOnDrop(fake.spawn().expect("fake-upf"));
+    // Ready once it says it listens (it binds first), however long that takes.
+    let stderr = fake.0.stderr.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
         }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let mut fake = fake;
-    let _ = fake.kill();
-    let _ = fake.wait();
-    assert!(ok, "the SMF emulator did not establish {n} sessions");
+    });
+    let ready = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_default();
+    assert!(
+        ready.starts_with("fake-upf listening on"),
+        "fake-upf did not start: {ready:?}"
+    );
+    let path = dir.join("sessions.jsonl");
+    let mut smf = lab.command(Ns::Smf, bin);
+    // The PFCP timers' defaults (T1 3 s, N1 3): a slow answer is retransmitted, not lost.
+    smf.args([
+        "smf",
+        "--upf",
+        &upf_n4,
+        "--bind",
+        &format!("{}:0", addr::SMF_N4),
+        "--sessions",
+        &n.to_string(),
+        "--gnb",
+        &addr::GNB_N3.to_string(),
+        "--sessions-out",
+    ])
+    .arg(&path);
+    let out = run_bounded(smf, Duration::from_secs(120));
+    drop(fake);
+    assert!(
+        out.status.success(),
+        "the SMF emulator did not establish {n} sessions: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     path
 }

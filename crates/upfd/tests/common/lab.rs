@@ -11,8 +11,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pfcp::msg::{Msg, SessionReportRequest};
-use upfbench::gnb::UeSession;
+use upfbench::gnb::{Gnb, GnbStats, UeSession};
 use upfbench::lab::{addr, in_netns, Lab, Ns};
+use upfbench::report::Direction;
 use upfbench::smf::{Pace, PhaseReport, Smf, SmfConfig, Timers};
 
 use super::{Output, TempDir};
@@ -27,8 +28,8 @@ pub fn root() -> bool {
     root
 }
 
-/// The lab tests of one binary run one at a time: they measure rates on a 2-CPU machine
-/// and a parallel test would disturb them.
+/// The lab tests of one binary run one at a time: each has the generators, upf's
+/// forwarding CPU and the lab's fixed addresses (inside its own namespaces) to itself.
 pub fn serial() -> MutexGuard<'static, ()> {
     static M: Mutex<()> = Mutex::new(());
     M.lock().unwrap_or_else(|e| e.into_inner())
@@ -136,7 +137,8 @@ impl LabUpfd {
             .stderr(Stdio::piped());
         let mut child = c.spawn().expect("starting upfd");
         let log = Output::collect(child.stderr.take().expect("stderr"));
-        let end = Instant::now() + Duration::from_secs(20);
+        // A debug build loading its XDP programs (the verifier) on a busy machine: generous.
+        let end = Instant::now() + Duration::from_secs(60);
         while !log.text().contains(" up: node ") {
             if let Ok(Some(st)) = child.try_wait() {
                 std::thread::sleep(Duration::from_millis(50));
@@ -145,7 +147,7 @@ impl LabUpfd {
             if Instant::now() >= end {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("upfd did not start in 20 s:\n{}", log.text());
+                panic!("upfd did not start in 60 s:\n{}", log.text());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -218,6 +220,47 @@ impl LabUpfd {
     pub fn metric(&self, series: &str) -> u64 {
         metric(&self.metrics(), series)
     }
+
+    /// GET /metrics, None if the API does not answer (yet, or any more).
+    pub fn try_metrics(&self) -> Option<String> {
+        let ns = self.upf_ns.clone();
+        in_netns(Some(&ns), || http_get(API, "/metrics")).ok()?.ok()
+    }
+
+    /// Wait (at most `timeout`) until `series` is `want`; its last value. The data path's
+    /// counters reach /metrics a little after the packets: compare the result.
+    pub fn wait_metric(&self, series: &str, want: u64, timeout: Duration) -> u64 {
+        let mut last = 0;
+        eventually(timeout, || {
+            last = self.metric(series);
+            last == want
+        });
+        last
+    }
+
+    /// Every `upf_dropped_packets_total` series that is not 0.
+    pub fn drops(&self) -> Vec<String> {
+        nonzero_drops(&self.metrics())
+    }
+
+    /// What the first URR of UE `ue`'s session counted since it was created (the API,
+    /// as `upfctl --json sessions --ue` shows it).
+    pub fn urr_of_ue(&self, ue: Ipv4Addr) -> Usage {
+        let o = self.upfctl(&["--json", "sessions", "--ue", &ue.to_string()]);
+        assert_eq!(o.code, 0, "upfctl sessions --ue {ue}: {o:?}");
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("upfctl --json");
+        let m = &v["sessions"][0]["urrs"][0]["measured"]["since_created"];
+        let n = |k: &str| {
+            m[k].as_u64()
+                .unwrap_or_else(|| panic!("no {k} in UE {ue}'s URR: {v:#}"))
+        };
+        Usage {
+            ul_packets: n("ul_packets"),
+            ul_bytes: n("ul_bytes"),
+            dl_packets: n("dl_packets"),
+            dl_bytes: n("dl_bytes"),
+        }
+    }
 }
 
 impl Drop for LabUpfd {
@@ -239,11 +282,20 @@ pub fn metric(text: &str, series: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `upf_dropped_packets_total` series of a Prometheus text that are not 0.
+pub fn nonzero_drops(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("upf_dropped_packets_total{") && !l.ends_with(" 0"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A minimal HTTP/1.0 GET: the status code and body, whatever the status.
 pub fn http_get_any(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     let a: SocketAddr = addr.parse().map_err(std::io::Error::other)?;
-    let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    // Generous: upfd's API thread may wait for the CPU on a busy machine.
+    let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(10))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut r = String::new();
     s.read_to_string(&mut r)?;
@@ -284,9 +336,10 @@ impl LabSmf {
         let mut cfg = SmfConfig::new(SocketAddr::new(addr::UPF_N4.into(), 8805));
         cfg.bind = SocketAddr::new(addr::SMF_N4.into(), 0);
         cfg.gnb = addr::GNB_N3;
+        // TS 29.244's usual timers: a busy machine answers late, not never.
         cfg.timers = Timers {
-            t1: Duration::from_millis(500),
-            n1: 2,
+            t1: Duration::from_secs(3),
+            n1: 3,
         };
         edit(&mut cfg);
         let handle = rt.handle().clone();
@@ -408,15 +461,31 @@ pub fn run_bounded(mut c: Command, limit: Duration) -> ProcOutput {
     child.wait_with_output().expect("collecting output")
 }
 
-/// `ping -c count` from `ns` (optionally from `src`); replies received.
+/// `ping -c count` from `ns` (optionally from `src`), each reply awaited up to 10 s
+/// (ping ends as soon as all came back); replies received. For replies that must not
+/// come, [`ping_within`] with a short wait.
 pub fn ping(lab: &Lab, ns: Ns, src: Option<Ipv4Addr>, dst: Ipv4Addr, count: u32) -> u32 {
+    ping_within(lab, ns, src, dst, count, 10)
+}
+
+/// [`ping`] awaiting each reply up to `wait_s` seconds.
+pub fn ping_within(
+    lab: &Lab,
+    ns: Ns,
+    src: Option<Ipv4Addr>,
+    dst: Ipv4Addr,
+    count: u32,
+    wait_s: u32,
+) -> u32 {
     let mut c = lab.command(ns, "ping");
-    c.args(["-n", "-q", "-c", &count.to_string(), "-i", "0.2", "-W", "2"]);
+    c.args(["-n", "-q", "-c", &count.to_string(), "-i", "0.2"])
+        .args(["-W", &wait_s.to_string()]);
     if let Some(s) = src {
         c.args(["-I", &s.to_string()]);
     }
     c.arg(dst.to_string());
-    let out = run_bounded(c, Duration::from_secs(u64::from(count) + 5));
+    let limit = u64::from(count) * u64::from(wait_s) + 10;
+    let out = run_bounded(c, Duration::from_secs(limit));
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find_map(|l| {
@@ -459,7 +528,7 @@ impl IfCounters {
             ["tx_bytes", "tx_packets", "rx_bytes", "rx_packets"].map(|f| format!("{d}/{f}"));
         let mut c = lab.command(ns, "cat");
         c.args(&files);
-        let out = run_bounded(c, Duration::from_secs(5));
+        let out = run_bounded(c, Duration::from_secs(30));
         let v: Vec<u64> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.trim().parse().ok())
@@ -490,4 +559,303 @@ impl IfCounters {
     pub fn packets(&self) -> u64 {
         self.tx_packets + self.rx_packets
     }
+}
+
+/// Packets and octets each way (whole IP packets), as a URR or the gNB emulator counts
+/// them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub ul_packets: u64,
+    pub ul_bytes: u64,
+    pub dl_packets: u64,
+    pub dl_bytes: u64,
+}
+
+impl Usage {
+    /// What the gNB emulator sent uplink (handed to its socket) and wrote to the TUN
+    /// downlink for UE `ue`.
+    pub fn emulated(st: &GnbStats, ue: Ipv4Addr) -> Usage {
+        let u = st
+            .ues
+            .iter()
+            .find(|u| u.ue_ip == Some(ue))
+            .unwrap_or_else(|| panic!("no UE {ue} in the emulator: {st:?}"));
+        Usage {
+            ul_packets: u.ul_packets,
+            ul_bytes: u.ul_bytes,
+            dl_packets: u.dl_packets,
+            dl_bytes: u.dl_bytes,
+        }
+    }
+
+    /// What changed since `b`.
+    pub fn since(&self, b: &Usage) -> Usage {
+        Usage {
+            ul_packets: self.ul_packets - b.ul_packets,
+            ul_bytes: self.ul_bytes - b.ul_bytes,
+            dl_packets: self.dl_packets - b.dl_packets,
+            dl_bytes: self.dl_bytes - b.dl_bytes,
+        }
+    }
+}
+
+/// The counters that name where the lab, outside upfd's XDP programs, loses a packet on
+/// the way between gnb and dn (veths hold 256 frames; on a busy machine a ring fills):
+/// - `tx_dropped` of the far ends (gnb n3, dn n6): what they could not hand to upf's
+///   ring, the kernel's packets (the gNB emulator's, a tool's in dn) and the generators'
+///   XDP frames alike (a veth counts its peer's `xdp_xmit_errors` there too);
+/// - `tx_queue_*_xdp_xmit_errors` (`ethtool -S`) of upf n3 and n6: frames upfd's
+///   programs redirected into a veth whose peer's ring was full;
+/// - `rx_queue_*_drops` of upf n3 and n6: frames whose redirect out of upfd's program
+///   failed;
+/// - the drops of the gNB emulator's GTP-U socket (gnb, port 2152).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LabLoss {
+    pub gnb_n3_tx_dropped: u64,
+    pub dn_n6_tx_dropped: u64,
+    pub upf_n3_xmit_errors: u64,
+    pub upf_n3_rx_drops: u64,
+    pub upf_n6_xmit_errors: u64,
+    pub upf_n6_rx_drops: u64,
+    pub gnb_gtpu_socket_drops: u64,
+}
+
+impl LabLoss {
+    pub fn read(lab: &Lab) -> LabLoss {
+        let (upf_n3_xmit_errors, upf_n3_rx_drops) = veth_xdp_losses(lab, Ns::Upf, "n3");
+        let (upf_n6_xmit_errors, upf_n6_rx_drops) = veth_xdp_losses(lab, Ns::Upf, "n6");
+        LabLoss {
+            gnb_n3_tx_dropped: sys_counter(lab, Ns::Gnb, "n3", "tx_dropped"),
+            dn_n6_tx_dropped: sys_counter(lab, Ns::Dn, "n6", "tx_dropped"),
+            upf_n3_xmit_errors,
+            upf_n3_rx_drops,
+            upf_n6_xmit_errors,
+            upf_n6_rx_drops,
+            gnb_gtpu_socket_drops: gnb_gtpu_socket_drops(lab),
+        }
+    }
+
+    /// What changed since `b`.
+    pub fn since(&self, b: &LabLoss) -> LabLoss {
+        LabLoss {
+            gnb_n3_tx_dropped: self.gnb_n3_tx_dropped - b.gnb_n3_tx_dropped,
+            dn_n6_tx_dropped: self.dn_n6_tx_dropped - b.dn_n6_tx_dropped,
+            upf_n3_xmit_errors: self.upf_n3_xmit_errors - b.upf_n3_xmit_errors,
+            upf_n3_rx_drops: self.upf_n3_rx_drops - b.upf_n3_rx_drops,
+            upf_n6_xmit_errors: self.upf_n6_xmit_errors - b.upf_n6_xmit_errors,
+            upf_n6_rx_drops: self.upf_n6_rx_drops - b.upf_n6_rx_drops,
+            gnb_gtpu_socket_drops: self.gnb_gtpu_socket_drops - b.gnb_gtpu_socket_drops,
+        }
+    }
+
+    /// Packets of `d` lost on the way to upfd (neither counted by a URR nor received).
+    pub fn before_upfd(&self, d: Direction) -> u64 {
+        match d {
+            Direction::Uplink => self.gnb_n3_tx_dropped,
+            Direction::Downlink => self.dn_n6_tx_dropped,
+        }
+    }
+
+    /// Packets of `d` lost after upfd counted them (in a URR) and sent them on.
+    pub fn after_upfd(&self, d: Direction) -> u64 {
+        match d {
+            Direction::Uplink => self.upf_n6_xmit_errors + self.upf_n3_rx_drops,
+            Direction::Downlink => {
+                self.upf_n3_xmit_errors + self.upf_n6_rx_drops + self.gnb_gtpu_socket_drops
+            }
+        }
+    }
+}
+
+/// `ethtool -S DEV` in `ns`: the sums of `tx_queue_*_xdp_xmit_errors` and
+/// `rx_queue_*_drops`.
+pub fn veth_xdp_losses(lab: &Lab, ns: Ns, dev: &str) -> (u64, u64) {
+    let mut c = lab.command(ns, "ethtool");
+    c.args(["-S", dev]);
+    let out = run_bounded(c, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("_xdp_xmit_errors:"),
+        "ethtool -S {dev} in {}: {out:?}",
+        lab.ns(ns)
+    );
+    let (mut xmit, mut rx) = (0, 0);
+    for l in text.lines() {
+        let Some((k, v)) = l.trim().split_once(": ") else {
+            continue;
+        };
+        let v: u64 = v.trim().parse().unwrap_or(0);
+        if k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit_errors") {
+            xmit += v;
+        } else if k.starts_with("rx_queue_") && k.ends_with("_drops") && !k.ends_with("xdp_drops") {
+            rx += v;
+        }
+    }
+    (xmit, rx)
+}
+
+/// /sys/class/net/DEV/statistics/NAME inside `ns`.
+fn sys_counter(lab: &Lab, ns: Ns, dev: &str, name: &str) -> u64 {
+    let mut c = lab.command(ns, "cat");
+    c.arg(format!("/sys/class/net/{dev}/statistics/{name}"));
+    let out = run_bounded(c, Duration::from_secs(30));
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{dev} {name} in {}: {out:?}", lab.ns(ns)))
+}
+
+/// Datagrams the gNB emulator's GTP-U sockets (gnb, GNB_N3:2152 and IPv6 port 2152)
+/// dropped, from /proc/net/udp{,6} (the last column).
+fn gnb_gtpu_socket_drops(lab: &Lab) -> u64 {
+    let mut c = lab.command(Ns::Gnb, "cat");
+    c.args(["/proc/net/udp", "/proc/net/udp6"]);
+    let out = run_bounded(c, Duration::from_secs(30));
+    let gnb = format!("{:08X}:0868", u32::from_le_bytes(addr::GNB_N3.octets()));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local = *f.get(1)?;
+            let v6 = local.len() == 37 && local.ends_with(":0868");
+            (local == gnb || v6).then(|| f.last()?.parse::<u64>().ok())?
+        })
+        .sum()
+}
+
+/// What a check of URRs against the gNB emulator ([`assert_urrs_are_tun`]) counts from.
+#[derive(Debug, Clone)]
+pub struct TunBaseline {
+    loss: LabLoss,
+    emulator_dl_drops: u64,
+    /// Per UE: the URR's and the emulator's counts.
+    ues: Vec<(Ipv4Addr, Usage, Usage)>,
+}
+
+/// Downlink packets the emulator received and did not write to a TUN.
+fn emulator_dl_drops(st: &GnbStats) -> u64 {
+    st.unknown_teid + st.malformed + st.ues.iter().map(|u| u.dl_dropped).sum::<u64>()
+}
+
+impl TunBaseline {
+    /// The counts now (no traffic in flight) of `ues`.
+    pub fn now(lab: &Lab, upfd: &LabUpfd, gnb: &Gnb, ues: &[Ipv4Addr]) -> TunBaseline {
+        let st = gnb.stats();
+        TunBaseline {
+            loss: LabLoss::read(lab),
+            emulator_dl_drops: emulator_dl_drops(&st),
+            ues: ues
+                .iter()
+                .map(|&u| (u, upfd.urr_of_ue(u), Usage::emulated(&st, u)))
+                .collect(),
+        }
+    }
+}
+
+/// Each UE's URR counted, since `base`, exactly what the gNB emulator sent uplink and
+/// wrote to the UE's TUN downlink, every difference named by a counter: uplink,
+/// the packets the lab lost before upfd ([`LabLoss::before_upfd`]) and `ul_dropped()`
+/// (packets upfd dropped on purpose and counted, e.g. over an MBR); downlink, those it
+/// lost after upfd ([`LabLoss::after_upfd`]) and the emulator's own drops. Exact per UE
+/// (packets and octets) while no such loss happened; with loss, the sums' packets
+/// exactly and each UE's counts bounded. Waits (at most 30 s) until the counts agree in
+/// two reads 200 ms apart; panics with them otherwise. The changes: (URR, emulator)
+/// per UE.
+pub fn assert_urrs_are_tun(
+    lab: &Lab,
+    upfd: &LabUpfd,
+    gnb: &Gnb,
+    base: &TunBaseline,
+    ul_dropped: impl Fn() -> u64,
+) -> Vec<(Usage, Usage)> {
+    let read = || {
+        let ul_dropped = ul_dropped();
+        let st = gnb.stats();
+        let loss = LabLoss::read(lab).since(&base.loss);
+        let emu_drops = emulator_dl_drops(&st) - base.emulator_dl_drops;
+        let per_ue: Vec<(Usage, Usage)> = base
+            .ues
+            .iter()
+            .map(|(u, urr0, emu0)| {
+                (
+                    upfd.urr_of_ue(*u).since(urr0),
+                    Usage::emulated(&st, *u).since(emu0),
+                )
+            })
+            .collect();
+        (loss, emu_drops, ul_dropped, per_ue)
+    };
+    let check =
+        |(loss, emu_drops, ul_dropped, per_ue): &(LabLoss, u64, u64, Vec<(Usage, Usage)>)| {
+            let before_ul = loss.before_upfd(Direction::Uplink) + ul_dropped;
+            let after_dl = loss.after_upfd(Direction::Downlink) + emu_drops;
+            let sum = |f: fn(&Usage) -> u64, urr: bool| -> u64 {
+                per_ue.iter().map(|(a, b)| f(if urr { a } else { b })).sum()
+            };
+            let ul = (sum(|u| u.ul_packets, false), sum(|u| u.ul_packets, true));
+            let dl = (sum(|u| u.dl_packets, true), sum(|u| u.dl_packets, false));
+            if ul.0 != ul.1 + before_ul || dl.0 != dl.1 + after_dl {
+                return false;
+            }
+            per_ue.iter().all(|(urr, emu)| {
+                let up = if before_ul == 0 {
+                    (urr.ul_packets, urr.ul_bytes) == (emu.ul_packets, emu.ul_bytes)
+                } else {
+                    urr.ul_packets <= emu.ul_packets && urr.ul_bytes <= emu.ul_bytes
+                };
+                let down = if after_dl == 0 {
+                    (urr.dl_packets, urr.dl_bytes) == (emu.dl_packets, emu.dl_bytes)
+                } else {
+                    urr.dl_packets >= emu.dl_packets && urr.dl_bytes >= emu.dl_bytes
+                };
+                up && down
+            })
+        };
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut last = read();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = read();
+        if now == last && check(&now) {
+            let (loss, emu_drops, _, per_ue) = now;
+            if loss != LabLoss::default() || emu_drops > 0 {
+                eprintln!("lost outside upfd (and counted): {loss:?}, emulator {emu_drops}");
+            }
+            return per_ue;
+        }
+        if Instant::now() >= end {
+            let (loss, emu_drops, ul_dropped, per_ue) = now;
+            panic!(
+                "URRs against the gNB emulator (URR, emulator) per UE {:?}: {per_ue:#?}\n\
+                 lost outside upfd: {loss:?}, emulator downlink drops {emu_drops}, \
+                 dropped by upfd uplink {ul_dropped}\nupfd: {:?}",
+                base.ues.iter().map(|u| u.0).collect::<Vec<_>>(),
+                upfd.drops()
+            );
+        }
+        last = now;
+    }
+}
+
+/// CLOCK_MONOTONIC_COARSE: the clock upfd's XDP programs meter MBRs with
+/// (`bpf_ktime_get_coarse_ns`), so a window measured with it around traffic holds every
+/// instant the data path saw.
+pub fn coarse_now() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// The most octets a QER's MBR of `kbps` lets through in `window`: the rate over the
+/// window plus the burst upfd gives it (100 ms of the rate, at least 3000 octets:
+/// crates/bpf/src/compile.rs `qer_gcra`) plus one packet of `max_packet` octets (the GCRA
+/// admits a packet that starts within the burst).
+pub fn mbr_bound(kbps: u64, window: Duration, max_packet: u64) -> u64 {
+    let rate = kbps * 1000 / 8;
+    let burst = (rate / 10).max(3000);
+    (rate as f64 * window.as_secs_f64()).ceil() as u64 + burst + max_packet
 }

@@ -20,7 +20,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How long a wait for something that will happen may take before the test gives up:
+/// long enough for a machine busy with other work, returned from as soon as it happens.
+pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A private temporary directory, removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -48,9 +53,9 @@ impl Drop for TempDir {
     }
 }
 
-/// Lines a child process writes, collected by a thread.
+/// Lines a child process writes, collected by a thread per stream.
 #[derive(Clone, Default)]
-pub struct Output(Arc<Mutex<String>>);
+pub struct Output(Arc<Mutex<String>>, Arc<Mutex<Vec<JoinHandle<()>>>>);
 
 impl Output {
     /// Collect `r` line by line until it closes.
@@ -62,15 +67,37 @@ impl Output {
 
     /// Also collect `r` (e.g. a child's stderr besides its stdout), line by line.
     pub fn add(&self, r: impl std::io::Read + Send + 'static) {
-        let o = self.clone();
-        std::thread::spawn(move || {
+        let o = self.0.clone();
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(r).lines() {
                 let Ok(line) = line else { break };
-                let mut s = o.0.lock().unwrap();
+                let mut s = o.lock().unwrap();
                 s.push_str(&line);
                 s.push('\n');
             }
         });
+        self.1.lock().unwrap().push(reader);
+    }
+
+    /// Wait until every stream has closed and its last line is in (call it once the
+    /// process has ended: the streams then close at once, however busy the machine);
+    /// false if one is still open after `timeout` (e.g. a grandchild holds it).
+    pub fn drain(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            let mut readers = self.1.lock().unwrap();
+            if readers.iter().all(|r| r.is_finished()) {
+                for r in readers.drain(..) {
+                    let _ = r.join();
+                }
+                return true;
+            }
+            drop(readers);
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// A child's stdout and stderr (both piped), interleaved by line.
@@ -147,7 +174,8 @@ impl Default for UpfdBuilder {
             ue_pools: Vec::new(),
             log_level: "info".into(),
             extra_yaml: String::new(),
-            start_timeout: Duration::from_secs(10),
+            // Ends as soon as upfd answers: generous for a busy machine.
+            start_timeout: Duration::from_secs(60),
             receive_buffer: None,
             binary: None,
             graceful_release_period: None,
@@ -279,8 +307,7 @@ impl UpfdBuilder {
             let end = Instant::now() + self.start_timeout;
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
-                    // Let the reader thread drain stderr.
-                    std::thread::sleep(Duration::from_millis(50));
+                    log.drain(PATIENCE);
                     last_log = log.text();
                     if last_log.contains("in use") && self.port == 0 {
                         break;
@@ -348,21 +375,46 @@ impl Upfd {
     }
 
     /// Send `signal` (libc::SIGKILL, SIGTERM ...) and wait up to `timeout` for the end;
-    /// whether it ended.
+    /// whether it ended. Once it has, [`Upfd::log`] holds all it wrote.
     pub fn stop(&mut self, signal: libc::c_int, timeout: Duration) -> bool {
-        stop_child(&mut self.child, signal, timeout)
+        stop_and_drain(&mut self.child, &self.log, signal, timeout)
+    }
+
+    /// Send `signal` (SIGSTOP, SIGCONT ...) without waiting for anything.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
     }
 }
 
 /// Send `signal` to `child` and wait up to `timeout` for it to end; whether it did.
+/// Its output may still be on its way: with the [`Output`] at hand, use
+/// [`stop_and_drain`].
 pub fn stop_child(child: &mut Child, signal: libc::c_int, timeout: Duration) -> bool {
+    if !signal_and_wait(child, signal, timeout) {
+        return false;
+    }
+    // Let the reader thread drain stderr (best effort: the Output is not at hand).
+    std::thread::sleep(Duration::from_millis(50));
+    true
+}
+
+/// [`stop_child`], then wait until `out` has all `child` wrote (its streams closed).
+pub fn stop_and_drain(
+    child: &mut Child,
+    out: &Output,
+    signal: libc::c_int,
+    timeout: Duration,
+) -> bool {
+    signal_and_wait(child, signal, timeout) && out.drain(PATIENCE)
+}
+
+fn signal_and_wait(child: &mut Child, signal: libc::c_int, timeout: Duration) -> bool {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     let end = Instant::now() + timeout;
     while Instant::now() < end {
         if let Ok(Some(_)) = child.try_wait() {
-            // Let the reader thread drain stderr.
-            std::thread::sleep(Duration::from_millis(50));
             return true;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -397,6 +449,21 @@ pub fn free_tcp_port() -> u16 {
 /// with the same sequence number comes back within `timeout`.
 pub fn heartbeat(to: SocketAddr, timeout: Duration) -> bool {
     heartbeat_time_stamp(to, timeout).is_some()
+}
+
+/// The Recovery Time Stamp `to` answers a Heartbeat Request with, asked again each second
+/// (a datagram or its answer may be lost on a busy machine) for up to [`PATIENCE`].
+pub fn recovery_time_stamp(to: SocketAddr) -> Option<u32> {
+    let end = Instant::now() + PATIENCE;
+    loop {
+        if let Some(ts) = heartbeat_time_stamp(to, Duration::from_secs(1)) {
+            return Some(ts);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// [`heartbeat`], returning the Recovery Time Stamp of the response.
