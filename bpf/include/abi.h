@@ -93,6 +93,9 @@ enum lease_limit {
 	LEASE_SHARE = 2,          /* a quota or threshold lease takes at most what is left / (2 x lanes) */
 	REF_HOME = 1,             /* in a cold PDR's qer[] or urr[]: the session's home QER or URR */
 	PAGE_SIZE_SESS = 4096,    /* octets of a sess_pages value: a page of session entries */
+	HOME_QER = 0x01,          /* struct qer_params' home: the record holds a home QER */
+	HOME_URR = 0x02,          /* ... and a home URR */
+	HOME_LANES_USED = 0x04,   /* its lanes counted for a home URR (which may be gone) */
 };
 
 /* Stages (tail calls, upf.bpf.c): the index of each in the calls and calls_cpu arrays. */

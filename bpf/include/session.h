@@ -18,6 +18,9 @@ const volatile __u32 lanes = 1;        /* lanes per entry, 1..LANES_MAX */
 const volatile __u32 per_page = 1;     /* entries per page: 4096 / entry size */
 const volatile __u32 shared_lanes = 0; /* more CPUs than lanes: lanes are shared */
 const volatile __u32 cells_per_page = 1; /* cells per page of `cells`: 4096 / cell size */
+/* Not read by the programs: the object and the table sizes upfd loaded them with, which
+ * a restarted upfd compares with its own before it reuses them (Datapath::adopt). */
+const volatile __u64 build_id = 0;
 
 #define REC_SIZE 256
 #define POOL_AT REC_SIZE

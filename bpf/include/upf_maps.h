@@ -56,13 +56,14 @@ struct qer_params {
 	__u8 qfi;       /* QFI_ANY: none, no PDU Session Container */
 	__u8 flags;     /* QER_F_* */
 	__u8 ppi;
-	__u8 pad[3];
+	__u8 home;      /* in the record: HOME_QER, HOME_URR (whose IDs qer_id, urr_id are) */
+	__u8 pad[2];
 	__u64 cost[2];  /* what an octet adds to tat (QER_COST_SHIFT units) */
 	__u64 tau[2];   /* burst tolerance, ns, less an MBR lease's life */
 	__u32 lease[2]; /* octets an MBR lease grants */
 	__u32 qer_id;
-	__u32 urr_id;   /* in the record: the home URR's ID (for upfd) */
-	__u64 pad2;
+	__u32 urr_id;   /* in the record: the home URR's ID; in a URR's cell: its ID */
+	__u64 seid;     /* in a cell: its session (upfd finds its cells when it restarts) */
 };
 
 /* The record: four cache lines, written by upfd only, under `seq` (odd while it

@@ -25,7 +25,6 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
-use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use crate::datapath::Datapath;
@@ -159,7 +158,7 @@ impl OldApps {
             };
             let array = t.map.map_type() == MapType::Array;
             t.copied.clear();
-            let mut out = Batch::new(&new);
+            let mut out = Batch::new(new);
             each_entry(&t.map, |k, v| {
                 t.copied.insert(hasher.hash_one(k), hasher.hash_one(v));
                 if array {
@@ -254,11 +253,8 @@ impl OldApps {
 }
 
 /// `dp`'s map named `name`.
-fn new_map<'a>(dp: &'a Datapath, name: &str) -> Option<libbpf_rs::Map<'a>> {
-    dp.skel()
-        .object()
-        .maps()
-        .find(|m| m.name().to_str() == Some(name))
+fn new_map<'a>(dp: &'a Datapath, name: &str) -> Option<&'a MapHandle> {
+    dp.map_named(name)
 }
 
 /// An array's index from its 4-octet key.
@@ -290,16 +286,16 @@ fn each_entry(map: &MapHandle, mut f: impl FnMut(&[u8], &[u8])) {
 }
 
 /// Entries written to a map in batches (one by one if a batch is refused).
-struct Batch<'a, 'm> {
-    map: &'a libbpf_rs::Map<'m>,
+struct Batch<'a> {
+    map: &'a MapHandle,
     keys: Vec<u8>,
     values: Vec<u8>,
     n: u32,
     written: usize,
 }
 
-impl<'a, 'm> Batch<'a, 'm> {
-    fn new(map: &'a libbpf_rs::Map<'m>) -> Self {
+impl<'a> Batch<'a> {
+    fn new(map: &'a MapHandle) -> Self {
         Batch {
             map,
             keys: Vec::new(),

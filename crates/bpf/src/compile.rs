@@ -286,6 +286,12 @@ impl Compiled {
             r.home = *q;
         }
         r.home.urr_id = p.home_urr.unwrap_or(0);
+        // What a restarted upfd reads back (datapath/reuse.rs): which home rules the
+        // record holds, and whether its lanes ever counted for a URR.
+        r.home.home = (p.home_qer.is_some() as u8 * abi::HOME_QER as u8)
+            | (p.home_urr.is_some() as u8 * abi::HOME_URR as u8)
+            | ((p.lanes_used || p.home_urr.is_some()) as u8 * abi::HOME_LANES_USED as u8);
+        r.home.seid = self.seid;
         r
     }
 
@@ -382,6 +388,9 @@ pub struct RecordPlan<'a> {
     pub epoch: u32,
     /// SR_URR_QUOTA, SR_URR_THRESHOLD.
     pub urr_flags: u16,
+    /// The entry's lanes counted for a home URR before (it may be gone): no other URR
+    /// takes them over (its counts would start at theirs).
+    pub lanes_used: bool,
 }
 
 /// Compile a session. Errors name the PDR the data path cannot hold.
@@ -960,7 +969,10 @@ mod tests {
         };
         let r = c.record(&rp);
         // Line 0: TEID 0x100's hot PDR, 1, its FAR copied in; the list names all three.
-        assert_eq!((r.teid, r.n_pdrs[0], r.hot_at[0], r.list[0]), (0x100, 3, 1, 7));
+        assert_eq!(
+            (r.teid, r.n_pdrs[0], r.hot_at[0], r.list[0]),
+            (0x100, 3, 1, 7)
+        );
         assert_eq!((r.dir[0].pdr_id, r.dir[0].far_id, r.dir[0].up), (1, 1, 1));
         assert_eq!(r.dir[0].action, abi::FAR_FORW as u8);
         assert_ne!(r.dir[0].flags & abi::DR_VALID as u8, 0);

@@ -13,7 +13,7 @@
 //! under fresh handles before the record that names them, and the old ones are deleted
 //! only after a grace period, when no packet can still read them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -21,8 +21,10 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use upf::abi;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{
@@ -31,7 +33,7 @@ use upf::fastpath::{
 use upf::pfd::PfdTable;
 use upf::rules::Session;
 
-use crate::compile::{compile, sdf_entries, Addresses, Compiled, Key, KeyRules, RecordPlan, Rule};
+use crate::compile::{compile, sdf_entries, Addresses, Compiled, Key, RecordPlan, Rule};
 use crate::layout::Layout;
 use crate::mem::{bytes, from_bytes, io, LaneSums, Pages};
 use crate::slots::{Slots, GRACE};
@@ -101,6 +103,10 @@ struct Installed {
     /// Stable across modifications: their state (pools, lanes) must survive.
     qers: IdMap,
     urrs: IdMap,
+    /// The entry's lanes counted for a home URR (that may be gone since): no other URR
+    /// takes them over, so a URR's counts are its lanes' sums, with no baseline to
+    /// keep across a restart.
+    lanes_used: bool,
 }
 
 /// The cold tables, for deferred deletes.
@@ -159,9 +165,135 @@ impl Capacity {
     }
 }
 
+/// The data path's tables, open: those of the programs this upfd loaded, or of the
+/// running ones it adopted ([`Datapath::adopt`]).
+pub(crate) struct Maps {
+    pub sess_pages: MapHandle,
+    pub cells: MapHandle,
+    pub teid_keys: MapHandle,
+    pub ue_keys: MapHandle,
+    pub framed: MapHandle,
+    pub pdr_lists: MapHandle,
+    pub pdrs: MapHandle,
+    pub fars: MapHandle,
+    pub sdfs: MapHandle,
+    pub neigh: MapHandle,
+    pub upf_cfg: MapHandle,
+    pub nh_gen: MapHandle,
+    pub stats: MapHandle,
+    pub cpus: MapHandle,
+    pub apps: MapHandle,
+    pub app_sdfs: MapHandle,
+    pub app_names: MapHandle,
+    pub app_urls: MapHandle,
+    pub app_addrs: MapHandle,
+    pub app_flows: MapHandle,
+    pub events: MapHandle,
+}
+
+impl Maps {
+    /// A table by its name in the object.
+    pub fn named(&self, name: &str) -> Option<&MapHandle> {
+        let i = MAP_NAMES.iter().position(|n| *n == name)?;
+        Some(
+            [
+                &self.sess_pages,
+                &self.cells,
+                &self.teid_keys,
+                &self.ue_keys,
+                &self.framed,
+                &self.pdr_lists,
+                &self.pdrs,
+                &self.fars,
+                &self.sdfs,
+                &self.neigh,
+                &self.upf_cfg,
+                &self.nh_gen,
+                &self.stats,
+                &self.cpus,
+                &self.apps,
+                &self.app_sdfs,
+                &self.app_names,
+                &self.app_urls,
+                &self.app_addrs,
+                &self.app_flows,
+                &self.events,
+            ][i],
+        )
+    }
+}
+
+/// The map names of [`Maps`], in its order.
+const MAP_NAMES: [&str; 21] = [
+    "sess_pages",
+    "cells",
+    "teid_keys",
+    "ue_keys",
+    "framed",
+    "pdr_lists",
+    "pdrs",
+    "fars",
+    "sdfs",
+    "neigh",
+    "upf_cfg",
+    "nh_gen",
+    "stats",
+    "cpus",
+    "apps",
+    "app_sdfs",
+    "app_names",
+    "app_urls",
+    "app_addrs",
+    "app_flows",
+    "events",
+];
+
+impl Maps {
+    /// The tables by name, each opened by `open`.
+    fn open(
+        mut open: impl FnMut(&str) -> Result<MapHandle, FastPathError>,
+    ) -> Result<Self, FastPathError> {
+        let mut m = MAP_NAMES.iter().map(|n| open(n));
+        let mut next = || m.next().expect("every name");
+        Ok(Maps {
+            sess_pages: next()?,
+            cells: next()?,
+            teid_keys: next()?,
+            ue_keys: next()?,
+            framed: next()?,
+            pdr_lists: next()?,
+            pdrs: next()?,
+            fars: next()?,
+            sdfs: next()?,
+            neigh: next()?,
+            upf_cfg: next()?,
+            nh_gen: next()?,
+            stats: next()?,
+            cpus: next()?,
+            apps: next()?,
+            app_sdfs: next()?,
+            app_names: next()?,
+            app_urls: next()?,
+            app_addrs: next()?,
+            app_flows: next()?,
+            events: next()?,
+        })
+    }
+}
+
+/// The entry programs, open (the stages are reached through their program arrays).
+struct Progs {
+    xdp_n3: OwnedFd,
+    xdp_n6: OwnedFd,
+    xdp_n3_cpu: OwnedFd,
+}
+
 /// The XDP data path.
 pub struct Datapath {
-    skel: UpfSkel<'static>,
+    /// The programs as this upfd loaded them (None: adopted from the upfd before).
+    skel: Option<UpfSkel<'static>>,
+    maps: Maps,
+    progs: Progs,
     layout: Layout,
     entries: Pages,
     cells: Pages,
@@ -205,6 +337,36 @@ pub struct Datapath {
     app_blocks: HashMap<u16, (u32, Vec<u8>)>,
     app_names: HashMap<Vec<u8>, types::app_name>,
     app_urls: HashMap<Vec<u8>, u16>,
+    /// What the data path held when it was adopted, until [`Datapath::finish_adoption`].
+    adopted: Option<Box<reuse::Adopted>>,
+}
+
+mod reuse;
+pub use reuse::{Adoption, Reconciled};
+
+/// The identity of a data path as loaded: this build's object and the sizes of its
+/// tables (a restarted upfd reuses the running one only if it would load the same).
+pub(crate) fn build_id(cap: &Capacity, layout: &Layout) -> u64 {
+    let t = cap.teid_index.params();
+    [
+        u64::from(layout.slots),
+        u64::from(layout.cells),
+        u64::from(layout.lanes),
+        u64::from(layout.per_page),
+        u64::from(layout.cells_per_page),
+        u64::from(cap.cold_entries.max(1024)),
+        u64::from(cap.framed_routes),
+        u64::from(cap.app_flows.max(1)),
+        u64::from(cap.app_addrs.max(1)),
+        u64::from(cap.ue_slots),
+        u64::from(t.slots),
+        u64::from(t.lo),
+        u64::from(t.mask),
+    ]
+    .iter()
+    .fold(crate::OBJECT_ID, |h, x| {
+        (h ^ x).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// How `xdp_n3` spreads G-PDUs over CPUs ([`Datapath::set_spread`]).
@@ -309,6 +471,7 @@ impl Datapath {
             ro.per_page = layout.per_page;
             ro.shared_lanes = u32::from(layout.shared);
             ro.cells_per_page = layout.cells_per_page;
+            ro.build_id = build_id(&cap, &layout);
         }
         let m = &mut open.maps;
         m.sess_pages.set_max_entries(layout.pages).map_err(io)?;
@@ -348,12 +511,57 @@ impl Datapath {
         }
         let entries = Pages::map(&skel.maps.sess_pages, layout, false)?;
         let cells = Pages::map(&skel.maps.cells, layout, true)?;
+        let maps = Maps::open(|name| {
+            let m = skel
+                .object()
+                .maps()
+                .find(|m| m.name().to_str() == Some(name))
+                .ok_or_else(|| io(format!("no map {name} in the object")))?;
+            MapHandle::try_from(&m).map_err(io)
+        })?;
+        let dup = |p: &libbpf_rs::ProgramMut<'static>| p.as_fd().try_clone_to_owned().map_err(io);
+        let progs = Progs {
+            xdp_n3: dup(&skel.progs.xdp_n3)?,
+            xdp_n6: dup(&skel.progs.xdp_n6)?,
+            xdp_n3_cpu: dup(&skel.progs.xdp_n3_cpu)?,
+        };
+        let mut d = Datapath::with_tables(
+            Some(skel),
+            maps,
+            progs,
+            layout,
+            (entries, cells),
+            cap,
+            ncpus,
+            app_sdf_chunks,
+        );
+        d.configure(cfg, 0, 0, 0)?;
+        d.bump_nexthop_generation()?;
+        Ok(d)
+    }
+
+    /// A data path over these tables and programs, with nothing installed (what
+    /// [`Datapath::load`] made, or what [`Datapath::adopt`] found: it then marks what
+    /// is in them).
+    #[allow(clippy::too_many_arguments)]
+    fn with_tables(
+        skel: Option<UpfSkel<'static>>,
+        maps: Maps,
+        progs: Progs,
+        layout: Layout,
+        (entries, cells): (Pages, Pages),
+        cap: Capacity,
+        ncpus: usize,
+        app_sdf_chunks: u32,
+    ) -> Datapath {
         // Cell 1 is never handed out: a PDR's reference 1 (REF_HOME) is its session's
         // home QER or URR.
         let mut cell_slots = Slots::new(layout.cells);
         cell_slots.take_at(abi::REF_HOME);
-        let mut d = Datapath {
+        Datapath {
             skel,
+            maps,
+            progs,
             layout,
             entries,
             cells,
@@ -381,14 +589,19 @@ impl Datapath {
             app_blocks: HashMap::new(),
             app_names: HashMap::new(),
             app_urls: HashMap::new(),
-        };
-        d.configure(cfg, 0, 0, 0)?;
-        d.bump_nexthop_generation()?;
-        Ok(d)
+            adopted: None,
+        }
     }
 
+    /// The programs as this upfd loaded them (tests). Panics for a data path adopted
+    /// from the upfd that ran before ([`Datapath::adopt`]).
     pub fn skel(&self) -> &UpfSkel<'static> {
-        &self.skel
+        self.skel.as_ref().expect("a data path this upfd loaded")
+    }
+
+    /// The table named `name` in the object, if upfd uses it.
+    pub fn map_named(&self, name: &str) -> Option<&MapHandle> {
+        self.maps.named(name)
     }
 
     /// Where the page arrays keep what (entries per page, lanes).
@@ -454,7 +667,7 @@ impl Datapath {
         self.slots.warm(now);
         self.cell_slots.warm(now);
         self.app_sdf_chunks.warm(now);
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         while let Some((t, table, h)) = self.doomed.front().copied() {
             if now.saturating_duration_since(t) < GRACE {
                 break;
@@ -529,27 +742,23 @@ impl Datapath {
             c.flags |= abi::CFG_F_STATIC_NEIGH;
         }
         self.spread_fields(&mut c);
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         maps.upf_cfg
             .update(&0u32.to_ne_bytes(), bytes(&c), MapFlags::ANY)
             .map_err(io)?;
-        // Replace the neighbour table.
+        // Replace the neighbour table: entries written over in place, those no longer
+        // configured removed (a neighbour kept is never missing, even for a moment).
+        let wanted: HashSet<Vec<u8>> = cfg
+            .neigh
+            .keys()
+            .map(|a| bytes(&neigh_key(*a)).to_vec())
+            .collect();
         let old: Vec<Vec<u8>> = maps.neigh.keys().collect();
-        for k in old {
-            let _ = maps.neigh.delete(&k);
+        for k in old.iter().filter(|k| !wanted.contains(*k)) {
+            let _ = maps.neigh.delete(k);
         }
         for (a, e) in &cfg.neigh {
-            let mut k = types::neigh_key::default();
-            match a {
-                IpAddr::V4(x) => {
-                    k.family = 4;
-                    k.addr[..4].copy_from_slice(&x.octets());
-                }
-                IpAddr::V6(x) => {
-                    k.family = 6;
-                    k.addr.copy_from_slice(&x.octets());
-                }
-            }
+            let k = neigh_key(*a);
             let v = types::egress {
                 ifindex: e.ifindex,
                 mtu: e.mtu,
@@ -586,16 +795,31 @@ impl Datapath {
                 self.ncpus - 1
             )));
         }
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         let on = how != Spread::Off && !cpus.is_empty();
         // Queues first, then the configuration that sends to them; off: the other way.
         if on {
-            use std::os::fd::{AsFd, AsRawFd};
-            let fd = self.skel.progs.xdp_n3_cpu.as_fd().as_raw_fd();
+            let fd = self.progs.xdp_n3_cpu.as_raw_fd();
             let mut v = [0u8; 8];
             v[..4].copy_from_slice(&abi::SPREAD_QUEUE.to_ne_bytes());
             v[4..].copy_from_slice(&fd.to_ne_bytes());
+            // An entry already sending to this program with this queue stays (replacing
+            // it would stop its kthread: an adopted data path keeps its queues).
+            let same = prog_id(self.progs.xdp_n3_cpu.as_fd()).map(|id| {
+                let mut w = [0u8; 8];
+                w[..4].copy_from_slice(&abi::SPREAD_QUEUE.to_ne_bytes());
+                w[4..].copy_from_slice(&id.to_ne_bytes());
+                w
+            });
             for c in cpus {
+                let now = maps
+                    .cpus
+                    .lookup(&c.to_ne_bytes(), MapFlags::ANY)
+                    .ok()
+                    .flatten();
+                if now.is_some_and(|n| Some(n.as_slice()) == same.as_ref().map(|w| &w[..])) {
+                    continue;
+                }
                 maps.cpus
                     .update(&c.to_ne_bytes(), &v, MapFlags::ANY)
                     .map_err(|e| io(format!("cpumap entry for CPU {c}: {e}")))?;
@@ -661,19 +885,14 @@ impl Datapath {
         for (j, e) in entries.iter().enumerate() {
             let k = start.wrapping_add(j as u32);
             if let Err(e) = self
-                .skel
                 .maps
                 .sdfs
                 .update(&k.to_ne_bytes(), bytes(e), MapFlags::ANY)
             {
                 for i in 0..j as u32 {
-                    let _ = self
-                        .skel
-                        .maps
-                        .sdfs
-                        .delete(&start.wrapping_add(i).to_ne_bytes());
+                    let _ = self.maps.sdfs.delete(&start.wrapping_add(i).to_ne_bytes());
                 }
-                return Err(if e.kind() == libbpf_rs::ErrorKind::OutOfMemory {
+                return Err(if table_full(&e) {
                     FastPathError::Full("sdfs")
                 } else {
                     io(e)
@@ -731,8 +950,7 @@ impl Datapath {
     }
 
     fn write_nh(&self, word: u32) -> Result<(), FastPathError> {
-        self.skel
-            .maps
+        self.maps
             .nh_gen
             .update(&0u32.to_ne_bytes(), &word.to_ne_bytes(), MapFlags::ANY)
             .map_err(io)
@@ -751,7 +969,6 @@ impl Datapath {
         (0..abi::STAT_MAX)
             .map(|i| {
                 let Ok(Some(per_cpu)) = self
-                    .skel
                     .maps
                     .stats
                     .lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)
@@ -833,16 +1050,14 @@ impl Datapath {
                 .entries
                 .set_quota(slot, remaining.unwrap_or(0))
                 .and_then(|_| {
-                    self.rewrite_home_urr(
-                        slot,
-                        abi::SR_URR_QUOTA as u16,
-                        remaining.is_some(),
-                        true,
-                    )
+                    self.rewrite_home_urr(slot, abi::SR_URR_QUOTA as u16, remaining.is_some(), true)
                 }),
-            Place::Cell(c) => self.cells.set_quota(c, remaining.unwrap_or(0)).and_then(|_| {
-                self.rewrite_cell_urr(c, abi::URR_Q_VOLUME, remaining.is_some(), true)
-            }),
+            Place::Cell(c) => self
+                .cells
+                .set_quota(c, remaining.unwrap_or(0))
+                .and_then(|_| {
+                    self.rewrite_cell_urr(c, abi::URR_Q_VOLUME, remaining.is_some(), true)
+                }),
         };
         done.ok_or_else(|| io(format!("URR {urr_id} of session {seid:#x}: out of range")))
     }
@@ -882,8 +1097,8 @@ impl Datapath {
     /// their layout): kept in upfd's state, so that the next upfd reads the counts of
     /// this data path after its own took over ([`OldCounters`]).
     pub fn counter_table(&self) -> Result<upf::state::CounterTable, FastPathError> {
-        let pages = self.skel.maps.sess_pages.info().map_err(io)?;
-        let cells = self.skel.maps.cells.info().map_err(io)?;
+        let pages = self.maps.sess_pages.info().map_err(io)?;
+        let cells = self.maps.cells.info().map_err(io)?;
         Ok(upf::state::CounterTable {
             map_id: pages.info.id,
             cells_map_id: cells.info.id,
@@ -907,7 +1122,43 @@ impl Datapath {
     }
 }
 
+/// Whether a table update failed because the table is full: a hash table without
+/// preallocation says E2BIG at max_entries, one with it ENOMEM.
+fn table_full(e: &libbpf_rs::Error) -> bool {
+    matches!(
+        e.kind(),
+        libbpf_rs::ErrorKind::OutOfMemory | libbpf_rs::ErrorKind::TooBig
+    )
+}
+
+/// A loaded program's ID.
+pub(crate) fn prog_id(fd: std::os::fd::BorrowedFd<'_>) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is a bpf_prog_info of `len` octets; the kernel fills at most that.
+    let r = unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
+    };
+    (r == 0).then_some(info.id)
+}
+
 /// A key's session as the key tables say: its slot.
+fn neigh_key(a: IpAddr) -> types::neigh_key {
+    let mut k = types::neigh_key::default();
+    match a {
+        IpAddr::V4(x) => {
+            k.family = 4;
+            k.addr[..4].copy_from_slice(&x.octets());
+        }
+        IpAddr::V6(x) => {
+            k.family = 6;
+            k.addr.copy_from_slice(&x.octets());
+        }
+    }
+    k
+}
+
 fn key_ref_slot(b: Option<Vec<u8>>) -> Option<u32> {
     b.and_then(|b| from_bytes::<types::key_ref>(&b))
         .map(|r| r.slot)
@@ -916,7 +1167,7 @@ fn key_ref_slot(b: Option<Vec<u8>>) -> Option<u32> {
 impl Datapath {
     /// The session that holds a key now, if any: the slot's record, else the key tables.
     fn holder(&self, key: &Key) -> Option<u64> {
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         let seid_of = |slot: u32| self.entries.record(slot).map(|r| r.seid);
         match key {
             Key::Teid(t) => {
@@ -944,8 +1195,12 @@ impl Datapath {
                         return Some(r.seid);
                     }
                 }
-                key_ref_slot(maps.ue_keys.lookup(bytes(&ue_key(*a)), MapFlags::ANY).ok()?)
-                    .and_then(seid_of)
+                key_ref_slot(
+                    maps.ue_keys
+                        .lookup(bytes(&ue_key(*a)), MapFlags::ANY)
+                        .ok()?,
+                )
+                .and_then(seid_of)
             }
             Key::Framed(n) => {
                 key_ref_slot(maps.framed.lookup(bytes(&lpm_key(n)), MapFlags::ANY).ok()?)
@@ -1016,10 +1271,12 @@ impl Datapath {
             .and_then(|q| q.home())
             .filter(|o| plan.qers.iter().any(|(i, _)| i == o))
             .or(cand_qer.filter(|c| old_qers.is_none_or(|q| q.get(c).is_none())));
+        let lanes_used = prev.is_some_and(|p| p.lanes_used || p.urrs.home().is_some());
         let home_urr = old_urrs
             .and_then(|q| q.home())
             .filter(|o| plan.urrs.contains(o))
-            .or(cand_urr.filter(|c| old_urrs.is_none_or(|q| q.get(c).is_none())));
+            .or(cand_urr.filter(|c| !lanes_used && old_urrs.is_none_or(|q| q.get(c).is_none())));
+        inst.lanes_used = lanes_used || home_urr.is_some();
         for (id, q) in &plan.qers {
             if Some(*id) == home_qer {
                 inst.qers.insert(*id, Place::Home);
@@ -1029,26 +1286,37 @@ impl Datapath {
                 Some(Place::Cell(c)) => c,
                 _ => self.new_cell(now)?,
             };
+            // Its owner too, for a restarted upfd (datapath/reuse.rs).
+            let q = types::qer_params {
+                seid: plan.seid,
+                ..*q
+            };
             self.cells
-                .write_params(cell, q)
+                .write_params(cell, &q)
                 .ok_or_else(|| io("cells: out of range"))?;
             inst.qers.insert(*id, Place::Cell(cell));
         }
         for id in &plan.urrs {
             if Some(*id) == home_urr {
-                if old_urrs.and_then(|o| o.home()) != Some(*id) && prev.is_some() {
-                    // A new home URR where another counted: it starts from what the
-                    // lanes hold now.
-                    if let Some(s) = self.entries.lane_sums(inst.slot) {
-                        self.baselines.insert((plan.seid, *id), s);
-                    }
-                }
                 inst.urrs.insert(*id, Place::Home);
                 continue;
             }
             let cell = match old_urrs.and_then(|o| o.get(id)) {
                 Some(Place::Cell(c)) => c,
-                _ => self.new_cell(now)?,
+                _ => {
+                    let c = self.new_cell(now)?;
+                    // Its owner, for a restarted upfd (datapath/reuse.rs).
+                    let owner = types::qer_params {
+                        seid: plan.seid,
+                        urr_id: *id,
+                        home: abi::HOME_URR as u8,
+                        ..Default::default()
+                    };
+                    self.cells
+                        .write_params(c, &owner)
+                        .ok_or_else(|| io("cells: out of range"))?;
+                    c
+                }
             };
             inst.urrs.insert(*id, Place::Cell(cell));
         }
@@ -1056,7 +1324,10 @@ impl Datapath {
     }
 
     fn new_cell(&mut self, _now: Instant) -> Result<u32, FastPathError> {
-        let c = self.cell_slots.take(1).ok_or(FastPathError::Full("cells"))?;
+        let c = self
+            .cell_slots
+            .take(1)
+            .ok_or(FastPathError::Full("cells"))?;
         self.cells.clear(c);
         Ok(c)
     }
@@ -1070,13 +1341,13 @@ impl Datapath {
     ) -> Result<u32, FastPathError> {
         let h = self.handle();
         let (map, full) = match table {
-            Table::Lists => (&self.skel.maps.pdr_lists, "pdr_lists"),
-            Table::Pdrs => (&self.skel.maps.pdrs, "pdrs"),
-            Table::Fars => (&self.skel.maps.fars, "fars"),
+            Table::Lists => (&self.maps.pdr_lists, "pdr_lists"),
+            Table::Pdrs => (&self.maps.pdrs, "pdrs"),
+            Table::Fars => (&self.maps.fars, "fars"),
         };
         map.update(&h.to_ne_bytes(), value, MapFlags::ANY)
             .map_err(|e| {
-                if e.kind() == libbpf_rs::ErrorKind::OutOfMemory {
+                if table_full(&e) {
                     FastPathError::Full(full)
                 } else {
                     io(e)
@@ -1098,6 +1369,7 @@ impl Datapath {
             keys: [t, u],
             home_qer: inst.qers.home(),
             home_urr: inst.urrs.home(),
+            lanes_used: inst.lanes_used,
             ..Default::default()
         };
         for p in &plan.pdrs {
@@ -1152,7 +1424,10 @@ impl Datapath {
         // A list for each key the record does not hold alone.
         let mut lists: HashMap<Key, u32> = HashMap::new();
         for k in &plan.keys {
-            let line = rp.keys.iter().position(|p| p.is_some_and(|p| p.key == k.key));
+            let line = rp
+                .keys
+                .iter()
+                .position(|p| p.is_some_and(|p| p.key == k.key));
             if line.is_some() && k.pdrs.len() == 1 {
                 continue;
             }
@@ -1200,9 +1475,12 @@ impl Datapath {
         self.entries
             .write_record(inst.slot, &rec)
             .ok_or_else(|| io("sess_pages: out of range"))?;
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         for k in &plan.keys {
-            let line = rp.keys.iter().position(|p| p.is_some_and(|p| p.key == k.key));
+            let line = rp
+                .keys
+                .iter()
+                .position(|p| p.is_some_and(|p| p.key == k.key));
             let own_slot = match (k.key, line) {
                 (Key::Teid(t), Some(_)) => self.cap.teid_index.slot(t) == Some(inst.slot),
                 (Key::Ue(IpAddr::V4(a)), Some(_)) => self.ue_slot(a) == Some(inst.slot),
@@ -1219,7 +1497,7 @@ impl Datapath {
                 ..Default::default()
             };
             let full = |e: libbpf_rs::Error, name| {
-                if e.kind() == libbpf_rs::ErrorKind::OutOfMemory {
+                if table_full(&e) {
                     FastPathError::Full(name)
                 } else {
                     io(e)
@@ -1280,11 +1558,13 @@ impl Datapath {
         let kept = |m: Option<&IdMap>, c: u32| m.is_some_and(|m| m.cells().any(|(_, x)| x == c));
         for (_, c) in old.qers.cells() {
             if !kept(new.map(|n| &n.qers), c) {
+                self.cells.clear_owner(c);
                 self.cell_slots.release(c, 1, now);
             }
         }
         for (_, c) in old.urrs.cells() {
             if !kept(new.map(|n| &n.urrs), c) {
+                self.cells.clear_owner(c);
                 self.cell_slots.release(c, 1, now);
             }
         }
@@ -1313,6 +1593,13 @@ impl Datapath {
             Some(_) => self.sessions.remove(&new.up_seid),
             None => None,
         };
+        // A session the adopted tables hold (a restart): installed as a modification of
+        // what they hold, so that it keeps its slot, cells, counts and leases.
+        let adopted = match (&prev, &self.adopted) {
+            (None, Some(a)) => a.installed(new.up_seid),
+            _ => None,
+        };
+        let prev = prev.or(adopted.map(Box::new));
         match self.install_plan(&plan, prev.as_deref(), now) {
             Ok(inst) => {
                 if let Some(p) = &prev {
@@ -1327,7 +1614,7 @@ impl Datapath {
                 Ok(())
             }
             Err(e) => {
-                if let Some(p) = prev {
+                if let (Some(p), Some(_)) = (prev, old) {
                     self.sessions.insert(new.up_seid, p);
                 }
                 Err(e)
@@ -1354,8 +1641,12 @@ impl Datapath {
                 ..Default::default()
             };
             self.release(&partial, prev.or(Some(&inst)), now);
-            let maps = &self.skel.maps;
-            for t in inst.teids.iter().filter(|t| prev.is_none_or(|p| !p.teids.contains(t))) {
+            let maps = &self.maps;
+            for t in inst
+                .teids
+                .iter()
+                .filter(|t| prev.is_none_or(|p| !p.teids.contains(t)))
+            {
                 let _ = maps.teid_keys.delete(bytes(&types::teid_key { teid: *t }));
             }
             let fresh = |m: &IdMap, o: Option<&IdMap>| -> Vec<u32> {
@@ -1385,13 +1676,15 @@ impl Datapath {
         };
         // The record first: its keys gone, packets no longer find it.
         if let Some(mut r) = self.entries.record(inst.slot) {
+            r.seid = 0;
+            r.home.home = 0;
             r.teid = 0;
             r.ue_v4 = 0;
             r.flags &= !(abi::SR_UE_KEY as u16);
             r.dir = Default::default();
             let _ = self.entries.write_record(inst.slot, &r);
         }
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         for t in &inst.teids {
             let _ = maps.teid_keys.delete(bytes(&types::teid_key { teid: *t }));
         }
@@ -1459,7 +1752,7 @@ impl FastPath for Datapath {
             .filter_map(|id| pfds.get(id).map(|a| a.index))
             .collect();
         if !changed.is_empty() {
-            let maps = &self.skel.maps;
+            let maps = &self.maps;
             let keys: Vec<Vec<u8>> = maps.app_addrs.keys().collect();
             for k in keys {
                 let app = maps
@@ -1480,7 +1773,6 @@ impl FastPath for Datapath {
     fn app_flow_idle(&self, seid: u64, flow: &AppFlow) -> Option<std::time::Duration> {
         let k = app_flow_key(seid, flow);
         let v: types::app_flow = self
-            .skel
             .maps
             .app_flows
             .lookup(bytes(&k), MapFlags::ANY)
@@ -1575,10 +1867,11 @@ pub enum Role {
 const TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 
 impl Datapath {
-    fn prog(&self, role: Role) -> &libbpf_rs::ProgramMut<'static> {
+    /// The entry program of an interface role.
+    pub fn prog_fd(&self, role: Role) -> std::os::fd::BorrowedFd<'_> {
         match role {
-            Role::Gtpu => &self.skel.progs.xdp_n3,
-            Role::N6 => &self.skel.progs.xdp_n6,
+            Role::Gtpu => self.progs.xdp_n3.as_fd(),
+            Role::N6 => self.progs.xdp_n6.as_fd(),
         }
     }
 
@@ -1591,8 +1884,7 @@ impl Datapath {
         native: bool,
     ) -> Result<AttachMode, FastPathError> {
         use libbpf_rs::{Xdp, XdpFlags};
-        use std::os::fd::AsFd;
-        let xdp = Xdp::new(self.prog(role).as_fd());
+        let xdp = Xdp::new(self.prog_fd(role));
         if native && xdp.attach(ifindex as i32, XdpFlags::DRV_MODE).is_ok() {
             return Ok(AttachMode::Native);
         }
@@ -1604,8 +1896,7 @@ impl Datapath {
     /// Remove whatever XDP program an interface runs.
     pub fn detach(&self, role: Role, ifindex: u32) {
         use libbpf_rs::{Xdp, XdpFlags};
-        use std::os::fd::AsFd;
-        let xdp = Xdp::new(self.prog(role).as_fd());
+        let xdp = Xdp::new(self.prog_fd(role));
         let _ = xdp.detach(ifindex as i32, XdpFlags::DRV_MODE);
         let _ = xdp.detach(ifindex as i32, XdpFlags::SKB_MODE);
     }
@@ -1619,15 +1910,24 @@ impl Datapath {
         let mut ctx = [0u8; 24];
         ctx[4..8].copy_from_slice(&len.to_ne_bytes());
         ctx[12..16].copy_from_slice(&ifindex.to_ne_bytes());
-        let input = libbpf_rs::ProgramInput {
-            context_in: Some(&mut ctx),
-            data_in: Some(frame),
+        let mut o = libbpf_rs::libbpf_sys::bpf_test_run_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_test_run_opts>() as _,
+            data_in: frame.as_ptr().cast(),
+            data_size_in: len,
+            ctx_in: ctx.as_ptr().cast(),
+            ctx_size_in: ctx.len() as u32,
             flags: TEST_XDP_LIVE_FRAMES,
             repeat: 1,
             ..Default::default()
         };
-        let out = self.prog(role).test_run(input).map_err(io)?;
-        Ok(out.return_value)
+        // SAFETY: `o` points at `frame` and `ctx`, which outlive the call.
+        let r = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(self.prog_fd(role).as_raw_fd(), &mut o)
+        };
+        if r != 0 {
+            return Err(io(std::io::Error::from_raw_os_error(-r)));
+        }
+        Ok(o.retval)
     }
 
     /// A ring buffer reader over the events table calling `f` for each record (the
@@ -1636,8 +1936,8 @@ impl Datapath {
         &self,
         f: impl FnMut(&[u8]) -> i32 + 'static,
     ) -> Result<libbpf_rs::RingBuffer<'static>, FastPathError> {
-        let handle: &'static libbpf_rs::MapHandle = Box::leak(Box::new(
-            libbpf_rs::MapHandle::try_from(&self.skel.maps.events).map_err(io)?,
+        let handle: &'static MapHandle = Box::leak(Box::new(
+            MapHandle::try_from(&self.maps.events).map_err(io)?,
         ));
         let mut b = libbpf_rs::RingBufferBuilder::new();
         b.add(handle, f).map_err(io)?;
@@ -1712,8 +2012,8 @@ impl OldCounters {
     /// (the old data path was removed) or are not of this build's layout on this machine.
     pub fn open(t: &upf::state::CounterTable) -> Result<Self, FastPathError> {
         let open = |id: u32, name: &str| -> Result<libbpf_rs::MapHandle, FastPathError> {
-            let m = libbpf_rs::MapHandle::from_map_id(id)
-                .map_err(|e| io(format!("map {id}: {e}")))?;
+            let m =
+                libbpf_rs::MapHandle::from_map_id(id).map_err(|e| io(format!("map {id}: {e}")))?;
             if m.name().to_str() != Some(name) || m.value_size() as usize != crate::layout::PAGE {
                 return Err(io(format!(
                     "map {id} is {:?} with {}-octet values, not {name} of {}-octet pages",
@@ -1873,7 +2173,7 @@ impl Datapath {
             {
                 continue;
             }
-            let maps = &self.skel.maps;
+            let maps = &self.maps;
             let mut v = types::app_entry::default();
             let mut chunk = 0;
             if !entries.is_empty() {
@@ -1911,7 +2211,7 @@ impl Datapath {
 
     /// The domain names and URLs: new and changed entries, then the removed ones.
     fn write_app_keys(&mut self, names: AppNames, urls: AppUrls) -> Result<(), FastPathError> {
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         for (data, v) in &names {
             if self.app_names.get(data).map(bytes) != Some(bytes(v)) {
                 maps.app_names

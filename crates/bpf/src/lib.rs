@@ -18,6 +18,8 @@ mod scaling_drive {
 
 pub use libbpf_rs;
 
+include!(concat!(env!("OUT_DIR"), "/object_id.rs"));
+
 pub mod adopt;
 pub mod compile;
 pub mod datapath;

@@ -143,7 +143,11 @@ impl LaneSums {
 
 impl Pages {
     pub(crate) fn map(m: &impl AsFd, layout: Layout, cells: bool) -> Result<Self, FastPathError> {
-        let pages = if cells { layout.cell_pages } else { layout.pages };
+        let pages = if cells {
+            layout.cell_pages
+        } else {
+            layout.pages
+        };
         let name = if cells { "cells" } else { "sess_pages" };
         Ok(Pages {
             mem: MapMemory::map(m, pages as usize * layout::PAGE, name)?,
@@ -175,12 +179,24 @@ impl Pages {
 
     fn pool_at(&self, i: u32) -> Option<usize> {
         let base = self.at(i)?;
-        Some(base + if self.cells { layout::CELL_POOL_AT } else { layout::POOL_AT })
+        Some(
+            base + if self.cells {
+                layout::CELL_POOL_AT
+            } else {
+                layout::POOL_AT
+            },
+        )
     }
 
     fn lanes_at(&self, i: u32) -> Option<usize> {
         let base = self.at(i)?;
-        Some(base + if self.cells { layout::CELL_LANES_AT } else { layout::LANES_AT })
+        Some(
+            base + if self.cells {
+                layout::CELL_LANES_AT
+            } else {
+                layout::LANES_AT
+            },
+        )
     }
 
     /// Entry `slot`'s record as it is (only upfd writes records).
@@ -251,6 +267,24 @@ impl Pages {
         Some(())
     }
 
+    /// Cell `h`'s parameters as they are (a QER's; a URR cell's owner).
+    pub(crate) fn params(&self, h: u32) -> Option<types::qer_params> {
+        let at = self.at(h)?;
+        let mut b = [0u8; size_of::<types::qer_params>()];
+        for (k, w) in b.chunks_mut(8).enumerate() {
+            w.copy_from_slice(&self.word(at + 8 * k)?.load(Ordering::Relaxed).to_ne_bytes());
+        }
+        from_bytes(&b)
+    }
+
+    /// Forget cell `h`'s owner (it is freed; packets may still read its rates).
+    pub(crate) fn clear_owner(&self, h: u32) -> Option<()> {
+        let at = self.at(h)?;
+        self.word(at + offset_of!(types::qer_params, seid))?
+            .store(0, Ordering::Relaxed);
+        Some(())
+    }
+
     /// Entry or cell `i`'s pool as it is now.
     pub(crate) fn pool(&self, i: u32) -> Option<types::pool> {
         let p = self.pool_at(i)?;
@@ -303,8 +337,12 @@ impl Pages {
                 s.packets[d] += w(offset_of!(types::lane, packets) + 8 * d)?;
                 s.bytes[d] += w(offset_of!(types::lane, bytes) + 8 * d)?;
             }
-            let f = self.u32_at(l + offset_of!(types::lane, first))?.load(Ordering::Relaxed);
-            let t = self.u32_at(l + offset_of!(types::lane, last))?.load(Ordering::Relaxed);
+            let f = self
+                .u32_at(l + offset_of!(types::lane, first))?
+                .load(Ordering::Relaxed);
+            let t = self
+                .u32_at(l + offset_of!(types::lane, last))?
+                .load(Ordering::Relaxed);
             // Lane times wrap (32 bits): the earliest and latest by distance from a
             // common reference, the last packet of any lane.
             if f != 0 {

@@ -67,8 +67,8 @@ fn lookup_cost_by_session_count() {
     if app_tables {
         // Six PDRs and FARs and three URRs per session (the slot tables are as before),
         // and one flow per session in the flow table (its default holds a quarter).
-        cap.sessions = 3 * (n + 16);
-        cap.pdrs = 6 * (n + 16) + 1024;
+        cap.cold_entries = 6 * (n + 16) + 1024;
+        cap.cells = 3 * (n + 16);
         cap.app_flows = cap.app_flows.max(n + 16);
     }
     let mut dp = Datapath::load(cap, cfg.clone()).expect("load (root)");

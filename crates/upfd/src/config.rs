@@ -673,7 +673,7 @@ pub struct Api {
 }
 
 /// Keeping sessions across restarts (docs/configuration.md, "state").
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
     /// Directory of the state file and its journal. Set: a restart (SIGKILL, a crash,
@@ -684,6 +684,25 @@ pub struct State {
     /// A new snapshot is written when the journal has grown past this many octets.
     #[serde(default)]
     pub journal_limit: Option<u64>,
+    /// A restart takes the running data path as it is when it is this build's with
+    /// these table sizes (no program loaded, no table allocated: nothing is lost);
+    /// false: it always loads a new one and swaps it in (make-before-break).
+    #[serde(default = "yes")]
+    pub reuse_datapath: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            directory: None,
+            journal_limit: None,
+            reuse_datapath: true,
+        }
+    }
 }
 
 impl Config {
@@ -1293,6 +1312,7 @@ fn allowed(path: &str) -> Option<String> {
         "datapath.protected_addresses" => "a list of IP addresses, e.g. [10.0.0.2]",
         "api.listen" => "IP:port, e.g. \"127.0.0.1:9100\" or \"0.0.0.0:9100\"",
         "state.directory" => "a directory path, e.g. /var/lib/upfd",
+        "state.reuse_datapath" => "true or false",
         "cpus" => "a list of CPU numbers, e.g. [0, 1]",
         "cpus[]" => return Some(format!("a CPU number 0-{}", cpus_configured() - 1)),
         "log.level" => "error, warn, info or debug",

@@ -186,6 +186,22 @@ pub fn adopt_apps_again(apps: &mut OldApps, dp: &upf_bpf::datapath::Datapath) {
     );
 }
 
+/// A reused data path (the one the upfd before left running), after every session of
+/// the state was installed in it: what it holds that the state does not know (written
+/// after the journal's last frame: never answered to an SMF) goes.
+pub fn reconcile(dp: &mut upf_bpf::datapath::Datapath) {
+    let t0 = Instant::now();
+    let r = dp.finish_adoption(t0);
+    info!(
+        "state: the running data path reconciled with the state in {:?}: {} session(s), {} cell(s) and {} key(s) it held beyond the state removed, {} cold entries rewritten",
+        t0.elapsed(),
+        r.sessions_removed,
+        r.cells_freed,
+        r.keys_removed,
+        r.cold_replaced
+    );
+}
+
 /// Wait until no packet can still be in the programs just replaced (XDP runs in the
 /// kernel's receive path under RCU: a packet is done within one NAPI poll).
 pub fn settle_after_swap() {

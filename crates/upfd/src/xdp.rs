@@ -11,7 +11,9 @@ use anyhow::Context;
 use tokio::io::unix::AsyncFd;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{Config as DataPathConfig, Event};
-use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role, Spread as DpSpread};
+use upf_bpf::datapath::{
+    parse_event, Adoption, AttachMode, Capacity, Datapath, Role, Spread as DpSpread,
+};
 
 use crate::config::{Config, DatapathMode, Spread, XdpAttach};
 use crate::routewatch::{NextHopKeeper, RoutingEvent};
@@ -126,6 +128,8 @@ pub enum XdpWake {
 /// The XDP side: the data path, the interfaces it runs on, its event ring, the
 /// next-hop cache's keeper and the slow path.
 pub struct Xdp {
+    /// The data path is the one the upfd before left running ([`Xdp::start`]).
+    pub reused: bool,
     pub dp: Rc<RefCell<Datapath>>,
     pub slow: SlowPath,
     pub nexthops: NextHopKeeper,
@@ -155,7 +159,10 @@ impl Drop for Xdp {
 impl Xdp {
     /// Load the data path with tables for `limits.max_sessions`, configure it and open
     /// its event ring; [`Xdp::attach`] puts it on the interfaces.
-    pub fn start(cfg: &Config, teid_index: TeidIndex) -> anyhow::Result<Xdp> {
+    /// `running`: the `sess_pages` table of the data path the upfd before this one left
+    /// running (the state names it): taken as it is if it is this build's with these
+    /// sizes (`state.reuse_datapath`), see [`Datapath::adopt`].
+    pub fn start(cfg: &Config, teid_index: TeidIndex, running: Option<u32>) -> anyhow::Result<Xdp> {
         let d = &cfg.datapath;
         let n3_name = d.n3_interface.as_deref().unwrap_or_default();
         let n6_name = d.n6_interface.as_deref().unwrap_or_default();
@@ -166,8 +173,29 @@ impl Xdp {
             None => None,
         };
         let dcfg = data_path_config(cfg);
-        let mut dp = Datapath::load(capacity(cfg, teid_index), dcfg.clone())
-            .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
+        let cap = capacity(cfg, teid_index);
+        if running.is_some() && !cfg.state.reuse_datapath {
+            info!("xdp: state.reuse_datapath is false: loading a new data path");
+        }
+        let adopted = match running.filter(|_| cfg.state.reuse_datapath) {
+            Some(id) => match Datapath::adopt(cap, id) {
+                Adoption::Adopted(d) => {
+                    info!("xdp: the running data path (table {id}) is this build's: reused as it is, nothing loaded");
+                    Some(*d)
+                }
+                Adoption::Not(why) => {
+                    info!("xdp: the running data path (table {id}) is not reused ({why}): loading a new one");
+                    None
+                }
+            },
+            None => None,
+        };
+        let reused = adopted.is_some();
+        let mut dp = match adopted {
+            Some(d) => d,
+            None => Datapath::load(cap, dcfg.clone())
+                .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?,
+        };
         dp.configure(dcfg.clone(), n3_if, n6_if, n9_if.unwrap_or(0))
             .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
         let how = match d.spread {
@@ -217,6 +245,7 @@ impl Xdp {
             d.error_indications_per_sec,
         );
         Ok(Xdp {
+            reused,
             dp: Rc::new(RefCell::new(dp)),
             slow,
             nexthops,
@@ -232,7 +261,8 @@ impl Xdp {
 
     /// Attach the programs to the N3, N6 (and N9) interfaces. A program already there
     /// (the data path of the upfd that ran before) is replaced at once, interface by
-    /// interface: no packet goes unprocessed.
+    /// interface: no packet goes unprocessed. A reused data path's programs are there
+    /// already: the kernel leaves an interface alone when it gets the program it runs.
     pub fn attach(&mut self) -> anyhow::Result<()> {
         let dp = self.dp.borrow();
         for (role, i, name, point) in &self.interfaces {

@@ -1862,8 +1862,11 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     };
     let upgraded = state.0.join("upfd-upgraded");
     std::fs::copy(env!("CARGO_BIN_EXE_upfd"), &upgraded).expect("copying upfd");
+    // The copy is this build: `reuse_datapath: false` makes it load its own data path
+    // and swap it in, as an upgrade that changed the object does.
     let upgrade = UpfdOptions {
         binary: Some(upgraded),
+        reuse_datapath: false,
         ..opts.clone()
     };
     let mut upfd = LabUpfd::start(&lab, &opts);
@@ -1921,6 +1924,12 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                     "{}",
                     up.log()
                 );
+                // The same build: the running data path is taken as it is.
+                assert!(
+                    up.log().contains("is this build's: reused as it is"),
+                    "{}",
+                    up.log()
+                );
                 assert!(forwarding(&up), "traffic through the restarted upfd");
                 assert!(up.drops().is_empty(), "upfd dropped: {:?}", up.drops());
                 let first = Instant::now();
@@ -1938,6 +1947,7 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                     "{}",
                     up.log()
                 );
+                assert!(up.log().contains("loading a new"), "{}", up.log());
                 assert!(forwarding(&up), "traffic through the upgraded upfd");
                 (up, [first, Instant::now()])
             });

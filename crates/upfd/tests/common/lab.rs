@@ -55,6 +55,9 @@ pub struct UpfdOptions {
     pub binary: Option<std::path::PathBuf>,
     /// `limits.max_sessions` (None: the default, a million).
     pub max_sessions: Option<usize>,
+    /// `state.reuse_datapath`: false makes a restart load a new data path, as after an
+    /// upgrade that changed `bpf/`.
+    pub reuse_datapath: bool,
 }
 
 impl Default for UpfdOptions {
@@ -68,6 +71,7 @@ impl Default for UpfdOptions {
             state_dir: None,
             binary: None,
             max_sessions: None,
+            reuse_datapath: true,
         }
     }
 }
@@ -121,7 +125,10 @@ impl LabUpfd {
             y.push_str(&format!("limits: {{ max_sessions: {n} }}\n"));
         }
         if let Some(d) = &o.state_dir {
-            y.push_str(&format!("state: {{ directory: {d:?} }}\n"));
+            y.push_str(&format!(
+                "state: {{ directory: {d:?}, reuse_datapath: {} }}\n",
+                o.reuse_datapath
+            ));
         }
         let cfg = dir.0.join("upfd.yaml");
         std::fs::write(&cfg, &y).expect("writing upfd.yaml");
