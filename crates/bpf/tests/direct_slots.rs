@@ -359,7 +359,7 @@ fn a_sessions_first_qer_and_urr_live_in_its_record() {
     dp.install(None, &s).unwrap();
     let r = record(&dp, slot);
     assert_eq!((r.seid, r.teid), (s.up_seid, teid));
-    let home = u32::from(upf::abi::HOME_QER | upf::abi::HOME_URR | upf::abi::HOME_LANES_USED);
+    let home = upf::abi::HOME_QER | upf::abi::HOME_URR | upf::abi::HOME_LANES_USED;
     assert_eq!(
         (u32::from(r.home.home), r.home.qer_id, r.home.urr_id),
         (home, 1, 1)
