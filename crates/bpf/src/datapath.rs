@@ -565,7 +565,8 @@ impl Datapath {
             layout,
             entries,
             cells,
-            slots: Slots::new(layout.slots),
+            // Every entry is a session's: the TEID index and UE addresses map to 0 too.
+            slots: Slots::from(0, layout.slots),
             cell_slots,
             next_handle: 1,
             doomed: VecDeque::new(),
@@ -640,14 +641,28 @@ impl Datapath {
 
     /// TEID keys and UE address keys: (found in their slots, in the key tables).
     pub fn direct_keys(&self) -> [(usize, usize); 2] {
-        let in_slots = |f: &dyn Fn(&types::sess_rec) -> bool| {
+        // A record holds its primary keys wherever it is: a key is in its slot when it
+        // maps to the record's own slot.
+        let in_slots = |f: &dyn Fn(&types::sess_rec) -> Option<u32>| {
             self.sessions
                 .values()
-                .filter(|i| self.entries.record(i.slot).is_some_and(|r| f(&r)))
+                .filter(|i| {
+                    self.entries
+                        .record(i.slot)
+                        .is_some_and(|r| f(&r) == Some(i.slot))
+                })
                 .count()
         };
-        let up = in_slots(&|r| r.teid != 0);
-        let down = in_slots(&|r| r.flags & abi::SR_UE_KEY as u16 != 0);
+        let up = in_slots(&|r| {
+            (r.teid != 0)
+                .then(|| self.cap.teid_index.slot(r.teid))
+                .flatten()
+        });
+        let down = in_slots(&|r| {
+            (r.flags & abi::SR_UE_KEY as u16 != 0)
+                .then(|| self.ue_slot(Ipv4Addr::from(r.ue_v4.to_ne_bytes())))
+                .flatten()
+        });
         let (t, u): (usize, usize) = self
             .sessions
             .values()
@@ -1253,9 +1268,22 @@ impl Datapath {
                     _ => None,
                 });
                 let both = ts.filter(|s| Some(*s) == us);
+                // Else a slot picked by the SEID's hash: the next in order is likely
+                // the next UE address's (pools hand them out in order), which would
+                // then take another, and so on down the line.
+                let n = u64::from(self.layout.slots);
+                let probe = |k: u64| {
+                    let mut z = plan
+                        .seid
+                        .wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    ((z ^ (z >> 31)) % n.max(1)) as u32
+                };
                 let slot = [both, us, ts]
                     .into_iter()
                     .flatten()
+                    .chain((1..=16).map(probe))
                     .find(|s| self.slots.take_at(*s))
                     .or_else(|| self.slots.take(1))
                     .ok_or(FastPathError::Full("sessions"))?;
@@ -1469,9 +1497,6 @@ impl Datapath {
             }
         }
         let rec = plan.record(&rp);
-        if std::env::var_os("UPF_DP_DEBUG").is_some() {
-            eprintln!("install {:#x} slot {} keys {:?} lists {:?} rec teid {:#x} ue {:#x} flags {:#x} n {:?} hot {:?} list {:?} dir0 {:?} dir1 {:?}", plan.seid, inst.slot, plan.keys.iter().map(|k| (k.key, k.pdrs.to_vec())).collect::<Vec<_>>(), lists, rec.teid, rec.ue_v4, rec.flags, rec.n_pdrs, rec.hot_at, rec.list, (rec.dir[0].pdr_id, rec.dir[0].flags), (rec.dir[1].pdr_id, rec.dir[1].flags));
-        }
         self.entries
             .write_record(inst.slot, &rec)
             .ok_or_else(|| io("sess_pages: out of range"))?;

@@ -1,5 +1,6 @@
-//! Free-list allocation of table indices (the PDR, FAR, QER, URR and SDF tables). Index
-//! 0 is never handed out: 0 means "none" in the tables' references. A freed index cools
+//! Free-list allocation of table indices (session entries, cells, application SDF
+//! chunks). Index 0 is never handed out where 0 means "none" in the tables' references
+//! (cells, chunks); session entries start at 0. A freed index cools
 //! for a grace period before it is handed out again, so a packet in flight never reads
 //! a reused entry.
 
@@ -9,11 +10,13 @@ use std::time::{Duration, Instant};
 /// Grace period before a freed slot is reused.
 pub(crate) const GRACE: Duration = Duration::from_millis(50);
 
-/// Free-list allocator of table slots; slot 0 is never handed out. A slot can also be
+/// Free-list allocator of table slots from `first` (1: slot 0 is never handed out). A slot can also be
 /// asked for by index ([`take_at`](Self::take_at), single slots only): `used` marks
 /// the slots taken or cooling, so the free list and `next` skip those.
 #[derive(Debug)]
 pub(crate) struct Slots {
+    /// The lowest index handed out (0 or 1).
+    first: u32,
     next: u32,
     max: u32,
     free: Vec<u32>,
@@ -26,8 +29,14 @@ pub(crate) struct Slots {
 
 impl Slots {
     pub(crate) fn new(max: u32) -> Self {
+        Self::from(1, max)
+    }
+
+    /// Indices `first..max` (`first` 0 where 0 is a valid index).
+    pub(crate) fn from(first: u32, max: u32) -> Self {
         Slots {
-            next: 1,
+            first,
+            next: first,
             max,
             free: Vec::new(),
             runs: Default::default(),
@@ -105,7 +114,7 @@ impl Slots {
 
     /// Slot `i` if it is free (not taken, not cooling).
     pub(crate) fn take_at(&mut self, i: u32) -> bool {
-        if i == 0 || i >= self.max || self.is_used(i) {
+        if i < self.first || i >= self.max || self.is_used(i) {
             return false;
         }
         self.mark(i, 1, true);
@@ -114,7 +123,7 @@ impl Slots {
 
     /// Free `n` slots from `start` once they cooled (from `now`).
     pub(crate) fn release(&mut self, start: u32, n: u32, now: Instant) {
-        if start != 0 && n != 0 {
+        if start >= self.first && n != 0 {
             self.cooling.push_back((now, start, n));
         }
     }

@@ -439,3 +439,41 @@ fn a_sessions_first_qer_and_urr_live_in_its_record() {
     assert_eq!(counts(&dp, s.up_seid, 1)[..2], [7, 3]);
     assert_eq!(counts(&dp, s.up_seid, 2)[..2], [4, 0]);
 }
+
+/// Sessions as upfd gives them TEIDs (each its UE address's slot) all sit in their slots,
+/// slot 0 included, with nothing in the key tables; a session whose slot is taken (a
+/// UE address one `ue_slots` further) goes elsewhere without taking the next addresses'
+/// slots. (Slot 0 was once never handed out: its session took the next slot, whose
+/// session took the next, and a third of them ended in the key tables.)
+#[test]
+fn sessions_as_upfd_places_them_sit_in_their_slots() {
+    if !root() {
+        return;
+    }
+    let cap = Capacity::for_sessions(1000);
+    let mut dp = common::loaded(cap, neigh_config());
+    // The UE addresses of a pool, in order, from one that maps to slot 0.
+    let first = (0..cap.ue_slots)
+        .find(|i| u32::from(ue(*i)) % cap.ue_slots == 0)
+        .expect("an address of slot 0");
+    let n = 1000.min(cap.ue_slots);
+    for i in first..first + n {
+        let (_, teid) = aligned_teid(&dp, i);
+        dp.install(None, &Arc::new(with_teid(i, teid))).unwrap();
+    }
+    assert_eq!(
+        dp.direct_keys(),
+        [(n as usize, 0), (n as usize, 0)],
+        "every key in its slot"
+    );
+    // Colliding downlink-only sessions go elsewhere: the rest stay where they are.
+    for i in first..first + 10 {
+        let mut d = with_teid(i + cap.ue_slots, 0);
+        d.pdrs.remove(&1);
+        d.fars.remove(&1);
+        dp.install(None, &Arc::new(d)).unwrap();
+    }
+    assert_eq!(dp.direct_keys(), [(n as usize, 0), (n as usize, 10)]);
+    assert_eq!(run_down(&dp, ue(first)), FORWARDED);
+    assert_eq!(run_down(&dp, ue(first + cap.ue_slots)), FORWARDED);
+}

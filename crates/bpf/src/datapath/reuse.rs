@@ -28,6 +28,9 @@ use crate::layout::Layout;
 use crate::mem::{bytes, from_bytes, Pages};
 use crate::upf::types;
 
+/// A session's cells: (a URR's (true) or a QER's, rule ID, cell).
+type OwnedCells = SmallVec<[(bool, u32, u32); 1]>;
+
 /// A record's placement, as read back.
 struct Home {
     slot: u32,
@@ -42,8 +45,8 @@ pub(super) struct Adopted {
     /// SEID -> its slot and its record's home QER and URR (IDs), if it has them, and
     /// whether its lanes ever counted for a URR.
     slots: HashMap<u64, Home>,
-    /// SEID -> its cells: (a URR's (true) or a QER's, rule ID, cell).
-    cells: HashMap<u64, SmallVec<[(bool, u32, u32); 1]>>,
+    /// SEID -> its cells.
+    cells: HashMap<u64, OwnedCells>,
     /// Cold entries found: the reconciled sessions write their own.
     cold: Vec<(Table, u32)>,
     /// SDF entries that belong to no run a record or cold PDR names.
