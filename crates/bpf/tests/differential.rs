@@ -746,18 +746,12 @@ fn xdp_agrees_with_the_reference_pipeline() {
             rb.consume().unwrap();
             let ctx = || {
                 format!(
-                    "frame {done} ({}): {:02x?}\nexpected {expect:?}\nXDP action {action}, counted {:?}\nsession {:?}",
+                    "frame {done} ({}): {:02x?}\nexpected {expect:?}\nXDP action {action}, counted {:?}",
                     if uplink { "n3" } else { "n6" },
                     frame,
                     counted.iter().map(|(i, p, b)| (counter_name(*i), p, b)).collect::<Vec<_>>(),
-                    if std::env::var_os("UPF_DIFF_DEBUG").is_some() { format!("{:#?}", installed[si]) } else { String::new() }
                 )
             };
-            if counted != model_counted && std::env::var_os("UPF_DIFF_PAUSE").is_some() {
-                eprintln!("PAUSED: {}", ctx());
-                let _ = std::fs::write("/tmp/diff-paused", "1");
-                std::thread::sleep(std::time::Duration::from_secs(60));
-            }
             assert_eq!(counted, model_counted, "counters: {}", ctx());
             let key = match &expect {
                 Verdict::Drop(r) => {
@@ -810,10 +804,12 @@ fn xdp_agrees_with_the_reference_pipeline() {
                 assert_eq!(
                     (a.ul_packets, a.ul_bytes, a.dl_packets, a.dl_bytes),
                     (b.ul_packets, b.ul_bytes, b.dl_packets, b.dl_bytes),
-                    "URR {u} of session {:#x} (all: {:?}){}",
+                    "URR {u} of session {:#x} (all: {:?})",
                     s.up_seid,
-                    s.urrs.keys().map(|x| (*x, model.usage(s.up_seid, *x), dp.usage(s.up_seid, *x))).collect::<Vec<_>>(),
-                    if std::env::var_os("UPF_DIFF_DEBUG").is_some() { format!(" {s:#?}") } else { String::new() }
+                    s.urrs
+                        .keys()
+                        .map(|x| (*x, model.usage(s.up_seid, *x), dp.usage(s.up_seid, *x)))
+                        .collect::<Vec<_>>(),
                 );
             }
         }
