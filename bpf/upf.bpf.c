@@ -25,6 +25,7 @@
 #include "protect.h"
 #include "spread.h"
 #include "app.h"
+#include "profile.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -76,6 +77,12 @@ static __always_inline int load_rec(const struct upf_config *cfg, struct pkt *k,
 
 	if (!r)
 		return -1;
+	/* The entry's pool and this CPU's lane are read by the later stages: touch their
+	 * lines now, so that their misses overlap the record's instead of following it. */
+	struct lane *l = lane_of(r);
+
+	if (l)
+		k->touched = *(volatile __u8 *)l + *(volatile __u8 *)pool_of(r);
 	if (rec_copy(r, key, &k->rec))
 		return 1;
 	k->slot = slot;
@@ -129,8 +136,10 @@ static __always_inline int find_by_teid(const struct upf_config *cfg, struct pkt
 			return 0;
 		}
 	}
-	struct teid_key tk = { .teid = teid };
-	struct key_ref *ref = bpf_map_lookup_elem(&teid_keys, &tk);
+	struct sess_key tk = { .kind = KEY_TEID };
+
+	__builtin_memcpy(tk.addr, &teid, 4);
+	struct key_ref *ref = bpf_map_lookup_elem(&keys, &tk);
 
 	if (!ref)
 		return -1;
@@ -156,11 +165,11 @@ static __always_inline int find_by_ue(const struct upf_config *cfg, struct pkt *
 			return 0;
 		}
 	}
-	struct ue_key uk = {};
+	struct sess_key uk = {};
 
-	uk.family = f->version;
+	uk.kind = f->version;
 	__builtin_memcpy(uk.addr, f->dst, 16);
-	struct key_ref *ref = bpf_map_lookup_elem(&ue_keys, &uk);
+	struct key_ref *ref = bpf_map_lookup_elem(&keys, &uk);
 
 	if (!ref) {
 		struct lpm_key lk = {};
@@ -239,6 +248,7 @@ static __always_inline int to_stages(struct xdp_md *ctx, struct upf_config *cfg,
 		if (c)
 			return drop(c, len);
 	}
+	prof_mark(PROF_CHECKED);
 	if (k->rec.flags & SR_APPS)
 		bpf_tail_call(ctx, calls_map, CALL_APP);
 	bpf_tail_call(ctx, calls_map, CALL_RULES);
@@ -258,6 +268,7 @@ static __always_inline int n3(struct xdp_md *ctx, struct upf_config *cfg, void *
 
 	if (!k)
 		return XDP_PASS;
+	prof_mark(PROF_START);
 	count(STAT_RECEIVED_N3, frame);
 	__builtin_memset(&k->o, 0, sizeof(k->o));
 	k->o.family = parse_eth(data, data_end, &l3);
@@ -282,6 +293,7 @@ static __always_inline int n3(struct xdp_md *ctx, struct upf_config *cfg, void *
 		return drop(DROP_RULES_CHANGING, k->f.len);
 	k->from_gtpu = 1;
 	k->cpumap = cpumap;
+	prof_mark(PROF_FOUND);
 	return to_stages(ctx, cfg, k, calls_map);
 }
 
@@ -324,6 +336,7 @@ int xdp_n6(struct xdp_md *ctx)
 
 	if (!cfg || !k)
 		return XDP_PASS;
+	prof_mark(PROF_START);
 	count(STAT_RECEIVED_N6, frame);
 	__u8 family = parse_eth(data, data_end, &l3);
 
@@ -344,6 +357,7 @@ int xdp_n6(struct xdp_md *ctx)
 	k->o.qfi = QFI_ANY;
 	k->from_gtpu = 0;
 	k->cpumap = 0;
+	prof_mark(PROF_FOUND);
 	return to_stages(ctx, cfg, k, &calls);
 }
 
@@ -358,6 +372,7 @@ static __always_inline int app_stage(struct xdp_md *ctx, void *calls_map)
 		return XDP_ABORTED;
 	k->app = app_classify(ctx, k);
 	app_dns(ctx, k);
+	prof_mark(PROF_APP);
 	bpf_tail_call(ctx, calls_map, CALL_RULES);
 	return drop(DROP_UNSUPPORTED, k->f.len);
 }
@@ -708,6 +723,7 @@ static __always_inline int rules_stage(struct xdp_md *ctx, void *calls_map)
 
 	if (!find_pdr(k))
 		return drop(DROP_NO_PDR, len);
+	prof_mark(PROF_PDR);
 	__u8 action = k->far.action;
 
 	if (action & FAR_DROP)
@@ -722,6 +738,7 @@ static __always_inline int rules_stage(struct xdp_md *ctx, void *calls_map)
 		return drop(v, len);
 	if (!quotas_ok(cfg, k))
 		return drop(DROP_QUOTA_EXHAUSTED, len);
+	prof_mark(PROF_RULES);
 	bpf_tail_call(ctx, calls_map, CALL_EGRESS);
 	return drop(DROP_UNSUPPORTED, len);
 }
@@ -818,11 +835,15 @@ static __always_inline int egress_stage(struct xdp_md *ctx)
 		return drop(DROP_NO_ROUTE, len);
 	if (er == EGRESS_OK && l3_len > eg.mtu)
 		return drop(DROP_MTU_EXCEEDED, len);
+	prof_mark(PROF_PLANNED);
 	v = rewrite(ctx, &k->far, &e, k->o.inner, len, k->f.version,
 		    k->from_gtpu && k->far.ohc != OHC_NONE);
 	if (v)
 		return drop(v, len);
-	return send(ctx, cfg, k, &e, &eg, er);
+	prof_mark(PROF_REWRITTEN);
+	v = send(ctx, cfg, k, &e, &eg, er);
+	prof_mark(PROF_SENT);
+	return v;
 }
 
 SEC("xdp")

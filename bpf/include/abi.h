@@ -98,6 +98,11 @@ enum lease_limit {
 	HOME_LANES_USED = 0x04,   /* its lanes counted for a home URR (which may be gone) */
 };
 
+/* struct sess_key's kind besides the address families 4 and 6. */
+enum key_kind {
+	KEY_TEID = 1,
+};
+
 /* Stages (tail calls, upf.bpf.c): the index of each in the calls and calls_cpu arrays. */
 enum call_index {
 	CALL_APP = 0,    /* application classification (sessions with SR_APPS) */
@@ -246,6 +251,7 @@ struct abi_enums {
 	enum dir_flag dir_flag;
 	enum lease_limit lease_limit;
 	enum call_index call_index;
+	enum key_kind key_kind;
 	enum qer_flag qer_flag;
 	enum qer_unit qer_unit;
 	enum urr_flag urr_flag;

@@ -41,7 +41,7 @@ struct pkt {
 	__u8 psc_qfi;     /* the first QER with a QFI: its QFI (QFI_ANY: none), flags, PPI */
 	__u8 psc_flags;
 	__u8 psc_ppi;
-	__u8 pad;
+	__u8 touched;     /* what reading the entry's other lines early read (unused) */
 	struct sess_rec rec; /* line 0, the key's line and the home QER, copied consistently */
 	struct pdr pdr;      /* the PDR found, in full form */
 	struct far far;      /* its FAR */

@@ -304,12 +304,12 @@ struct slowpath_bucket {
 	__u64 tat; /* theoretical arrival time, ns; 0: idle */
 };
 
-struct teid_key {
-	__u32 teid; /* host order */
-};
-
-struct ue_key {
-	__u8 family; /* 4 or 6 */
+/* A key of the `keys` table: a TEID (kind KEY_TEID, the TEID in host order in addr's
+ * first four octets) or a UE address (kind 4 or 6, its family). One table for both: a
+ * hash table's room costs 16 octets per entry (rounded up to a power of two) whether
+ * used or not, and few sessions have both kinds outside their slots. */
+struct sess_key {
+	__u8 kind;
 	__u8 pad[3];
 	__u8 addr[16];
 };
@@ -341,17 +341,9 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, struct teid_key);
+	__type(key, struct sess_key);
 	__type(value, struct key_ref);
-} teid_keys SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, struct ue_key);
-	__type(value, struct key_ref);
-} ue_keys SEC(".maps");
+} keys SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

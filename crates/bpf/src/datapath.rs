@@ -95,7 +95,7 @@ struct Installed {
     slot: u32,
     /// Keys in the key tables (not the slot's own).
     teids: SmallVec<[u32; 1]>,
-    ues: SmallVec<[types::ue_key; 1]>,
+    ues: SmallVec<[types::sess_key; 1]>,
     framed: Vec<types::lpm_key>,
     /// Cold entries by handle: PDR lists, PDRs, FARs, SDF runs (start, length).
     cold: SmallVec<[(Table, u32); 2]>,
@@ -121,10 +121,14 @@ enum Table {
 #[derive(Debug, Clone, Copy)]
 pub struct Capacity {
     pub sessions: u32,
-    /// Keys outside their slots (TEIDs the SMF chose, collisions, IPv6 UEs), PDR lists,
-    /// cold PDRs and FARs, SDF entries: hash tables without preallocation, this many at
-    /// most each.
+    /// Keys outside their slots (TEIDs the SMF chose, collisions, IPv6 UEs): each key
+    /// table (hash tables without preallocation: a table costs 8 octets per entry of
+    /// room, rounded up to a power of two, plus its entries) holds this many.
+    pub key_entries: u32,
+    /// PDR lists, cold PDRs and FARs: this many each.
     pub cold_entries: u32,
+    /// SDF entries (runs shared by sessions with the same filters).
+    pub sdf_entries: u32,
     pub framed_routes: u32,
     /// QERs and URRs beyond each session's home ones (`cells`).
     pub cells: u32,
@@ -144,14 +148,21 @@ impl Capacity {
     pub fn for_sessions(sessions: u32) -> Self {
         let sessions = sessions.max(64);
         let slots = sessions.saturating_add(1024);
+        // Sized by what sessions use, not for the worst case of each (docs/architecture.md,
+        // "Memory per session"): every session's keys may be outside their slots (an SMF
+        // that chooses TEIDs, IPv6 UEs); a session in two needs cold PDRs, a QER or URR
+        // beyond its first, or SDF filters of its own. A table that is full refuses the
+        // session that does not fit (Cause 73, No resources available).
         Capacity {
             sessions,
-            cold_entries: sessions.saturating_mul(2).saturating_add(1024),
+            key_entries: sessions.saturating_add(1024),
+            cold_entries: (sessions / 4).saturating_add(1024),
+            sdf_entries: (sessions / 8).saturating_add(1024),
             framed_routes: 4096,
-            cells: (sessions / 8).max(4096),
+            cells: (sessions / 64).max(4096),
             teid_index: TeidIndex::new(1, u32::MAX, slots),
             ue_slots: slots,
-            app_flows: (sessions / 4).clamp(65536, 1 << 20),
+            app_flows: (sessions / 16).clamp(65536, 1 << 20),
             app_addrs: 16384,
         }
     }
@@ -170,8 +181,7 @@ impl Capacity {
 pub(crate) struct Maps {
     pub sess_pages: MapHandle,
     pub cells: MapHandle,
-    pub teid_keys: MapHandle,
-    pub ue_keys: MapHandle,
+    pub keys: MapHandle,
     pub framed: MapHandle,
     pub pdr_lists: MapHandle,
     pub pdrs: MapHandle,
@@ -199,8 +209,7 @@ impl Maps {
             [
                 &self.sess_pages,
                 &self.cells,
-                &self.teid_keys,
-                &self.ue_keys,
+                &self.keys,
                 &self.framed,
                 &self.pdr_lists,
                 &self.pdrs,
@@ -224,11 +233,10 @@ impl Maps {
 }
 
 /// The map names of [`Maps`], in its order.
-const MAP_NAMES: [&str; 21] = [
+const MAP_NAMES: [&str; 20] = [
     "sess_pages",
     "cells",
-    "teid_keys",
-    "ue_keys",
+    "keys",
     "framed",
     "pdr_lists",
     "pdrs",
@@ -258,8 +266,7 @@ impl Maps {
         Ok(Maps {
             sess_pages: next()?,
             cells: next()?,
-            teid_keys: next()?,
-            ue_keys: next()?,
+            keys: next()?,
             framed: next()?,
             pdr_lists: next()?,
             pdrs: next()?,
@@ -354,7 +361,9 @@ pub(crate) fn build_id(cap: &Capacity, layout: &Layout) -> u64 {
         u64::from(layout.lanes),
         u64::from(layout.per_page),
         u64::from(layout.cells_per_page),
+        u64::from(cap.key_entries.max(1024)),
         u64::from(cap.cold_entries.max(1024)),
+        u64::from(cap.sdf_entries.max(1024)),
         u64::from(cap.framed_routes),
         u64::from(cap.app_flows.max(1)),
         u64::from(cap.app_addrs.max(1)),
@@ -381,16 +390,26 @@ pub enum Spread {
     Inner,
 }
 
-/// The `ue_keys` key of a UE address.
-pub(crate) fn ue_key(a: IpAddr) -> types::ue_key {
-    let mut k = types::ue_key::default();
+/// The `keys` key of a TEID.
+pub(crate) fn teid_key(teid: u32) -> types::sess_key {
+    let mut k = types::sess_key {
+        kind: abi::KEY_TEID as u8,
+        ..Default::default()
+    };
+    k.addr[..4].copy_from_slice(&teid.to_ne_bytes());
+    k
+}
+
+/// The `keys` key of a UE address.
+pub(crate) fn ue_key(a: IpAddr) -> types::sess_key {
+    let mut k = types::sess_key::default();
     match a {
         IpAddr::V4(x) => {
-            k.family = 4;
+            k.kind = 4;
             k.addr[..4].copy_from_slice(&x.octets());
         }
         IpAddr::V6(x) => {
-            k.family = 6;
+            k.kind = 6;
             k.addr.copy_from_slice(&x.octets());
         }
     }
@@ -476,17 +495,15 @@ impl Datapath {
         let m = &mut open.maps;
         m.sess_pages.set_max_entries(layout.pages).map_err(io)?;
         m.cells.set_max_entries(layout.cell_pages).map_err(io)?;
-        let cold = cap.cold_entries.max(1024);
-        for t in [
-            &mut m.teid_keys,
-            &mut m.ue_keys,
-            &mut m.pdr_lists,
-            &mut m.pdrs,
-            &mut m.fars,
-            &mut m.sdfs,
-        ] {
-            t.set_max_entries(cold).map_err(io)?;
+        m.keys
+            .set_max_entries(cap.key_entries.max(1024))
+            .map_err(io)?;
+        for t in [&mut m.pdr_lists, &mut m.pdrs, &mut m.fars] {
+            t.set_max_entries(cap.cold_entries.max(1024)).map_err(io)?;
         }
+        m.sdfs
+            .set_max_entries(cap.sdf_entries.max(1024))
+            .map_err(io)?;
         m.framed.set_max_entries(cap.framed_routes).map_err(io)?;
         m.cpus.set_max_entries(ncpus as u32).map_err(io)?;
         m.app_flows
@@ -1195,8 +1212,7 @@ impl Datapath {
                 {
                     return Some(r.seid);
                 }
-                let k = types::teid_key { teid: *t };
-                key_ref_slot(maps.teid_keys.lookup(bytes(&k), MapFlags::ANY).ok()?)
+                key_ref_slot(maps.keys.lookup(bytes(&teid_key(*t)), MapFlags::ANY).ok()?)
                     .and_then(seid_of)
             }
             Key::Ue(a) => {
@@ -1210,12 +1226,8 @@ impl Datapath {
                         return Some(r.seid);
                     }
                 }
-                key_ref_slot(
-                    maps.ue_keys
-                        .lookup(bytes(&ue_key(*a)), MapFlags::ANY)
-                        .ok()?,
-                )
-                .and_then(seid_of)
+                key_ref_slot(maps.keys.lookup(bytes(&ue_key(*a)), MapFlags::ANY).ok()?)
+                    .and_then(seid_of)
             }
             Key::Framed(n) => {
                 key_ref_slot(maps.framed.lookup(bytes(&lpm_key(n)), MapFlags::ANY).ok()?)
@@ -1530,16 +1542,15 @@ impl Datapath {
             };
             match k.key {
                 Key::Teid(t) => {
-                    let key = types::teid_key { teid: t };
-                    maps.teid_keys
-                        .update(bytes(&key), bytes(&v), MapFlags::ANY)
-                        .map_err(|e| full(e, "teid_keys"))?;
+                    maps.keys
+                        .update(bytes(&teid_key(t)), bytes(&v), MapFlags::ANY)
+                        .map_err(|e| full(e, "keys"))?;
                     inst.teids.push(t);
                 }
                 Key::Ue(a) => {
-                    maps.ue_keys
+                    maps.keys
                         .update(bytes(&ue_key(a)), bytes(&v), MapFlags::ANY)
-                        .map_err(|e| full(e, "ue_keys"))?;
+                        .map_err(|e| full(e, "keys"))?;
                     inst.ues.push(ue_key(a));
                 }
                 Key::Framed(n) => {
@@ -1554,12 +1565,12 @@ impl Datapath {
         if let Some(prev) = prev {
             for t in &prev.teids {
                 if !inst.teids.contains(t) {
-                    let _ = maps.teid_keys.delete(bytes(&types::teid_key { teid: *t }));
+                    let _ = maps.keys.delete(bytes(&teid_key(*t)));
                 }
             }
             for k in &prev.ues {
                 if !inst.ues.iter().any(|x| bytes(x) == bytes(k)) {
-                    let _ = maps.ue_keys.delete(bytes(k));
+                    let _ = maps.keys.delete(bytes(k));
                 }
             }
             for k in &prev.framed {
@@ -1672,7 +1683,7 @@ impl Datapath {
                 .iter()
                 .filter(|t| prev.is_none_or(|p| !p.teids.contains(t)))
             {
-                let _ = maps.teid_keys.delete(bytes(&types::teid_key { teid: *t }));
+                let _ = maps.keys.delete(bytes(&teid_key(*t)));
             }
             let fresh = |m: &IdMap, o: Option<&IdMap>| -> Vec<u32> {
                 m.cells()
@@ -1711,10 +1722,10 @@ impl Datapath {
         }
         let maps = &self.maps;
         for t in &inst.teids {
-            let _ = maps.teid_keys.delete(bytes(&types::teid_key { teid: *t }));
+            let _ = maps.keys.delete(bytes(&teid_key(*t)));
         }
         for k in &inst.ues {
-            let _ = maps.ue_keys.delete(bytes(k));
+            let _ = maps.keys.delete(bytes(k));
         }
         for k in &inst.framed {
             let _ = maps.framed.delete(bytes(k));

@@ -53,12 +53,11 @@ fn pdrs_with_the_same_sdf_filters_share_one_block() {
     if !root() {
         return;
     }
-    // Room for 1024 cold entries per table (the least), and 1000 sessions of 2 PDRs
-    // with a filter each. 4096 slots: the UE addresses from 10.64.0.1 up (the first
-    // 4095 sessions) have slots 1, 2, ... of their own (slot 0 is never used).
+    // Room for 1024 SDF entries (the least), and 1000 sessions of 2 PDRs with a filter
+    // each. 4096 slots: the UE addresses from 10.64.0.1 up have slots of their own.
     let slots = 4096;
     let cap = Capacity {
-        cold_entries: 1024,
+        sdf_entries: 1024,
         ue_slots: slots,
         teid_index: TeidIndex::new(1, u32::MAX, slots),
         ..Capacity::for_sessions(1000)

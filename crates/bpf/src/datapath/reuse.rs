@@ -52,8 +52,7 @@ pub(super) struct Adopted {
     /// SDF entries that belong to no run a record or cold PDR names.
     stray_sdfs: Vec<u32>,
     /// The key tables' keys found.
-    teid_keys: Vec<types::teid_key>,
-    ue_keys: Vec<types::ue_key>,
+    keys: Vec<types::sess_key>,
     framed: Vec<types::lpm_key>,
     /// Application detection's chunks, names and URLs found (replaced by set_pfds).
     app_chunks: Vec<u32>,
@@ -372,11 +371,7 @@ impl Datapath {
             }
         }
         self.next_handle = top.wrapping_add(1).max(1);
-        a.teid_keys = keys(&maps.teid_keys)
-            .iter()
-            .filter_map(|k| from_bytes(k))
-            .collect();
-        a.ue_keys = keys(&maps.ue_keys)
+        a.keys = keys(&maps.keys)
             .iter()
             .filter_map(|k| from_bytes(k))
             .collect();
@@ -496,8 +491,16 @@ impl Datapath {
             .values()
             .flat_map(|i| i.teids.iter().copied())
             .collect();
-        for k in a.teid_keys.iter().filter(|k| !teids.contains(&k.teid)) {
-            let _ = maps.teid_keys.delete(bytes(k));
+        let teid_of = |k: &types::sess_key| {
+            (u32::from(k.kind) == abi::KEY_TEID)
+                .then(|| u32::from_ne_bytes([k.addr[0], k.addr[1], k.addr[2], k.addr[3]]))
+        };
+        for k in a
+            .keys
+            .iter()
+            .filter(|k| teid_of(k).is_some_and(|t| !teids.contains(&t)))
+        {
+            let _ = maps.keys.delete(bytes(k));
             r.keys_removed += 1;
         }
         let ues: HashSet<Vec<u8>> = self
@@ -505,8 +508,12 @@ impl Datapath {
             .values()
             .flat_map(|i| i.ues.iter().map(|k| bytes(k).to_vec()))
             .collect();
-        for k in a.ue_keys.iter().filter(|k| !ues.contains(bytes(*k))) {
-            let _ = maps.ue_keys.delete(bytes(k));
+        for k in a
+            .keys
+            .iter()
+            .filter(|k| teid_of(k).is_none() && !ues.contains(bytes(*k)))
+        {
+            let _ = maps.keys.delete(bytes(k));
             r.keys_removed += 1;
         }
         let framed: HashSet<Vec<u8>> = self
