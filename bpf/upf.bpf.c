@@ -476,10 +476,24 @@ static __always_inline int try_hot(struct pkt *k)
 	return 1;
 }
 
+/* Whether the packet may be of application `a` (0: none): it is, or it matches one of
+ * the application's flow descriptions. */
+static __always_inline int may_be_app(const struct pkt *k, __u32 a)
+{
+	if (!a)
+		return 0;
+	if (a == k->app)
+		return 1;
+	struct app_entry *ae = bpf_map_lookup_elem(&apps, &a);
+
+	return ae && ae->n_sdf && app_flows_match(ae, &k->f, k->up);
+}
+
 /* The first PDR, in precedence order, that the packet matches (k->pdr, k->far): 1, or
  * 0 if none. A PDR with an Application ID matches only packets of its application or of
  * one of its application's flow descriptions; another application's is passed over
- * without reading its entry. */
+ * without reading its entry, and when the record says which applications' PDRs come
+ * before the hot one (DR_APPS), without reading the key's PDR list either. */
 static __always_inline int find_pdr(struct pkt *k)
 {
 	int i;
@@ -487,6 +501,11 @@ static __always_inline int find_pdr(struct pkt *k)
 	k->hot = 0;
 	if (!k->list)
 		return k->primary && try_hot(k);
+	const struct dir_rules *d = &k->rec.dir[k->key & 1];
+
+	if (k->primary && (d->flags & DR_APPS) && !may_be_app(k, d->more & 0xffff) &&
+	    !may_be_app(k, d->more >> 16) && try_hot(k))
+		return 1;
 	struct pdr_list *pl = bpf_map_lookup_elem(&pdr_lists, &k->list);
 
 	if (!pl)

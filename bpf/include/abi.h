@@ -80,7 +80,11 @@ enum dir_flag {
 	DR_COLD = 0x08,     /* its full entry (more QERs or URRs, an IPv6 tunnel) is pdrs[more] */
 	DR_GATE = 0x10,     /* the home QER's gate is open in this direction */
 	DR_MBR = 0x20,      /* the home QER has an MBR in this direction (cost, tau, lease) */
+	DR_APPS = 0x40,     /* the PDRs before the hot one are of the applications in `more` (2 x 16 bits) */
 };
+/* DR_APPS: at most two applications (`more`'s low and high 16 bits, 0: none); a packet
+ * of neither, matching none of their flow descriptions, meets the hot PDR first without
+ * reading the key's PDR list. */
 
 /* Per-CPU leases (docs/architecture.md "Leases"): a CPU takes MBR credit, quota and
  * threshold allowance from a rule's pool with one atomic operation and spends it in its

@@ -276,7 +276,15 @@ impl Compiled {
             r.n_pdrs[line] = k.pdrs.len() as u8;
             r.hot_at[line] = at as u8;
             if let Some(pdr) = k.pdrs.get(at).and_then(|id| self.pdr(*id)) {
-                r.dir[line] = self.dir_rules(pdr, k.uplink, p);
+                let mut d = self.dir_rules(pdr, k.uplink, p);
+                if let Some([a, b]) = self
+                    .apps_before_hot(k)
+                    .filter(|_| at > 0 && d.flags & abi::DR_COLD as u8 == 0)
+                {
+                    d.flags |= abi::DR_APPS as u8;
+                    d.more = u32::from(a) | u32::from(b) << 16;
+                }
+                r.dir[line] = d;
             }
         }
         if let Some((_, q)) = p
@@ -293,6 +301,24 @@ impl Compiled {
             | ((p.lanes_used || p.home_urr.is_some()) as u8 * abi::HOME_LANES_USED as u8);
         r.home.seid = self.seid;
         r
+    }
+
+    /// The applications of a key's PDRs before its hot one, if they are all application
+    /// PDRs of at most two applications (abi::DR_APPS): what a packet must be of, or
+    /// match a flow description of, to need any PDR but the hot one before it.
+    fn apps_before_hot(&self, k: &KeyRules) -> Option<[u16; 2]> {
+        let at = self.hot_at(k);
+        let mut apps = [0u16; 2];
+        for id in &k.pdrs[..at] {
+            let a = self.pdr(*id)?.app;
+            if a == 0 {
+                return None;
+            }
+            if !apps.contains(&a) {
+                *apps.iter_mut().find(|x| **x == 0)? = a;
+            }
+        }
+        Some(apps)
     }
 
     /// A key's hot PDR and its FAR as a line of the record.
