@@ -689,10 +689,19 @@ pub struct State {
     /// false: it always loads a new one and swaps it in (make-before-break).
     #[serde(default = "yes")]
     pub reuse_datapath: bool,
+    /// A directory on a BPF filesystem where upfd pins its data path's program arrays:
+    /// the kernel empties them when no process holds them, and the programs left
+    /// attached would then drop every packet until the next upfd takes over (pins.rs).
+    #[serde(default = "pin_directory")]
+    pub pin_directory: std::path::PathBuf,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn pin_directory() -> std::path::PathBuf {
+    "/sys/fs/bpf/upfd".into()
 }
 
 impl Default for State {
@@ -701,6 +710,7 @@ impl Default for State {
             directory: None,
             journal_limit: None,
             reuse_datapath: true,
+            pin_directory: pin_directory(),
         }
     }
 }
@@ -1313,6 +1323,7 @@ fn allowed(path: &str) -> Option<String> {
         "api.listen" => "IP:port, e.g. \"127.0.0.1:9100\" or \"0.0.0.0:9100\"",
         "state.directory" => "a directory path, e.g. /var/lib/upfd",
         "state.reuse_datapath" => "true or false",
+        "state.pin_directory" => "a directory on a BPF filesystem, e.g. /sys/fs/bpf/upfd",
         "cpus" => "a list of CPU numbers, e.g. [0, 1]",
         "cpus[]" => return Some(format!("a CPU number 0-{}", cpus_configured() - 1)),
         "log.level" => "error, warn, info or debug",

@@ -176,7 +176,10 @@ fn restore_or_start(
                         persist::reconcile(&mut x.dp.borrow_mut());
                     }
                 }
+                let pins = &cfg.state.pin_directory;
                 if let Some(x) = &mut xdp {
+                    // Pinned before it forwards: it must outlive this upfd from then on.
+                    x.pin(pins);
                     x.attach()?;
                 }
                 let carried = match &xdp {
@@ -189,6 +192,10 @@ fn restore_or_start(
                     }
                     _ => 0,
                 };
+                // The old data path is off the interfaces and its counts carried.
+                if let Some(x) = &xdp {
+                    x.unpin_others(pins);
+                }
                 let counters = counter_table(&xdp)?;
                 info!(
                     "state: restored {} session(s) of {} association(s) in {:?} (Recovery Time Stamp {} kept; {}{} URR(s) counted during the handover){}",
@@ -231,7 +238,11 @@ fn restore_or_start(
             }
         }
     }
-    let (xdp, mut n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
+    let (mut xdp, mut n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
+    if let Some(x) = &mut xdp {
+        x.pin(&cfg.state.pin_directory);
+        x.unpin_others(&cfg.state.pin_directory);
+    }
     let counters = counter_table(&xdp)?;
     let kept = Kept::start_clean(dir, cfg, fresh_rts, fresh_seed, counters, &mut n4)?;
     Ok((xdp, n4, Some(kept)))

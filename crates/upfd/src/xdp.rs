@@ -141,6 +141,9 @@ pub struct Xdp {
     /// metrics' `upf_xdp_attached`).
     pub modes: Vec<(String, &'static str, AttachMode)>,
     native: bool,
+    /// The pins that keep this data path whole without upfd (pins.rs): removed when upfd
+    /// ends detaching it, forgotten when it ends leaving it forwarding.
+    pins: Option<crate::pins::Pins>,
     // The ring's epoll fd is registered before the ring that owns it is dropped.
     ring_fd: AsyncFd<Fd>,
     ring: upf_bpf::libbpf_rs::RingBuffer<'static>,
@@ -152,6 +155,9 @@ impl Drop for Xdp {
         let dp = self.dp.borrow();
         for (role, i) in &self.attached {
             dp.detach(*role, *i);
+        }
+        if let Some(p) = &self.pins {
+            p.remove();
         }
     }
 }
@@ -253,6 +259,7 @@ impl Xdp {
             interfaces,
             modes: Vec::new(),
             native,
+            pins: None,
             ring_fd,
             ring,
             records,
@@ -290,6 +297,59 @@ impl Xdp {
     /// upfd takes over (state.directory).
     pub fn keep_attached(&mut self) {
         self.attached.clear();
+        self.pins = None;
+    }
+
+    /// Pin what keeps this data path whole when upfd ends (pins.rs, `state.pin_directory`):
+    /// said, not fatal, if it cannot be. A reused data path's pins are there already.
+    pub fn pin(&mut self, root: &std::path::Path) {
+        use std::os::fd::AsFd;
+        let dp = self.dp.borrow();
+        let id = match dp.counter_table() {
+            Ok(t) => t.map_id,
+            Err(e) => {
+                warn!("xdp: the data path's tables: {e}");
+                return;
+            }
+        };
+        let pinned = match crate::pins::pinned(root, id, &crate::pins::PINNED) {
+            Some(p) => Ok(p),
+            None if self.reused => crate::pins::running(id).and_then(|objs| {
+                let fds: Vec<_> = objs.iter().map(|(n, f)| (n.clone(), f.as_fd())).collect();
+                crate::pins::pin(root, id, &fds)
+            }),
+            None => {
+                let s = dp.skel();
+                let fds = [
+                    ("calls", s.maps.calls.as_fd()),
+                    ("calls_cpu", s.maps.calls_cpu.as_fd()),
+                    ("xdp_n3_cpu", s.progs.xdp_n3_cpu.as_fd()),
+                ]
+                .map(|(n, f)| (n.to_string(), f));
+                crate::pins::pin(root, id, &fds)
+            }
+        };
+        drop(dp);
+        match pinned {
+            Ok(p) => {
+                debug!("xdp: the data path's program arrays pinned in {}", p.dir.display());
+                self.pins = Some(p);
+            }
+            Err(e) => warn!(
+                "xdp: state.pin_directory: {e}: when upfd ends, its data path drops every packet until the next upfd takes over, and that one cannot reuse it"
+            ),
+        }
+    }
+
+    /// Remove the pins of the data paths the upfds before this one left (this one has
+    /// replaced them, or reused its own).
+    pub fn unpin_others(&self, root: &std::path::Path) {
+        let n = crate::pins::remove_others(root, self.pins.as_ref().map(|p| p.dir.as_path()));
+        if n > 0 {
+            info!(
+                "xdp: the pins of {n} data path(s) the upfd before left removed: their tables are freed"
+            );
+        }
     }
 
     /// The next thing the XDP side must act on.
