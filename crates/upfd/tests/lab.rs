@@ -1854,9 +1854,12 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     let _serial = serial();
     let lab = Lab::up("e-rst-").unwrap().down_on_drop();
     let state = common::TempDir::new("upfd-lab-state");
+    // Where upfd pins its data path, so that it forwards while no upfd runs.
+    let bpffs = common::lab::Bpffs::mount("upfd-lab-bpffs");
     let opts = UpfdOptions {
         binary: std::env::var("UPF_RESTART_BINARY").ok().map(Into::into),
         state_dir: Some(state.0.join("state")),
+        pin_directory: Some(bpffs.path().join("upfd")),
         max_sessions: Some(env_or("UPF_RESTART_MAX_SESSIONS", 10_000) as usize),
         ..UpfdOptions::default()
     };
@@ -1911,11 +1914,26 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             let (opts, upgrade) = (&opts, &upgrade);
             let (done, done_at) = (&done, &done_at);
             let mut old = upfd;
+            // The data paths pinned (one directory each): what outlives an upfd.
+            let pins = opts.pin_directory.clone().expect("pin_directory");
+            let pinned = move || -> Vec<String> {
+                let mut v: Vec<String> = std::fs::read_dir(&pins)
+                    .map(|d| {
+                        d.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort();
+                v
+            };
             let restarts = sc.spawn(move || {
                 let _done = Done(done, done_at);
                 // Each upfd is stopped only once it forwards the traffic both ways.
                 assert!(forwarding(&old), "traffic through the first upfd");
                 assert!(old.drops().is_empty(), "upfd dropped: {:?}", old.drops());
+                let first = pinned();
+                assert_eq!(first.len(), 1, "{first:?}\n{}", old.log());
                 assert!(old.stop(libc::SIGKILL, Duration::from_secs(30)), "SIGKILL");
                 drop(old);
                 let mut up = LabUpfd::start(lab, opts);
@@ -1932,7 +1950,8 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                 );
                 assert!(forwarding(&up), "traffic through the restarted upfd");
                 assert!(up.drops().is_empty(), "upfd dropped: {:?}", up.drops());
-                let first = Instant::now();
+                assert_eq!(pinned(), first, "the reused data path's pins kept");
+                let first_at = Instant::now();
                 assert!(up.stop(libc::SIGTERM, Duration::from_secs(60)), "SIGTERM");
                 assert!(
                     up.log()
@@ -1949,7 +1968,11 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                 );
                 assert!(up.log().contains("loading a new"), "{}", up.log());
                 assert!(forwarding(&up), "traffic through the upgraded upfd");
-                (up, [first, Instant::now()])
+                // The replaced data path's pins removed (its tables freed), the new
+                // one's in place.
+                let now = pinned();
+                assert!(now.len() == 1 && now != first, "{now:?} after {first:?}");
+                (up, [first_at, Instant::now()])
             });
             let keep_going = || {
                 let after = done_at
