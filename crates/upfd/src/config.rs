@@ -689,9 +689,10 @@ pub struct State {
     /// false: it always loads a new one and swaps it in (make-before-break).
     #[serde(default = "yes")]
     pub reuse_datapath: bool,
-    /// A directory on a BPF filesystem where upfd pins its data path's program arrays:
-    /// the kernel empties them when no process holds them, and the programs left
-    /// attached would then drop every packet until the next upfd takes over (pins.rs).
+    /// A directory on a BPF filesystem where upfd pins its data path's program arrays
+    /// (under its Node ID): the kernel empties them when no process holds them, and the
+    /// programs left attached would then drop every packet until the next upfd takes
+    /// over (pins.rs).
     #[serde(default = "pin_directory")]
     pub pin_directory: std::path::PathBuf,
 }
@@ -716,6 +717,22 @@ impl Default for State {
 }
 
 impl Config {
+    /// Where this UPF pins its data paths (pins.rs): `state.pin_directory`/its Node ID
+    /// (other characters than letters, digits and `-` as `_`: 192_0_2_7), so that UPFs
+    /// sharing a BPF filesystem never touch each other's pins.
+    pub fn pin_root(&self) -> std::path::PathBuf {
+        let id: String = self
+            .node_id
+            .chars()
+            .map(|c| match c {
+                // A BPF filesystem refuses names with a dot.
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' => c,
+                _ => '_',
+            })
+            .collect();
+        self.state.pin_directory.join(id)
+    }
+
     /// What of this configuration a kept state depends on: a state written under
     /// another is not loaded (its TEIDs, addresses or SEIDs may not fit).
     pub fn state_fingerprint(&self) -> String {
@@ -2071,6 +2088,18 @@ ue_pools:
             Some(std::path::Path::new("/var/lib/upfd"))
         );
         assert_eq!(c.cpus, [0]);
+        // The pins under the Node ID, without the dots a BPF filesystem refuses.
+        assert_eq!(
+            c.pin_root(),
+            std::path::Path::new("/sys/fs/bpf/upfd").join(c.node_id.replace('.', "_"))
+        );
+        let p = Config::parse(
+            &format!("{GOOD}state: {{ directory: /d, pin_directory: /bpf/x }}\n"),
+            "t.yaml",
+        )
+        .unwrap();
+        assert!(p.pin_root().starts_with("/bpf/x"), "{:?}", p.pin_root());
+        assert!(!p.pin_root().to_string_lossy().contains('.'));
         let e = err(&format!("{GOOD}cpus: [100000]\n"));
         assert!(
             e.starts_with("t.yaml: cpus[0]: 100000 is out of range: a CPU number 0-"),

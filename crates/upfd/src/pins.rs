@@ -6,8 +6,8 @@
 //! the data path ([`upf_bpf::datapath::Datapath::adopt`] needs all of it).
 //!
 //! So upfd pins the two arrays and `xdp_n3_cpu` (used only through the cpumap, which
-//! holds it only while spreading) in `state.pin_directory`, a directory per data path
-//! named after its `sess_pages` table's kernel ID (the ID the state names). Once a
+//! holds it only while spreading) in `state.pin_directory`/Node ID, a directory per data
+//! path named after its `sess_pages` table's kernel ID (the ID the state names). Once a
 //! restarted upfd has taken over, the pins of every other data path go (the old programs
 //! are off the interfaces then, and their tables are freed); when upfd ends for good
 //! (detaching), its own go.

@@ -176,7 +176,7 @@ fn restore_or_start(
                         persist::reconcile(&mut x.dp.borrow_mut());
                     }
                 }
-                let pins = &cfg.state.pin_directory;
+                let pins = &cfg.pin_root();
                 if let Some(x) = &mut xdp {
                     // Pinned before it forwards: it must outlive this upfd from then on.
                     x.pin(pins);
@@ -240,8 +240,8 @@ fn restore_or_start(
     }
     let (mut xdp, mut n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
     if let Some(x) = &mut xdp {
-        x.pin(&cfg.state.pin_directory);
-        x.unpin_others(&cfg.state.pin_directory);
+        x.pin(&cfg.pin_root());
+        x.unpin_others(&cfg.pin_root());
     }
     let counters = counter_table(&xdp)?;
     let kept = Kept::start_clean(dir, cfg, fresh_rts, fresh_seed, counters, &mut n4)?;

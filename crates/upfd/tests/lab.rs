@@ -1914,8 +1914,13 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             let (opts, upgrade) = (&opts, &upgrade);
             let (done, done_at) = (&done, &done_at);
             let mut old = upfd;
-            // The data paths pinned (one directory each): what outlives an upfd.
-            let pins = opts.pin_directory.clone().expect("pin_directory");
+            // The data paths pinned (one directory each, under the UPF's Node ID): what
+            // outlives an upfd.
+            let pins = opts
+                .pin_directory
+                .clone()
+                .expect("pin_directory")
+                .join(addr::UPF_N4.to_string().replace('.', "_"));
             let pinned = move || -> Vec<String> {
                 let mut v: Vec<String> = std::fs::read_dir(&pins)
                     .map(|d| {
