@@ -573,9 +573,7 @@ mod tests {
                 // A lease's or a 64 KiB packet's cost fits in 64 bits, and now + tau in
                 // any uptime.
                 assert!(u.lease > 0, "{kbps}");
-                assert!(u64::from(u.lease.max(65_535))
-                    .checked_mul(u.cost)
-                    .is_some());
+                assert!(u64::from(u.lease.max(65_535)).checked_mul(u.cost).is_some());
                 assert!(u.tau < 1 << 62, "{kbps}");
                 // The burst less a lease's life still holds a lease or more.
                 assert!(u.tau >= (u64::from(u.lease) * u.cost) >> abi::QER_COST_SHIFT);
