@@ -152,7 +152,7 @@ impl Capacity {
         // "Memory per session"): every session's keys may be outside their slots (an SMF
         // that chooses TEIDs, IPv6 UEs); a session in two needs cold PDRs, a QER or URR
         // beyond its first, or SDF filters of its own. A table that is full refuses the
-        // session that does not fit (Cause 73, No resources available).
+        // session that does not fit (Cause 75, No resources available).
         Capacity {
             sessions,
             key_entries: sessions.saturating_add(1024),

@@ -605,6 +605,26 @@ pub struct Datapath {
     /// The CPUs `spread` hands G-PDUs to (empty: every online CPU), at most
     /// `MAX_SPREAD_CPUS` (64).
     pub spread_cpus: Vec<usize>,
+    /// Sizes of the data path's tables beyond the sessions' own records, for SMFs whose
+    /// sessions carry more than two PDRs, a QER and a URR (docs/configuration.md).
+    pub tables: Tables,
+}
+
+/// Entries of the tables that hold what does not fit in a session's record; each unset
+/// one is sized from `limits.max_sessions`. A full table refuses the session that does
+/// not fit with Cause 75 (No resources available) and says which table is full.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tables {
+    /// PDR lists, PDRs beyond a session's first per direction, and their FARs
+    /// (default `max_sessions` / 4 + 1024).
+    pub cold_entries: Option<u32>,
+    /// SDF filter entries, shared by sessions with the same filters (default
+    /// `max_sessions` / 8 + 1024).
+    pub sdf_entries: Option<u32>,
+    /// QERs and URRs beyond a session's first: each takes 128 octets plus 64 per CPU
+    /// (default `max_sessions` / 64, at least 4096).
+    pub cells: Option<u32>,
 }
 
 impl Default for Datapath {
@@ -620,6 +640,7 @@ impl Default for Datapath {
             protected_addresses: Vec::new(),
             spread: Spread::Off,
             spread_cpus: Vec::new(),
+            tables: Tables::default(),
         }
     }
 }
@@ -1326,6 +1347,9 @@ fn allowed(path: &str) -> Option<String> {
         | "buffering.packets_total"
         | "datapath.unknown_teid_to_slowpath_per_sec"
         | "datapath.error_indications_per_sec" => WHOLE,
+        "datapath.tables.cold_entries"
+        | "datapath.tables.sdf_entries"
+        | "datapath.tables.cells" => "a whole number of entries 1-4294967295",
         "datapath.mode" => "none or xdp",
         "datapath.n3_interface" | "datapath.n9_interface" | "datapath.n6_interface" => {
             "an interface name, e.g. eth1"
@@ -1605,6 +1629,15 @@ impl Config {
                 "limits.max_sessions",
                 format!("{m} is out of range: a whole number 1-4294967295"),
             );
+        }
+        for (key, n) in [
+            ("datapath.tables.cold_entries", self.datapath.tables.cold_entries),
+            ("datapath.tables.sdf_entries", self.datapath.tables.sdf_entries),
+            ("datapath.tables.cells", self.datapath.tables.cells),
+        ] {
+            if n == Some(0) {
+                return err(key, "0 is out of range: a whole number of entries 1-4294967295".into());
+            }
         }
         let configured = cpus_configured();
         for (key, list) in [
@@ -2185,6 +2218,27 @@ ue_pools:
             e.starts_with("t.yaml: datapath.protected_addresses: 9 distinct IPv4 addresses"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn table_sizes_are_taken_as_given_and_zero_is_refused_by_its_path() {
+        let c = Config::parse(
+            &format!("{GOOD}datapath:\n  tables: {{ cold_entries: 500000, cells: 250000 }}\n"),
+            "t.yaml",
+        )
+        .unwrap();
+        let t = &c.datapath.tables;
+        assert_eq!(
+            (t.cold_entries, t.sdf_entries, t.cells),
+            (Some(500_000), None, Some(250_000))
+        );
+        let e = err(&format!("{GOOD}datapath:\n  tables: {{ cells: 0 }}\n"));
+        assert!(
+            e.starts_with("t.yaml: datapath.tables.cells: 0 is out of range"),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}datapath:\n  tables: {{ cold: 5 }}\n"));
+        assert!(e.contains("datapath.tables"), "{e}");
     }
 
     #[test]

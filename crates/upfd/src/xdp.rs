@@ -96,7 +96,11 @@ fn online_cpus() -> Vec<u32> {
 fn capacity(cfg: &Config, teid_index: TeidIndex) -> Capacity {
     let max = u32::try_from(cfg.limits.max_sessions).unwrap_or(u32::MAX);
     let base = Capacity::for_sessions(max);
+    let t = &cfg.datapath.tables;
     Capacity {
+        cold_entries: t.cold_entries.unwrap_or(base.cold_entries),
+        sdf_entries: t.sdf_entries.unwrap_or(base.sdf_entries),
+        cells: t.cells.unwrap_or(base.cells),
         teid_index,
         // As many downlink slots as TEID slots: the TEID allocator then gives a session
         // the uplink slot of its UE address's downlink slot, and the data path finds
