@@ -1842,8 +1842,9 @@ fn scas_fuzzed_pfcp_and_gtpu_leave_a_running_upfd_up_and_consistent() {
 /// the generator; without it, 4,000 in bursts of 32), UPF_RESTART_MAX_SESSIONS (`limits.max_sessions`: what upfd allocates at
 /// start), UPF_RESTART_SECS (the traffic's least length; it runs until the restarts
 /// are over and a second more in any case), UPF_RESTART_BINARY (the upfd to start
-/// first, e.g. a wrapper that pins it to a CPU) and UPF_RESTART_ATTEMPTS (rounds of two
-/// restarts each, each round's loss printed; default 1).
+/// first, e.g. a wrapper that pins it to a CPU), UPF_RESTART_UPGRADE_CPUS (the upgraded
+/// upfd's `cpus`, e.g. `0` to keep it off the forwarding CPU) and UPF_RESTART_ATTEMPTS
+/// (rounds of two restarts each, each round's loss printed; default 1).
 #[test]
 fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -1870,6 +1871,17 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     let upgrade = UpfdOptions {
         binary: Some(upgraded),
         reuse_datapath: false,
+        cpus: std::env::var("UPF_RESTART_UPGRADE_CPUS")
+            .map(|v| {
+                v.split(',')
+                    .map(|c| {
+                        c.trim()
+                            .parse()
+                            .expect("UPF_RESTART_UPGRADE_CPUS: CPU numbers")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         ..opts.clone()
     };
     let mut upfd = LabUpfd::start(&lab, &opts);

@@ -800,7 +800,9 @@ mod tests {
         let f = frame();
         let now = 5 * SEC;
         let mut passed = 0;
+        // Bounded: a burst that never ends (a lease not spent) fails, not loops.
         loop {
+            assert!(passed <= 1000, "QER 2's burst never ran out");
             let before = m.qers.get(&(SEID, 1)).cloned();
             match m.process_n3(&f, now) {
                 Verdict::Redirect { .. } => passed += 1,

@@ -60,6 +60,8 @@ pub struct UpfdOptions {
     pub reuse_datapath: bool,
     /// `state.pin_directory` (with `state_dir`): on a [`Bpffs`] the test mounted.
     pub pin_directory: Option<std::path::PathBuf>,
+    /// `cpus`: the CPUs upfd runs on (empty: any).
+    pub cpus: Vec<usize>,
 }
 
 impl Default for UpfdOptions {
@@ -75,6 +77,7 @@ impl Default for UpfdOptions {
             max_sessions: None,
             reuse_datapath: true,
             pin_directory: None,
+            cpus: Vec::new(),
         }
     }
 }
@@ -171,6 +174,9 @@ impl LabUpfd {
         ));
         if let Some(n) = o.max_sessions {
             y.push_str(&format!("limits: {{ max_sessions: {n} }}\n"));
+        }
+        if !o.cpus.is_empty() {
+            y.push_str(&format!("cpus: {:?}\n", o.cpus));
         }
         if let Some(d) = &o.state_dir {
             let pins = o
