@@ -1631,12 +1631,21 @@ impl Config {
             );
         }
         for (key, n) in [
-            ("datapath.tables.cold_entries", self.datapath.tables.cold_entries),
-            ("datapath.tables.sdf_entries", self.datapath.tables.sdf_entries),
+            (
+                "datapath.tables.cold_entries",
+                self.datapath.tables.cold_entries,
+            ),
+            (
+                "datapath.tables.sdf_entries",
+                self.datapath.tables.sdf_entries,
+            ),
             ("datapath.tables.cells", self.datapath.tables.cells),
         ] {
             if n == Some(0) {
-                return err(key, "0 is out of range: a whole number of entries 1-4294967295".into());
+                return err(
+                    key,
+                    "0 is out of range: a whole number of entries 1-4294967295".into(),
+                );
             }
         }
         let configured = cpus_configured();

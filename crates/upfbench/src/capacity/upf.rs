@@ -25,9 +25,8 @@ pub fn upfd_config(max_sessions: u64, rich: u64) -> String {
     } else {
         let n = u32::try_from(max_sessions).unwrap_or(u32::MAX);
         let base = upf_bpf::datapath::Capacity::for_sessions(n);
-        let more = |base: u32, per: u64| {
-            u32::try_from(u64::from(base) + per * rich).unwrap_or(u32::MAX)
-        };
+        let more =
+            |base: u32, per: u64| u32::try_from(u64::from(base) + per * rich).unwrap_or(u32::MAX);
         format!(
             ", tables: {{ cold_entries: {}, cells: {} }}",
             more(base.cold_entries, 6),
