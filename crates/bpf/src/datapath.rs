@@ -99,7 +99,8 @@ struct Installed {
     framed: Vec<types::lpm_key>,
     /// Cold entries by handle: PDR lists, PDRs, FARs, SDF runs (start, length).
     cold: SmallVec<[(Table, u32); 2]>,
-    sdfs: SmallVec<[(u32, u32); 1]>,
+    /// Two inline: the common session's filters in both PDRs take no heap block.
+    sdfs: SmallVec<[(u32, u32); 2]>,
     /// Stable across modifications: their state (pools, lanes) must survive.
     qers: IdMap,
     urrs: IdMap,
