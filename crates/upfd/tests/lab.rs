@@ -1921,7 +1921,7 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             }
         }
         let began = Instant::now();
-        let (t, (up, swaps)) = std::thread::scope(|sc| {
+        let (t, (up, swaps, mut windows)) = std::thread::scope(|sc| {
             let lab = &lab;
             let (opts, upgrade) = (&opts, &upgrade);
             let (done, done_at) = (&done, &done_at);
@@ -1948,6 +1948,9 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                 let _done = Done(done, done_at);
                 // Each upfd is stopped only once it forwards the traffic both ways.
                 assert!(forwarding(&old), "traffic through the first upfd");
+                // The veths' losses around each restart (the benchmark's split: every
+                // packet the rig loses is in these counters, as the test checks below).
+                let mut windows = vec![(Instant::now(), LabLoss::read(lab))];
                 assert!(old.drops().is_empty(), "upfd dropped: {:?}", old.drops());
                 let first = pinned();
                 assert_eq!(first.len(), 1, "{first:?}\n{}", old.log());
@@ -1969,6 +1972,7 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                 assert!(up.drops().is_empty(), "upfd dropped: {:?}", up.drops());
                 assert_eq!(pinned(), first, "the reused data path's pins kept");
                 let first_at = Instant::now();
+                windows.push((first_at, LabLoss::read(lab)));
                 assert!(up.stop(libc::SIGTERM, Duration::from_secs(60)), "SIGTERM");
                 assert!(
                     up.log()
@@ -1989,7 +1993,8 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                 // one's in place.
                 let now = pinned();
                 assert!(now.len() == 1 && now != first, "{now:?} after {first:?}");
-                (up, [first_at, Instant::now()])
+                windows.push((Instant::now(), LabLoss::read(lab)));
+                (up, [first_at, Instant::now()], windows)
             });
             let keep_going = || {
                 let after = done_at
@@ -2013,6 +2018,22 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             (t, restarts.join().expect("restarts"))
         });
         upfd = up;
+        windows.push((Instant::now(), LabLoss::read(&lab)));
+        for (w, name) in windows.windows(2).zip([
+            "SIGKILL to the restarted upfd forwarding",
+            "SIGTERM to the upgraded upfd forwarding",
+            "after the restarts, to the traffic's end",
+        ]) {
+            let l = w[1].1.since(&w[0].1);
+            eprintln!(
+                "round {round}: {name} ({:.1} s): lost UL {} before upfd, {} after; DL {} before, {} after",
+                (w[1].0 - w[0].0).as_secs_f64(),
+                l.before_upfd(Direction::Uplink),
+                l.after_upfd(Direction::Uplink),
+                l.before_upfd(Direction::Downlink),
+                l.after_upfd(Direction::Downlink),
+            );
+        }
         eprintln!(
             "round {round}: restarts {:.1} s and {:.1} s into a run of {:.1} s",
             (swaps[0] - began).as_secs_f64(),
