@@ -181,6 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             p99_ms: l.measured.latency.p99_ms,
             max_ms: l.measured.latency.max_ms,
             bytes_per_session: l.bytes_per_session,
+            map_bytes_per_session: l.bpf_map_bytes.map(|m| m / (l.resident as u64).max(1)),
         })
         .collect();
     if args.json {

@@ -72,6 +72,7 @@ impl Run<'_> {
             p99_ms: est.latency.p99_ms,
             max_ms: est.latency.max_ms,
             bytes_per_session: mem.map(|(rss, maps)| (rss + maps) / plan.sessions),
+            map_bytes_per_session: mem.map(|(_, maps)| maps / plan.sessions),
         });
         self.sessions = gen_sessions(&smf.smf, args.in_order);
         if self.sessions.len() as u64 != plan.sessions {
