@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The UPF data path: two thin entry points, one per interface role.
- *   xdp_n3: GTP-U in (N3 from gNBs, N9 from other UPFs): TEID -> PDRs -> FAR; or,
- *           with spreading on, the G-PDU handed to xdp_n3_cpu on another CPU.
- *   xdp_n6: plain IP in from the data network: UE address -> PDRs -> FAR.
+/* The UPF data path: thin entry points, one per interface role, and the stages they
+ * hand a packet to (include/pipeline.h):
+ *   xdp_n3: GTP-U in (N3 from gNBs, N9 from other UPFs): TEID -> session; or, with
+ *           spreading on, the G-PDU handed to xdp_n3_cpu on another CPU.
+ *   xdp_n6: plain IP in from the data network: UE address -> session.
+ *   stage_app, stage_rules, stage_egress (and their cpumap twins): application
+ *           classification; PDR, FAR, QERs, quota; headers, next hop, counts, send.
  * The logic is in the headers under include/, one per concern; the tables in
  * include/upf_maps.h, the numbers in include/abi.h. The reference model
  * (crates/upf/src/model/) is what these programs are tested against (BPF_PROG_RUN,
@@ -14,14 +17,15 @@
 #include "csum.h"
 #include "drop.h"
 #include "sdf.h"
-#include "qer.h"
-#include "urr.h"
+#include "session.h"
+#include "lease.h"
+#include "pipeline.h"
 #include "egress.h"
-#include "direct.h"
 #include "encap.h"
 #include "protect.h"
 #include "spread.h"
 #include "app.h"
+#include "profile.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -54,20 +58,142 @@ static __always_inline int unknown_teid(__u64 bytes, __u64 now)
 	__u64 cost = NSEC_PER_SEC / cfg->slowpath_per_sec;
 	__u64 burst = cfg->slowpath_burst ? cfg->slowpath_burst : 1;
 
-	pass = gcra(&b->tat, cost, (burst - 1) * cost, now);
+	pass = gcra(&b->tat, cost, (burst - 1) * cost, now, 0);
 	if (!pass)
 		return XDP_DROP;
 	count(STAT_TO_SLOWPATH, bytes);
 	return XDP_PASS;
 }
 
+/* ---------------------------------------------------------------------------------
+ * Entry: the session. */
+
+/* Copy slot `slot`'s record into the scratch, for key line `key` (0 TEID, 1 UE): 0, or
+ * -1 if there is no such entry, 1 if its record was being rewritten at every try. */
+static __always_inline int load_rec(const struct upf_config *cfg, struct pkt *k, __u32 slot,
+				    int key)
+{
+	struct sess_rec *r = sess_at(cfg, slot);
+
+	if (!r)
+		return -1;
+	/* The entry's pool and this CPU's lane are read by the later stages: touch their
+	 * lines now, so that their misses overlap the record's instead of following it. */
+	struct lane *l = lane_of(r);
+
+	if (l)
+		k->touched = *(volatile __u8 *)l + *(volatile __u8 *)pool_of(r);
+	if (rec_copy(r, key, &k->rec))
+		return 1;
+	k->slot = slot;
+	k->key = key;
+	return 0;
+}
+
+/* The record's own key `key` found: its hot PDR and lists apply. */
+static __always_inline void primary_key(struct pkt *k, int key)
+{
+	k->primary = 1;
+	k->up = k->rec.dir[key & 1].up;
+	k->list = k->rec.list[key & 1];
+	k->n_pdrs = k->rec.n_pdrs[key & 1];
+	k->hot_at = k->rec.hot_at[key & 1];
+}
+
+/* A key of the key tables: its session's record, and its PDRs. 0, -1 (no entry) or 1
+ * (being rewritten). */
+static __always_inline int by_ref(const struct upf_config *cfg, struct pkt *k,
+				  const struct key_ref *ref, int key)
+{
+	int r = load_rec(cfg, k, ref->slot, key);
+
+	if (r)
+		return r;
+	if (ref->primary) {
+		primary_key(k, key);
+		return 0;
+	}
+	k->primary = 0;
+	k->up = ref->up;
+	k->list = ref->list;
+	k->n_pdrs = 0; /* from the list */
+	k->hot_at = 0xff;
+	return 0;
+}
+
+/* The G-PDU's session, by its TEID: 0 found, -1 none, 1 being rewritten. */
+static __always_inline int find_by_teid(const struct upf_config *cfg, struct pkt *k, __u32 teid)
+{
+	__u32 slot = teid_slot(cfg, teid);
+
+	if (slot != NO_SLOT) {
+		int r = load_rec(cfg, k, slot, 0);
+
+		if (r > 0)
+			return r;
+		if (!r && k->rec.teid == teid) {
+			primary_key(k, 0);
+			return 0;
+		}
+	}
+	struct sess_key tk = { .kind = KEY_TEID };
+
+	__builtin_memcpy(tk.addr, &teid, 4);
+	struct key_ref *ref = bpf_map_lookup_elem(&keys, &tk);
+
+	if (!ref)
+		return -1;
+	return by_ref(cfg, k, ref, 0);
+}
+
+/* The session of a packet from the data network, by its destination: the UE address's
+ * slot, the UE key table, then the framed routes (longest prefix). */
+static __always_inline int find_by_ue(const struct upf_config *cfg, struct pkt *k)
+{
+	const struct flow *f = &k->f;
+
+	if (f->version == 4 && cfg->ue_slots) {
+		__u32 a;
+
+		__builtin_memcpy(&a, f->dst, 4);
+		int r = load_rec(cfg, k, bpf_ntohl(a) % cfg->ue_slots, 1);
+
+		if (r > 0)
+			return r;
+		if (!r && (k->rec.flags & SR_UE_KEY) && k->rec.ue_v4 == a) {
+			primary_key(k, 1);
+			return 0;
+		}
+	}
+	struct sess_key uk = {};
+
+	uk.kind = f->version;
+	__builtin_memcpy(uk.addr, f->dst, 16);
+	struct key_ref *ref = bpf_map_lookup_elem(&keys, &uk);
+
+	if (!ref) {
+		struct lpm_key lk = {};
+
+		lk.family = f->version;
+		__builtin_memcpy(lk.addr, f->dst, 16);
+		lk.prefixlen = 8 + (f->version == 4 ? 32 : 128);
+		ref = bpf_map_lookup_elem(&framed, &lk);
+	}
+	if (!ref)
+		return -1;
+	return by_ref(cfg, k, ref, 1);
+}
+
 /* The session's own address? (uplink anti-spoofing: the inner source must be the UE's
  * address or prefix, or inside one of the session's framed routes). */
-static __always_inline int source_allowed(const struct rule_set *rs, const struct flow *f)
+static __always_inline int source_allowed(const struct pkt *k)
 {
-	if (!rs->has_ue_v4 && !rs->ue_v6_len)
+	const struct sess_rec *rs = &k->rec;
+	const struct flow *f = &k->f;
+
+	if (!(rs->flags & SR_UE_V4) && !rs->ue_v6_len)
 		return 1; /* the session names no UE address: nothing to check against */
-	if (f->version == 4 && rs->has_ue_v4) {
+	if (f->version == 4 && (rs->flags & SR_UE_V4)) {
 		const __u8 *u = (const __u8 *)&rs->ue_v4;
 
 		if (f->src[0] == u[0] && f->src[1] == u[1] && f->src[2] == u[2] && f->src[3] == u[3])
@@ -86,344 +212,70 @@ static __always_inline int source_allowed(const struct rule_set *rs, const struc
 		if (ok)
 			return 1;
 	}
-	struct lpm_key k = {};
+	struct lpm_key lk = {};
 
-	k.family = f->version;
-	__builtin_memcpy(k.addr, f->src, 16);
-	k.prefixlen = 8 + (f->version == 4 ? 32 : 128);
-	struct rule_set *fr = bpf_map_lookup_elem(&framed, &k);
+	lk.family = f->version;
+	__builtin_memcpy(lk.addr, f->src, 16);
+	lk.prefixlen = 8 + (f->version == 4 ? 32 : 128);
+	struct key_ref *fr = bpf_map_lookup_elem(&framed, &lk);
 
-	return fr && fr->seid == rs->seid;
+	return fr && fr->slot == k->slot;
 }
 
-/* Whether the packet meets PDR `p`'s conditions beyond its lookup key: QFI, SDF. */
-static __always_inline int pdr_matches(const struct rule_set *rs, const struct pdr *p,
-				       const struct outer *o, const struct flow *f)
-{
-	int j;
-
-	if (p->qfi != QFI_ANY && (!o->has_psc || o->qfi != p->qfi))
-		return 0;
-	if (!p->n_sdf)
-		return 1;
-	for (j = 0; j < MAX_SDF_PER_PDR; j++) {
-		if (j >= p->n_sdf)
-			break;
-		__u32 si = p->sdf + j;
-		struct sdf_match *m = bpf_map_lookup_elem(&sdfs, &si);
-
-		if (m && sdf_matches(m, f, rs->uplink))
-			return 1;
-	}
-	return 0;
-}
-
-/* The position in rs->pdr of the PDR the rule set holds a copy of (pdr0), if it does
- * (RS_HOT_PDR0); else -1. */
-static __always_inline int hot_at(const struct rule_set *rs)
-{
-	if (!(rs->hot & RS_HOT_PDR0))
-		return -1;
-	return (rs->hot >> RS_HOT_AT_SHIFT) & (MAX_PDRS_PER_KEY - 1);
-}
-
-/* The position in rs->pdr of the first PDR, in precedence order, that the packet
- * matches; -1 if none. The hot PDR (hot_at) is read from the rule set's copy. A PDR
- * with an Application ID (rs->pdr_app) matches only packets of its application (`app`,
- * 0: none) or of one of its application's flow descriptions; one of another
- * application is passed over without reading its pdrs entry unless one of the
- * application's flow descriptions (app_sdfs: few, and hot) matches the packet. A
- * global function: verified once. */
-__noinline int match_pdr(const struct rule_set *rs, const struct outer *o, const struct flow *f,
-			 __u32 app)
-{
-	int i;
-
-	if (!rs || !o || !f)
-		return -1;
-	int at = hot_at(rs);
-
-	for (i = 0; i < MAX_PDRS_PER_KEY; i++) {
-		if (i >= rs->n_pdrs)
-			break;
-		__u32 pa = rs->pdr_app[i];
-
-		if (pa && pa != app) {
-			struct app_entry *ae = bpf_map_lookup_elem(&apps, &pa);
-
-			if (!ae || !ae->n_sdf || !app_flows_match(ae, f, rs->uplink))
-				continue;
-		}
-		const struct pdr *p;
-
-		if (i == at) {
-			p = &rs->pdr0;
-		} else {
-			__u32 idx = rs->pdr[i];
-
-			p = bpf_map_lookup_elem(&pdrs, &idx);
-		}
-		if (p && pdr_matches(rs, p, o, f))
-			return i;
-	}
-	return -1;
-}
-
-/* Hand a packet for a buffering FAR to upfd (TS 29.244 clause 5.2.1, BUFF; NOCP asks
- * for one Downlink Data Report). The copy starts at the IP header. */
-static __always_inline int buffer_packet(struct xdp_md *ctx, const struct rule_set *rs,
-					 const struct pdr *p, const struct far *far, __u32 l3,
-					 __u32 len, __u64 now)
-{
-	struct event *e;
-
-	if (len > EVENT_MAX_PACKET)
-		return drop(DROP_BUFFER_FULL, len);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e) + EVENT_MAX_PACKET, 0);
-	if (!e)
-		return drop(DROP_BUFFER_FULL, len);
-	e->type = EV_BUFFER;
-	e->len = len;
-	e->seid = rs->seid;
-	e->far_id = far->id;
-	e->pdr_id = p->id;
-	e->urr = 0;
-	e->nocp = !!(far->action & FAR_NOCP);
-	e->ts_ns = now;
-	if (len == 0 || bpf_xdp_load_bytes(ctx, l3, (void *)(e + 1), len)) {
-		bpf_ringbuf_discard(e, 0);
-		return drop(DROP_BUFFER_FULL, len);
-	}
-	bpf_ringbuf_submit(e, 0);
-	count(STAT_BUFFERED, len);
-	return XDP_DROP;
-}
-
-/* Start loading the cells PDR `p`'s (the hot PDR's) first QER and URR will update. With a million
- * sessions they are rarely in the cache, and the locked instructions that update them
- * (the QER's and the shared cell's atomics) each wait for their miss in turn;
- * plain loads issued together let the misses, page walks included, overlap (lookup_cost
- * at 1M sessions, 4 alternating runs: 1,445 -> 1,292 ns per uplink packet, 1,462 ->
- * 1,301 downlink; touching the SDF filter too did not help). */
-static __always_inline void touch_rules(const struct upf_config *cfg, const struct pdr *p)
-{
-	touch_cells(cfg, p->qer[0], p->urr[0]);
-}
-
-/* The PDR the packet matches, from the rule set's copy when it is the hot one (`hot`),
- * else from the pdrs table; 0 if none. */
-static __always_inline const struct pdr *find_pdr(const struct rule_set *rs, const struct outer *o,
-						   const struct flow *f, __u32 app, int *hot)
-{
-	int at = match_pdr(rs, o, f, app);
-
-	*hot = at >= 0 && at == hot_at(rs);
-	if (*hot)
-		return &rs->pdr0;
-	if (at < 0)
-		return 0;
-	/* MAX_PDRS_PER_KEY is a power of two: the mask is the verifier's bound. */
-	__u32 pi = rs->pdr[at & (MAX_PDRS_PER_KEY - 1)];
-
-	return bpf_map_lookup_elem(&pdrs, &pi);
-}
-
-/* The PDR's FAR: the rule set's copy for its hot PDR, else from the fars table. */
-static __always_inline const struct far *find_far(const struct rule_set *rs, const struct pdr *p,
-						  int hot)
-{
-	__u32 far_idx = p->far;
-
-	if (hot && (rs->hot & RS_HOT_FAR0))
-		return &rs->far0;
-	return bpf_map_lookup_elem(&fars, &far_idx);
-}
-
-/* Outer Header Removal must match how the packet came (8.2.64): a G-PDU's own header
- * (GTP-U/UDP/IPv4, /IPv6, or either) removed, a plain packet's none. */
-static __always_inline int removal_fits(const struct pdr *p, const struct outer *o, int from_gtpu)
-{
-	if (from_gtpu)
-		return p->ohr == 0 ? o->family == 4 : p->ohr == 1 ? o->family == 6 : p->ohr == 6;
-	return p->ohr == OHR_NONE;
-}
-
-/* The PDR's QERs in order (up to MAX_QERS_PER_PDR: a flow MBR, the session AMBR, a
- * gate ...): each gate open, each MBR with room. 0 or the drop reason of the first QER
- * that refuses. A packet that is dropped uses no QER's rate: the QERs before the one
- * that refuses give back what they charged (refund(); drops are the rare path, so the
- * QERs are looked up again there rather than kept). `*q0` is the first QER with a QFI
- * (it gives the PDU Session Container). */
-static __always_inline int enforce_qers(const struct pdr *p, int uplink, __u32 len, __u64 now,
-					struct qer **q0)
-{
-	int i, v = 0, refused = MAX_QERS_PER_PDR;
-
-	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
-		__u32 qi = p->qer[i];
-
-		if (!qi)
-			continue;
-		struct qer *q = bpf_map_lookup_elem(&qers, &qi);
-
-		if (!q)
-			continue;
-		if (!gate_open(q, uplink))
-			v = DROP_GATE_CLOSED;
-		else if (!mbr_conforms(q, uplink, len, now))
-			v = DROP_MBR_EXCEEDED;
-		if (v) {
-			refused = i;
-			break;
-		}
-		if (!*q0 && q->qfi != QFI_ANY)
-			*q0 = q;
-	}
-	if (!v)
-		return 0;
-	for (i = 0; i < MAX_QERS_PER_PDR && i < refused; i++) {
-		__u32 qi = p->qer[i];
-		struct qer *r = qi ? bpf_map_lookup_elem(&qers, &qi) : 0;
-
-		if (r)
-			refund(r, uplink, len);
-	}
-	return v;
-}
-
-/* Send the rewritten frame: to the next hop found, or, decapsulated with the next hop
- * not yet resolved, to the kernel (which resolves it) with the link-layer header it
- * came with. Counts the URRs and the outcome. */
-static __always_inline int send(struct xdp_md *ctx, struct upf_config *cfg, const struct rule_set *rs,
-				const struct pdr *p, const struct far *far, const struct encap *e,
-				const struct egress *eg, int er, const __u8 *in_dmac,
-				const __u8 *in_smac, __u32 len, __u64 now, int from_gtpu)
+/* After the lookup: the uplink checks, then the next stage. */
+static __always_inline int to_stages(struct xdp_md *ctx, struct upf_config *cfg, struct pkt *k,
+				     void *calls_map)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
+	__u32 len = k->f.len;
 
 	if ((void *)(eth + 1) > data_end)
 		return drop(DROP_MALFORMED_IP, len);
-	if (er == EGRESS_NO_NEIGH) {
-		__builtin_memcpy(eth->h_dest, in_dmac, 6);
-		__builtin_memcpy(eth->h_source, in_smac, 6);
-		urr_count(cfg, p, rs->uplink, len, now, rs->seid);
-		return pass_up(STAT_PASSED_TO_KERNEL, len);
-	}
-	__builtin_memcpy(eth->h_dest, eg->dmac, 6);
-	__builtin_memcpy(eth->h_source, eg->smac, 6);
-	if (e->outer_len && e->family == 6 &&
-	    udp6_checksum(ctx, ETH_LEN, e->outer_len + len - 40))
-		return drop(DROP_MALFORMED_IP, len);
-	urr_count(cfg, p, rs->uplink, len, now, rs->seid);
-	count(far->ohc == OHC_NONE ? STAT_FORWARDED_UPLINK
-				   : (from_gtpu ? STAT_FORWARDED_N9 : STAT_FORWARDED_DOWNLINK),
-	      len);
-	if (eg->ifindex == ctx->ingress_ifindex)
-		return XDP_TX;
-	return bpf_redirect(eg->ifindex, 0);
-}
-
-/* Everything after the lookup key, in the order the reference model checks it
- * (crates/upf/src/model/pipeline.rs): source, destination (protect.h), PDR, FAR, QERs,
- * quota, headers, egress, rewrite, send. `o->inner` is the offset of the user's IP packet; `from_gtpu` says
- * whether it came in a G-PDU. */
-static __always_inline int process(struct xdp_md *ctx, struct upf_config *cfg,
-				   const struct rule_set *rs, struct outer *o, struct flow *f,
-				   int from_gtpu)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
+	__builtin_memcpy(k->in_dmac, eth->h_dest, 6);
+	__builtin_memcpy(k->in_smac, eth->h_source, 6);
 	/* The coarse clock (the last tick's time): a fine one costs ~40 ns per packet on a
-	 * VM's clock source, and a tick is far below what the MBR buckets (100 ms deep) and
-	 * the URR first/last packet times (whole seconds in a Usage Report, Table
-	 * 7.5.8.3-1) need. */
-	__u64 now = bpf_ktime_get_coarse_ns();
-	__u32 len = f->len;
-	__u8 in_dmac[6], in_smac[6];
-	struct ethhdr *ieth = data;
-
-	if ((void *)(ieth + 1) > data_end)
-		return drop(DROP_MALFORMED_IP, len);
-	__builtin_memcpy(in_dmac, ieth->h_dest, 6);
-	__builtin_memcpy(in_smac, ieth->h_source, 6);
-
-	if (rs->hot & RS_HOT_PDR0)
-		touch_rules(cfg, &rs->pdr0);
-	if (rs->uplink) {
-		if (!source_allowed(rs, f))
+	 * VM's clock source, and a tick is far below what the MBR leases (8 ms) and the URR
+	 * first/last packet times (whole seconds in a Usage Report) need. */
+	k->now = bpf_ktime_get_coarse_ns();
+	k->app = 0;
+	if (k->up) {
+		if (!source_allowed(k))
 			return drop(DROP_SPOOFED_SOURCE, len);
-		int c = into_core(cfg, f);
+		int c = into_core(cfg, &k->f);
 
 		if (c)
 			return drop(c, len);
 	}
-	/* The packet's application, in sessions with an Application ID in a PDR. */
-	__u32 app = 0;
-
-	if (rs->hot & RS_APPS) {
-		app = app_classify(ctx, rs, f, o->inner, now);
-		app_dns(ctx, rs, f, o->inner, now);
-	}
-	int hot = 0;
-	const struct pdr *p = find_pdr(rs, o, f, app, &hot);
-
-	if (!p)
-		return drop(DROP_NO_PDR, len);
-	const struct far *far = find_far(rs, p, hot);
-
-	if (!far)
-		return drop(DROP_NO_PDR, len);
-	if (far->action & FAR_DROP)
-		return drop(DROP_FAR_DROP, len);
-	if (far->action & FAR_BUFF)
-		return buffer_packet(ctx, rs, p, far, o->inner, len, now);
-	if (!(far->action & FAR_FORW) || !removal_fits(p, o, from_gtpu))
-		return drop(DROP_UNSUPPORTED, len);
-	struct qer *q0 = 0;
-	int v = enforce_qers(p, rs->uplink, len, now, &q0);
-
-	if (v)
-		return drop(v, len);
-	if (!urr_quota_ok(cfg, p, len, rs->seid))
-		return drop(DROP_QUOTA_EXHAUSTED, len);
-
-	struct encap e = {};
-
-	v = plan_encap(far, p, q0, o, f, from_gtpu, &e);
-	if (v)
-		return drop(v, len);
-	__u32 l3_len = e.outer_len + len;
-	struct egress eg = {};
-	int er = egress_lookup(ctx, cfg, e.family, e.src, e.dst, l3_len, now, &eg);
-
-	if (er == EGRESS_NO_ROUTE || (er == EGRESS_NO_NEIGH && far->ohc != OHC_NONE))
-		return drop(DROP_NO_ROUTE, len);
-	if (er == EGRESS_OK && l3_len > eg.mtu)
-		return drop(DROP_MTU_EXCEEDED, len);
-	v = rewrite(ctx, far, &e, o->inner, len, f->version, from_gtpu && far->ohc != OHC_NONE);
-	if (v)
-		return drop(v, len);
-	return send(ctx, cfg, rs, p, far, &e, &eg, er, in_dmac, in_smac, len, now, from_gtpu);
+	prof_mark(PROF_CHECKED);
+	if (k->rec.flags & SR_APPS)
+		bpf_tail_call(ctx, calls_map, CALL_APP);
+	bpf_tail_call(ctx, calls_map, CALL_RULES);
+	/* A stage missing from the array: nothing can apply the rules. */
+	return drop(DROP_UNSUPPORTED, len);
 }
 
-/* The N3 processing: a G-PDU's TEID -> rule set -> process(). */
-static __always_inline int n3(struct xdp_md *ctx, struct upf_config *cfg)
+/* The N3 processing: a G-PDU's TEID -> session -> the stages. */
+static __always_inline int n3(struct xdp_md *ctx, struct upf_config *cfg, void *calls_map,
+			      int cpumap)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct outer o = {};
-	struct flow f;
+	struct pkt *k = pkt_mem();
 	__u32 l3 = 0;
 	__u32 frame = data_end - data;
 
+	if (!k)
+		return XDP_PASS;
+	prof_mark(PROF_START);
 	count(STAT_RECEIVED_N3, frame);
-	o.family = parse_eth(data, data_end, &l3);
-	if (!o.family)
+	__builtin_memset(&k->o, 0, sizeof(k->o));
+	k->o.family = parse_eth(data, data_end, &l3);
+	if (!k->o.family)
 		return pass_up(STAT_PASSED_TO_KERNEL, frame);
-	o.l3 = l3;
-	switch (parse_gtpu(data, data_end, cfg, &o)) {
+	k->o.l3 = l3;
+	switch (parse_gtpu(data, data_end, cfg, &k->o)) {
 	case GTPU_NOT_OURS:
 		return pass_up(STAT_PASSED_TO_KERNEL, frame);
 	case GTPU_SLOWPATH:
@@ -431,14 +283,18 @@ static __always_inline int n3(struct xdp_md *ctx, struct upf_config *cfg)
 	case GTPU_MALFORMED:
 		return drop(DROP_MALFORMED_GTPU, frame);
 	}
-	if (parse_inner(data, data_end, o.inner, frame, &f))
+	if (parse_inner(data, data_end, k->o.inner, frame, &k->f))
 		return drop(DROP_MALFORMED_IP, frame);
+	int r = find_by_teid(cfg, k, k->o.teid);
 
-	struct rule_set *rs = uplink_rules(cfg, o.teid);
-
-	if (!rs)
-		return unknown_teid(f.len, bpf_ktime_get_ns());
-	return process(ctx, cfg, rs, &o, &f, 1);
+	if (r < 0)
+		return unknown_teid(k->f.len, bpf_ktime_get_ns());
+	if (r > 0)
+		return drop(DROP_RULES_CHANGING, k->f.len);
+	k->from_gtpu = 1;
+	k->cpumap = cpumap;
+	prof_mark(PROF_FOUND);
+	return to_stages(ctx, cfg, k, calls_map);
 }
 
 SEC("xdp")
@@ -453,12 +309,11 @@ int xdp_n3(struct xdp_md *ctx)
 
 	if (r >= 0)
 		return r;
-	return n3(ctx, cfg);
+	return n3(ctx, cfg, &calls, 0);
 }
 
-/* The N3 processing on the CPU spread() picked, run by its cpumap queue. A cpumap
- * program cannot send a frame back where it came from with XDP_TX: it redirects it
- * there instead. */
+/* The N3 processing on the CPU spread() picked, run by its cpumap queue, through the
+ * cpumap stages. */
 SEC("xdp/cpumap")
 int xdp_n3_cpu(struct xdp_md *ctx)
 {
@@ -466,11 +321,7 @@ int xdp_n3_cpu(struct xdp_md *ctx)
 
 	if (!cfg)
 		return XDP_PASS;
-	int v = n3(ctx, cfg);
-
-	if (v == XDP_TX)
-		return bpf_redirect(ctx->ingress_ifindex, 0);
-	return v;
+	return n3(ctx, cfg, &calls_cpu, 1);
 }
 
 SEC("xdp")
@@ -479,38 +330,551 @@ int xdp_n6(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct upf_config *cfg = get_config();
-	struct outer o = {};
-	struct flow f;
+	struct pkt *k = pkt_mem();
 	__u32 l3 = 0;
 	__u32 frame = data_end - data;
 
-	if (!cfg)
+	if (!cfg || !k)
 		return XDP_PASS;
+	prof_mark(PROF_START);
 	count(STAT_RECEIVED_N6, frame);
 	__u8 family = parse_eth(data, data_end, &l3);
 
 	if (!family)
 		return pass_up(STAT_PASSED_TO_KERNEL, frame);
-	if (parse_inner(data, data_end, l3, frame, &f))
+	if (parse_inner(data, data_end, l3, frame, &k->f))
 		return pass_up(STAT_PASSED_TO_KERNEL, frame);
+	int r = find_by_ue(cfg, k);
 
-	struct rule_set *rs = downlink_rules(cfg, &f);
+	if (r < 0)
+		return pass_up(STAT_PASSED_TO_KERNEL, frame);
+	if (r > 0)
+		return drop(DROP_RULES_CHANGING, k->f.len);
+	__builtin_memset(&k->o, 0, sizeof(k->o));
+	k->o.family = k->f.version;
+	k->o.l3 = l3;
+	k->o.inner = l3;
+	k->o.qfi = QFI_ANY;
+	k->from_gtpu = 0;
+	k->cpumap = 0;
+	prof_mark(PROF_FOUND);
+	return to_stages(ctx, cfg, k, &calls);
+}
 
-	if (!rs) {
-		struct lpm_key lk = {};
+/* ---------------------------------------------------------------------------------
+ * Stage CALL_APP: the packet's application (include/app.h). */
 
-		lk.family = f.version;
-		__builtin_memcpy(lk.addr, f.dst, 16);
-		lk.prefixlen = 8 + (f.version == 4 ? 32 : 128);
-		rs = bpf_map_lookup_elem(&framed, &lk);
+static __always_inline int app_stage(struct xdp_md *ctx, void *calls_map)
+{
+	struct pkt *k = pkt_mem();
+
+	if (!k)
+		return XDP_ABORTED;
+	k->app = app_classify(ctx, k);
+	app_dns(ctx, k);
+	prof_mark(PROF_APP);
+	bpf_tail_call(ctx, calls_map, CALL_RULES);
+	return drop(DROP_UNSUPPORTED, k->f.len);
+}
+
+SEC("xdp")
+int stage_app(struct xdp_md *ctx)
+{
+	return app_stage(ctx, &calls);
+}
+
+SEC("xdp/cpumap")
+int stage_app_cpu(struct xdp_md *ctx)
+{
+	return app_stage(ctx, &calls_cpu);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Stage CALL_RULES: PDR, FAR, QERs, quota. */
+
+/* Whether the packet meets a PDR's conditions beyond its lookup key: QFI, SDF. */
+static __always_inline int pdr_matches(const struct pkt *k, __u8 qfi, __u8 n_sdf, __u32 sdf)
+{
+	int j;
+
+	if (qfi != QFI_ANY && (!k->o.has_psc || k->o.qfi != qfi))
+		return 0;
+	if (!n_sdf)
+		return 1;
+	for (j = 0; j < MAX_SDF_PER_PDR; j++) {
+		if (j >= n_sdf)
+			break;
+		__u32 si = sdf + j;
+		struct sdf_match *m = bpf_map_lookup_elem(&sdfs, &si);
+
+		if (m && sdf_matches(m, &k->f, k->up))
+			return 1;
 	}
-	if (!rs)
-		return pass_up(STAT_PASSED_TO_KERNEL, frame);
-	o.family = f.version;
-	o.l3 = l3;
-	o.inner = l3;
-	o.qfi = QFI_ANY;
-	return process(ctx, cfg, rs, &o, &f, 0);
+	return 0;
+}
+
+/* The record's hot PDR of this key, into k->pdr and k->far. */
+static __always_inline void hot_into(struct pkt *k)
+{
+	const struct dir_rules *d = &k->rec.dir[k->key & 1];
+	struct pdr *p = &k->pdr;
+	struct far *f = &k->far;
+
+	__builtin_memset(p, 0, sizeof(*p));
+	p->id = d->pdr_id;
+	p->qfi = d->qfi;
+	p->ohr = d->ohr;
+	p->ohr_ext = d->ohr_ext;
+	p->n_sdf = d->n_sdf;
+	p->sdf = d->sdf;
+	if (d->flags & DR_QER_HOME)
+		p->qer[0] = REF_HOME;
+	if (d->flags & DR_URR_HOME)
+		p->urr[0] = REF_HOME;
+	f->id = d->far_id;
+	f->action = d->action;
+	f->dest = d->dest;
+	f->ohc = d->ohc;
+	f->flags = d->far_flags;
+	f->tos = d->tos;
+	f->teid = d->teid;
+	f->port = d->port;
+	__builtin_memcpy(f->peer, d->peer, 16);
+	__builtin_memcpy(f->src, d->src, 16);
+}
+
+/* A cold PDR `h` into k->pdr, its FAR into k->far: 0, or -1 if either is missing. */
+static __always_inline int cold_into(struct pkt *k, __u32 h, int keep_far)
+{
+	struct pdr *p = bpf_map_lookup_elem(&pdrs, &h);
+
+	if (!p)
+		return -1;
+	k->pdr = *p;
+	if (keep_far)
+		return 0;
+	__u32 fh = p->far;
+	struct far *f = bpf_map_lookup_elem(&fars, &fh);
+
+	if (!f)
+		return -1;
+	k->far = *f;
+	return 0;
+}
+
+/* The key's hot PDR if the packet meets it: 1 (k->pdr, k->far filled), else 0. */
+static __always_inline int try_hot(struct pkt *k)
+{
+	const struct dir_rules *d = &k->rec.dir[k->key & 1];
+
+	if (!(d->flags & DR_VALID) || !pdr_matches(k, d->qfi, d->n_sdf, d->sdf))
+		return 0;
+	hot_into(k);
+	if ((d->flags & DR_COLD) && cold_into(k, d->more, 1))
+		return 0;
+	k->hot = 1;
+	return 1;
+}
+
+/* Whether the packet may be of application `a` (0: none): it is, or it matches one of
+ * the application's flow descriptions. */
+static __always_inline int may_be_app(const struct pkt *k, __u32 a)
+{
+	if (!a)
+		return 0;
+	if (a == k->app)
+		return 1;
+	struct app_entry *ae = bpf_map_lookup_elem(&apps, &a);
+
+	return ae && ae->n_sdf && app_flows_match(ae, &k->f, k->up);
+}
+
+/* The first PDR, in precedence order, that the packet matches (k->pdr, k->far): 1, or
+ * 0 if none. A PDR with an Application ID matches only packets of its application or of
+ * one of its application's flow descriptions; another application's is passed over
+ * without reading its entry, and when the record says which applications' PDRs come
+ * before the hot one (DR_APPS), without reading the key's PDR list either. */
+static __always_inline int find_pdr(struct pkt *k)
+{
+	int i;
+
+	k->hot = 0;
+	if (!k->list)
+		return k->primary && try_hot(k);
+	const struct dir_rules *d = &k->rec.dir[k->key & 1];
+
+	if (k->primary && (d->flags & DR_APPS) && !may_be_app(k, d->more & 0xffff) &&
+	    !may_be_app(k, d->more >> 16) && try_hot(k))
+		return 1;
+	struct pdr_list *pl = bpf_map_lookup_elem(&pdr_lists, &k->list);
+
+	if (!pl)
+		return 0;
+	for (i = 0; i < MAX_PDRS_PER_KEY; i++) {
+		if (i >= pl->n)
+			break;
+		__u32 pa = pl->app[i];
+
+		if (pa && pa != k->app) {
+			struct app_entry *ae = bpf_map_lookup_elem(&apps, &pa);
+
+			if (!ae || !ae->n_sdf || !app_flows_match(ae, &k->f, k->up))
+				continue;
+		}
+		if (k->primary && i == k->hot_at) {
+			if (try_hot(k))
+				return 1;
+			continue;
+		}
+		__u32 h = pl->pdr[i];
+		struct pdr *p = bpf_map_lookup_elem(&pdrs, &h);
+
+		if (p && pdr_matches(k, p->qfi, p->n_sdf, p->sdf))
+			return !cold_into(k, h, 0);
+	}
+	return 0;
+}
+
+/* Hand a packet for a buffering FAR to upfd (TS 29.244 clause 5.2.1, BUFF; NOCP asks
+ * for one Downlink Data Report). The copy starts at the IP header. */
+static __always_inline int buffer_packet(struct xdp_md *ctx, const struct pkt *k)
+{
+	struct event *e;
+	__u32 len = k->f.len;
+
+	if (len > EVENT_MAX_PACKET)
+		return drop(DROP_BUFFER_FULL, len);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e) + EVENT_MAX_PACKET, 0);
+	if (!e)
+		return drop(DROP_BUFFER_FULL, len);
+	e->type = EV_BUFFER;
+	e->len = len;
+	e->seid = k->rec.seid;
+	e->far_id = k->far.id;
+	e->pdr_id = k->pdr.id;
+	e->urr = 0;
+	e->nocp = !!(k->far.action & FAR_NOCP);
+	e->home = 0;
+	e->ts_ns = k->now;
+	if (len == 0 || bpf_xdp_load_bytes(ctx, k->o.inner, (void *)(e + 1), len)) {
+		bpf_ringbuf_discard(e, 0);
+		return drop(DROP_BUFFER_FULL, len);
+	}
+	bpf_ringbuf_submit(e, 0);
+	count(STAT_BUFFERED, len);
+	return XDP_DROP;
+}
+
+/* Outer Header Removal must match how the packet came (8.2.64): a G-PDU's own header
+ * (GTP-U/UDP/IPv4, /IPv6, or either) removed, a plain packet's none. */
+static __always_inline int removal_fits(const struct pkt *k)
+{
+	__u8 ohr = k->pdr.ohr;
+
+	if (k->from_gtpu)
+		return ohr == 0 ? k->o.family == 4 : ohr == 1 ? k->o.family == 6 : ohr == 6;
+	return ohr == OHR_NONE;
+}
+
+/* QER reference `ref` of the PDR: its parameters, pool and this CPU's lane. */
+struct qer_at {
+	const struct qer_params *q;
+	struct pool *pool;
+	struct lane *lane;
+};
+
+static __always_inline int qer_of(const struct upf_config *cfg, struct pkt *k, __u32 ref,
+				  struct qer_at *at)
+{
+	if (ref == REF_HOME) {
+		struct sess_rec *r = sess_at(cfg, k->slot);
+
+		if (!r)
+			return -1;
+		at->q = &k->rec.home;
+		at->pool = pool_of(r);
+		at->lane = lane_of(r);
+		return at->lane ? 0 : -1;
+	}
+	__u8 *c = cell_at(cfg, ref);
+
+	if (!c)
+		return -1;
+	at->q = (const struct qer_params *)c;
+	at->pool = (struct pool *)(c + CELL_POOL_AT);
+	at->lane = lane_at(c, CELL_LANES_AT, cell_size());
+	return at->lane ? 0 : -1;
+}
+
+/* The PDR's QERs in order (up to MAX_QERS_PER_PDR: a flow MBR, the session AMBR, a
+ * gate ...): each gate open, each MBR with room. 0 or the drop reason of the first QER
+ * that refuses. A packet that is dropped uses no QER's rate: the QERs before the one
+ * that refuses give back what they charged. The first QER with a QFI gives the PDU
+ * Session Container (k->psc_*). */
+static __always_inline int enforce_qers(const struct upf_config *cfg, struct pkt *k)
+{
+	int i, d = k->up ? 0 : 1, v = 0, refused = MAX_QERS_PER_PDR;
+	__u32 len = k->f.len;
+	struct qer_at at;
+
+	k->psc_qfi = QFI_ANY;
+	for (i = 0; i < MAX_QERS_PER_PDR; i++) {
+		__u32 ref = k->pdr.qer[i];
+
+		if (!ref || qer_of(cfg, k, ref, &at))
+			continue;
+		if (!at.q->gate[d])
+			v = DROP_GATE_CLOSED;
+		else if (!mbr_take(at.pool, at.lane, at.q, d, len, k->now))
+			v = DROP_MBR_EXCEEDED;
+		if (v) {
+			refused = i;
+			break;
+		}
+		if (k->psc_qfi == QFI_ANY && at.q->qfi != QFI_ANY) {
+			k->psc_qfi = at.q->qfi;
+			k->psc_flags = at.q->flags;
+			k->psc_ppi = at.q->ppi;
+		}
+	}
+	if (!v)
+		return 0;
+	for (i = 0; i < MAX_QERS_PER_PDR && i < refused; i++) {
+		__u32 ref = k->pdr.qer[i];
+
+		if (ref && !qer_of(cfg, k, ref, &at))
+			mbr_refund(at.pool, at.lane, at.q, d, len, k->now);
+	}
+	return v;
+}
+
+/* URR reference `ref`: its pool, this CPU's lane, its flags (SR_URR_* for the home one,
+ * URR_* for a cold one, as URR_Q_VOLUME and URR_T_ARMED) and epochs. */
+struct urr_at {
+	struct pool *pool;
+	struct lane *lane;
+	__u32 quota;     /* it has a volume quota */
+	__u32 threshold; /* its volume threshold is armed */
+	__u32 epoch;
+	__u32 handle;    /* for events: the cold handle, or the slot */
+	__u8 home;
+};
+
+static __always_inline int urr_of(const struct upf_config *cfg, const struct pkt *k, __u32 ref,
+				  struct urr_at *at)
+{
+	if (ref == REF_HOME) {
+		struct sess_rec *r = sess_at(cfg, k->slot);
+
+		if (!r)
+			return -1;
+		at->pool = pool_of(r);
+		at->lane = lane_of(r);
+		at->quota = k->rec.flags & SR_URR_QUOTA;
+		at->threshold = k->rec.flags & SR_URR_THRESHOLD;
+		at->epoch = k->rec.epoch;
+		at->handle = k->slot;
+		at->home = 1;
+		return at->lane ? 0 : -1;
+	}
+	__u8 *c = cell_at(cfg, ref);
+
+	if (!c)
+		return -1;
+	at->pool = (struct pool *)(c + CELL_POOL_AT);
+	at->lane = lane_at(c, CELL_LANES_AT, cell_size());
+	__u32 fl = *(volatile __u32 *)&at->pool->flags;
+
+	at->quota = fl & URR_Q_VOLUME;
+	at->threshold = fl & URR_T_ARMED;
+	at->epoch = *(volatile __u32 *)&at->pool->epoch;
+	at->handle = ref;
+	at->home = 0;
+	return at->lane ? 0 : -1;
+}
+
+static __always_inline void urr_event(const struct pkt *k, __u32 type, const struct urr_at *at)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e)
+		return;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = type;
+	e->seid = k->rec.seid;
+	e->pdr_id = k->pdr.id;
+	e->urr = at->handle;
+	e->home = at->home;
+	e->ts_ns = k->now;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* Every URR of the PDR with a volume quota has room for the packet (leased into this
+ * CPU's lane if need be); 0 if one ran out (upfd is told once). */
+static __always_inline int quotas_ok(const struct upf_config *cfg, struct pkt *k)
+{
+	int i;
+	struct urr_at at;
+
+	for (i = 0; i < MAX_URRS_PER_PDR; i++) {
+		__u32 ref = k->pdr.urr[i];
+		int notify = 0;
+
+		if (!ref || urr_of(cfg, k, ref, &at) || !at.quota)
+			continue;
+		if (!quota_room(at.pool, at.lane, at.epoch, k->f.len, &notify)) {
+			if (notify)
+				urr_event(k, EV_QUOTA, &at);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static __always_inline int rules_stage(struct xdp_md *ctx, void *calls_map)
+{
+	struct upf_config *cfg = get_config();
+	struct pkt *k = pkt_mem();
+
+	if (!cfg || !k)
+		return XDP_ABORTED;
+	__u32 len = k->f.len;
+
+	if (!find_pdr(k))
+		return drop(DROP_NO_PDR, len);
+	prof_mark(PROF_PDR);
+	__u8 action = k->far.action;
+
+	if (action & FAR_DROP)
+		return drop(DROP_FAR_DROP, len);
+	if (action & FAR_BUFF)
+		return buffer_packet(ctx, k);
+	if (!(action & FAR_FORW) || !removal_fits(k))
+		return drop(DROP_UNSUPPORTED, len);
+	int v = enforce_qers(cfg, k);
+
+	if (v)
+		return drop(v, len);
+	if (!quotas_ok(cfg, k))
+		return drop(DROP_QUOTA_EXHAUSTED, len);
+	prof_mark(PROF_RULES);
+	bpf_tail_call(ctx, calls_map, CALL_EGRESS);
+	return drop(DROP_UNSUPPORTED, len);
+}
+
+SEC("xdp")
+int stage_rules(struct xdp_md *ctx)
+{
+	return rules_stage(ctx, &calls);
+}
+
+SEC("xdp/cpumap")
+int stage_rules_cpu(struct xdp_md *ctx)
+{
+	return rules_stage(ctx, &calls_cpu);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Stage CALL_EGRESS: headers, next hop, counts, send. */
+
+/* URR counts (clause 5.2.2) in this CPU's lanes; quotas spend what the rules stage
+ * made room for; armed thresholds lease and, at zero, raise EV_THRESHOLD. */
+static __always_inline void count_urrs(const struct upf_config *cfg, const struct pkt *k)
+{
+	int i;
+	struct urr_at at;
+	__u32 len = k->f.len;
+
+	for (i = 0; i < MAX_URRS_PER_PDR; i++) {
+		__u32 ref = k->pdr.urr[i];
+
+		if (!ref || urr_of(cfg, k, ref, &at))
+			continue;
+		lane_count(at.lane, k->up, len, k->now);
+		if (at.quota)
+			quota_spend(at.pool, at.lane, len);
+		if (at.threshold && threshold_count(at.pool, at.lane, at.epoch, len))
+			urr_event(k, EV_THRESHOLD, &at);
+	}
+}
+
+/* Send the rewritten frame: to the next hop found, or, decapsulated with the next hop
+ * not yet resolved, to the kernel (which resolves it) with the link-layer header it
+ * came with. Counts the URRs and the outcome. */
+static __always_inline int send(struct xdp_md *ctx, const struct upf_config *cfg,
+				const struct pkt *k, const struct encap *e, const struct egress *eg,
+				int er)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 len = k->f.len;
+
+	if ((void *)(eth + 1) > data_end)
+		return drop(DROP_MALFORMED_IP, len);
+	if (er == EGRESS_NO_NEIGH) {
+		__builtin_memcpy(eth->h_dest, k->in_dmac, 6);
+		__builtin_memcpy(eth->h_source, k->in_smac, 6);
+		count_urrs(cfg, k);
+		return pass_up(STAT_PASSED_TO_KERNEL, len);
+	}
+	__builtin_memcpy(eth->h_dest, eg->dmac, 6);
+	__builtin_memcpy(eth->h_source, eg->smac, 6);
+	if (e->outer_len && e->family == 6 &&
+	    udp6_checksum(ctx, ETH_LEN, e->outer_len + len - 40))
+		return drop(DROP_MALFORMED_IP, len);
+	count_urrs(cfg, k);
+	count(k->far.ohc == OHC_NONE ? STAT_FORWARDED_UPLINK
+				     : (k->from_gtpu ? STAT_FORWARDED_N9 : STAT_FORWARDED_DOWNLINK),
+	      len);
+	if (eg->ifindex == ctx->ingress_ifindex)
+		/* A cpumap program cannot send a frame back with XDP_TX: it redirects. */
+		return k->cpumap ? bpf_redirect(ctx->ingress_ifindex, 0) : XDP_TX;
+	return bpf_redirect(eg->ifindex, 0);
+}
+
+static __always_inline int egress_stage(struct xdp_md *ctx)
+{
+	struct upf_config *cfg = get_config();
+	struct pkt *k = pkt_mem();
+
+	if (!cfg || !k)
+		return XDP_ABORTED;
+	__u32 len = k->f.len;
+	struct encap e = {};
+	int v = plan_encap(k, &e);
+
+	if (v)
+		return drop(v, len);
+	__u32 l3_len = e.outer_len + len;
+	struct egress eg = {};
+	int er = egress_lookup(ctx, cfg, e.family, e.src, e.dst, l3_len, k->now, &eg);
+
+	if (er == EGRESS_NO_ROUTE || (er == EGRESS_NO_NEIGH && k->far.ohc != OHC_NONE))
+		return drop(DROP_NO_ROUTE, len);
+	if (er == EGRESS_OK && l3_len > eg.mtu)
+		return drop(DROP_MTU_EXCEEDED, len);
+	prof_mark(PROF_PLANNED);
+	v = rewrite(ctx, &k->far, &e, k->o.inner, len, k->f.version,
+		    k->from_gtpu && k->far.ohc != OHC_NONE);
+	if (v)
+		return drop(v, len);
+	prof_mark(PROF_REWRITTEN);
+	v = send(ctx, cfg, k, &e, &eg, er);
+	prof_mark(PROF_SENT);
+	return v;
+}
+
+SEC("xdp")
+int stage_egress(struct xdp_md *ctx)
+{
+	return egress_stage(ctx);
+}
+
+SEC("xdp/cpumap")
+int stage_egress_cpu(struct xdp_md *ctx)
+{
+	return egress_stage(ctx);
 }
 
 /* Not read: makes the ring buffer's record layout and the numbers of abi.h part of the
@@ -518,8 +882,10 @@ int xdp_n6(struct xdp_md *ctx)
  * rather than copying them by hand. */
 const volatile struct event event_layout = {};
 const volatile struct abi_enums abi_enums_layout = {};
-const volatile struct urr_counters urr_counters_layout = {};
-const volatile struct urr_shared urr_shared_layout = {};
+const volatile struct sess_rec sess_rec_layout = {};
+const volatile struct pool pool_layout = {};
+const volatile struct lane lane_layout = {};
+const volatile struct qer_params qer_params_layout = {};
 
 /* Not read: puts struct app_event (EV_APP_START's record) into the object's BTF, for the
  * Rust side's generated type. */

@@ -62,13 +62,57 @@ enum far_flag {
 	FAR_F_TOS = 0x01, /* tos holds the Transport Level Marking for the outer header */
 };
 
-/* struct rule_set's hot: which copies travel in the rule set, and what else it asks. */
-enum rs_hot {
-	RS_HOT_PDR0 = 0x01, /* pdr0 is a copy of pdrs[pdr[at]], at = hot >> RS_HOT_AT_SHIFT */
-	RS_HOT_FAR0 = 0x02, /* far0 is a copy of fars[pdr0.far] */
-	RS_APPS = 0x04,     /* a PDR has an Application ID: classify the packet (include/app.h) */
-	RS_APP_REPORT = 0x08, /* raise EV_APP_START when a flow of an application starts */
-	RS_HOT_AT_SHIFT = 8, /* hot's bits 8-10: the position of pdr0's PDR, its first without Application ID (0 if none) */
+/* struct sess_rec's flags (include/upf_maps.h): what the session's record holds. */
+enum sess_flag {
+	SR_UE_V4 = 0x001,        /* ue_v4 is the session's UE address (the uplink source check) */
+	SR_UE_KEY = 0x002,       /* ue_v4 is also its primary downlink key */
+	SR_APPS = 0x004,         /* a PDR has an Application ID: classify the packet (include/app.h) */
+	SR_APP_REPORT = 0x008,   /* raise EV_APP_START when a flow of an application starts */
+	SR_URR_QUOTA = 0x010,    /* the home URR has a volume quota: packets lease from it */
+	SR_URR_THRESHOLD = 0x020, /* the home URR's volume threshold is armed */
+};
+
+/* struct dir_rules' flags: one direction's hot PDR in the record. */
+enum dir_flag {
+	DR_VALID = 0x01,    /* the direction has a hot PDR (pdr_id, far ...) */
+	DR_QER_HOME = 0x02, /* its first QER is the session's home QER (record, pool, lanes) */
+	DR_URR_HOME = 0x04, /* its first URR is the session's home URR */
+	DR_COLD = 0x08,     /* its full entry (more QERs or URRs, an IPv6 tunnel) is pdrs[more] */
+	DR_GATE = 0x10,     /* the home QER's gate is open in this direction */
+	DR_MBR = 0x20,      /* the home QER has an MBR in this direction (cost, tau, lease) */
+	DR_APPS = 0x40,     /* the PDRs before the hot one are of the applications in `more` (2 x 16 bits) */
+};
+/* DR_APPS: at most two applications (`more`'s low and high 16 bits, 0: none); a packet
+ * of neither, matching none of their flow descriptions, meets the hot PDR first without
+ * reading the key's PDR list. */
+
+/* Per-CPU leases (docs/architecture.md "Leases"): a CPU takes MBR credit, quota and
+ * threshold allowance from a rule's pool with one atomic operation and spends it in its
+ * own lane. */
+enum lease_limit {
+	LANES_MAX = 8,            /* lanes per pool; CPUs beyond share them (lane = CPU mod lanes) */
+	LEASE_OCTETS_MAX = 65536, /* octets one lease grants at most */
+	LEASE_TTL = 8,            /* an MBR lease's life, in LANE_TIME units (8.4 ms) */
+	LANE_TIME_SHIFT = 20,     /* lane times (first, last, until): the coarse clock >> this */
+	LEASE_SHARE = 2,          /* a quota or threshold lease takes at most what is left / (2 x lanes) */
+	REF_HOME = 1,             /* in a cold PDR's qer[] or urr[]: the session's home QER or URR */
+	PAGE_SIZE_SESS = 4096,    /* octets of a sess_pages value: a page of session entries */
+	HOME_QER = 0x01,          /* struct qer_params' home: the record holds a home QER */
+	HOME_URR = 0x02,          /* ... and a home URR */
+	HOME_LANES_USED = 0x04,   /* its lanes counted for a home URR (which may be gone) */
+};
+
+/* struct sess_key's kind besides the address families 4 and 6. */
+enum key_kind {
+	KEY_TEID = 1,
+};
+
+/* Stages (tail calls, upf.bpf.c): the index of each in the calls and calls_cpu arrays. */
+enum call_index {
+	CALL_APP = 0,    /* application classification (sessions with SR_APPS) */
+	CALL_RULES = 1,  /* PDR, FAR, QER gates and MBR leases, quota leases */
+	CALL_EGRESS = 2, /* headers, next hop, URR counting, send */
+	CALL_MAX = 4,
 };
 
 /* Application detection (include/app.h, docs/application-detection.md). */
@@ -107,15 +151,11 @@ enum qer_unit {
 	QER_COST_SHIFT = 20, /* qer.cost_*: nanoseconds per octet x 2^QER_COST_SHIFT */
 };
 
-/* URR state cells (urr_state). */
-enum urr_cell_size {
-	URR_CELL = 64, /* octets of each cell: struct urr_shared, struct urr_counters */
-};
-
-/* struct urr_shared's quota_flags. */
-enum urr_quota_flag {
-	URR_Q_VOLUME = 0x01,   /* a volume quota is set: stop when remaining < 0 */
-	URR_Q_NOTIFIED = 0x02, /* upfd was told the quota ran out */
+/* struct pool's notified, struct urr_cell's flags. */
+enum urr_flag {
+	URR_Q_VOLUME = 0x01,    /* a cold URR's volume quota is set: packets lease from it */
+	URR_Q_NOTIFIED = 0x02,  /* upfd was told the quota ran out */
+	URR_T_ARMED = 0x04,     /* a cold URR's volume threshold is armed */
 };
 
 /* struct sdf_match's flags: which conditions apply (one port range per side). */
@@ -157,7 +197,7 @@ enum nh_flag {
 enum event_type {
 	EV_BUFFER = 1,    /* a packet for a FAR that buffers (with FAR_NOCP: notify) */
 	EV_QUOTA = 2,     /* a URR's volume quota ran out */
-	EV_THRESHOLD = 3, /* a URR's volume threshold was reached */
+	EV_THRESHOLD = 3, /* a URR's volume threshold was reached (up to a lease per lane early) */
 	EV_APP_START = 4, /* a flow of an application started (struct app_event) */
 };
 
@@ -182,6 +222,7 @@ enum drop_reason {
 	DROP_SLOWPATH_LIMIT,   /* over the rate at which packets go to upfd */
 	DROP_TO_UPF,           /* uplink to the UPF's own or a protected address (N3, N4, API) */
 	DROP_CORE_PROTOCOL,    /* uplink carrying GTP-U, GTP-C or PFCP: smuggled into the core */
+	DROP_RULES_CHANGING,   /* the session's record was being rewritten at every read */
 	DROP_MAX,
 };
 
@@ -210,11 +251,14 @@ struct abi_enums {
 	enum far_action far_action;
 	enum far_ohc far_ohc;
 	enum far_flag far_flag;
-	enum rs_hot rs_hot;
+	enum sess_flag sess_flag;
+	enum dir_flag dir_flag;
+	enum lease_limit lease_limit;
+	enum call_index call_index;
+	enum key_kind key_kind;
 	enum qer_flag qer_flag;
 	enum qer_unit qer_unit;
-	enum urr_cell_size urr_cell_size;
-	enum urr_quota_flag urr_quota_flag;
+	enum urr_flag urr_flag;
 	enum sdf_flag sdf_flag;
 	enum app_limit app_limit;
 	enum app_proto app_proto;

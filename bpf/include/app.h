@@ -16,6 +16,7 @@
 #include "upf_maps.h"
 #include "parse.h"
 #include "sdf.h"
+#include "pipeline.h"
 
 #define APP_IDLE_NS ((__u64)APP_FLOW_IDLE_SEC * 1000000000ull)
 #define APP_REFRESH_NS 1000000000ull
@@ -424,15 +425,18 @@ __noinline int app_dns_record(struct xdp_md *ctx)
 /* A DNS answer towards the UE (downlink UDP from port 53 in a session with an
  * application PDR, first fragment: ports read): its addresses are learned for the
  * question's application (protocol DNS). Called after the packet is classified. */
-__noinline int app_dns(struct xdp_md *ctx, const struct rule_set *rs, const struct flow *f,
-		       __u32 l3, __u64 now)
+__noinline int app_dns(struct xdp_md *ctx, const struct pkt *pk)
 {
 	struct app_scratch *s = app_mem();
 	int r;
 
-	if (!ctx || !rs || !f || !s)
+	if (!ctx || !pk || !s)
 		return 0;
-	if (rs->uplink || f->proto != 17 || !f->has_ports || f->sport != 53)
+	const struct flow *f = &pk->f;
+	__u32 l3 = pk->o.inner;
+	__u64 now = pk->now;
+
+	if (pk->up || f->proto != 17 || !f->has_ports || f->sport != 53)
 		return 0;
 	__u32 end = l3 + f->len;
 	/* parse_inner found the UDP header (ports read: a first fragment). */
@@ -523,23 +527,25 @@ static __always_inline void app_stamp_set(__u64 seid, __u64 now)
 
 /* The packet's application (0: none), per docs/application-detection.md "What a
  * packet's application is"; enters newly classified flows in app_flows (and raises
- * EV_APP_START when the session asks). `l3`: the user packet's IP header. A global
- * function: verified once (the programs' stack is deep: state stays in the scratch). */
-__noinline int app_classify(struct xdp_md *ctx, const struct rule_set *rs, const struct flow *f,
-			    __u32 l3, __u64 now)
+ * EV_APP_START when the session asks, SR_APP_REPORT). A global function: verified once
+ * (state stays in the scratch). */
+__noinline int app_classify(struct xdp_md *ctx, const struct pkt *pk)
 {
 	struct app_scratch *s = app_mem();
 
-	if (!ctx || !rs || !f || !s)
+	if (!ctx || !pk || !s)
 		return 0;
-	int up = rs->uplink;
+	const struct flow *f = &pk->f;
+	__u64 seid = pk->rec.seid, now = pk->now;
+	__u32 l3 = pk->o.inner;
+	int up = pk->up, report = !!(pk->rec.flags & SR_APP_REPORT);
 	struct app_flow_key *k = &s->flow;
 
 	s->app = 0;
 	s->now = now;
 	s->limit = l3 + f->len;
 	__builtin_memset(k, 0, sizeof(*k));
-	k->seid = rs->seid;
+	k->seid = seid;
 	k->version = f->version;
 	k->proto = f->proto;
 	__builtin_memcpy(k->ue, up ? f->src : f->dst, 16);
@@ -550,14 +556,14 @@ __noinline int app_classify(struct xdp_md *ctx, const struct rule_set *rs, const
 	}
 	/* 1. The flow table, unless the session's stamp says it has no live entry (most
 	 * sessions' traffic is of no application: a cold hash bucket saved per packet). */
-	__u8 *stamp = app_stamp(rs->seid);
+	__u8 *stamp = app_stamp(seid);
 
 	if (!stamp || app_stamp_live(*stamp, now)) {
 		struct app_flow *e = bpf_map_lookup_elem(&app_flows, k);
 
 		if (e && (__s64)(now - e->last_ns) < (__s64)APP_IDLE_NS) {
 			if ((__s64)(now - e->last_ns) >= (__s64)APP_REFRESH_NS) {
-				app_stamp_set(rs->seid, now);
+				app_stamp_set(seid, now);
 				e->last_ns = now;
 			}
 			return e->app;
@@ -597,11 +603,11 @@ __noinline int app_classify(struct xdp_md *ctx, const struct rule_set *rs, const
 			s->app = name_app(s, proto);
 	}
 	if (s->app) {
-		app_stamp_set(rs->seid, now);
+		app_stamp_set(seid, now);
 		s->entry.last_ns = now;
 		s->entry.app = s->app;
 		bpf_map_update_elem(&app_flows, &s->flow, &s->entry, BPF_ANY);
-		if (rs->hot & RS_APP_REPORT) {
+		if (report) {
 			struct app_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 
 			if (ev) {

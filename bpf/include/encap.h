@@ -10,6 +10,7 @@
 #include "upf_maps.h"
 #include "parse.h"
 #include "csum.h"
+#include "pipeline.h"
 
 #define ETH_LEN 14
 #define OUTER_V4 (20 + 8)
@@ -26,31 +27,31 @@ struct encap {
 };
 
 /* The PDU Session Container to put in an outgoing G-PDU (TS 38.415 clause 5.5.2):
- * towards the access network a DL container with the QER's QFI (RQI, PPI); on an N9
- * relay the one that came in, unless Outer Header Removal asked to delete it. Returns
- * its length (0, 4 or 8) and fills psc[]. */
-static __always_inline int make_psc(const struct far *far, const struct pdr *p, const struct qer *q,
-				    const struct outer *o, int from_gtpu, __u8 *psc)
+ * towards the access network a DL container with the QFI of the PDR's first QER that
+ * has one (k->psc_*: RQI, PPI); on an N9 relay the one that came in, unless Outer Header
+ * Removal asked to delete it. Returns its length (0, 4 or 8) and fills psc[]. */
+static __always_inline int make_psc(const struct pkt *k, __u8 *psc)
 {
-	int keep = from_gtpu && o->has_psc && !(p->ohr_ext & 1);
+	const struct outer *o = &k->o;
+	int keep = k->from_gtpu && o->has_psc && !(k->pdr.ohr_ext & 1);
 	__u8 qfi = QFI_ANY;
 
-	if (q && q->qfi != QFI_ANY)
-		qfi = q->qfi;
+	if (k->psc_qfi != QFI_ANY)
+		qfi = k->psc_qfi;
 	else if (keep)
 		qfi = o->qfi;
 	if (qfi == QFI_ANY)
 		return 0;
-	if (far->dest == 0) {
+	if (k->far.dest == 0) {
 		/* DL PDU SESSION INFORMATION */
-		__u8 rqi = q && (q->flags & QER_F_RQI) ? 0x40 : 0;
+		__u8 rqi = k->psc_qfi != QFI_ANY && (k->psc_flags & QER_F_RQI) ? 0x40 : 0;
 
 		psc[1] = 0x00;
 		psc[2] = qfi | rqi;
-		if (q && (q->flags & QER_F_PPI)) {
+		if (k->psc_qfi != QFI_ANY && (k->psc_flags & QER_F_PPI)) {
 			psc[0] = 2;
 			psc[2] |= 0x80;
-			psc[3] = q->ppi << 5;
+			psc[3] = k->psc_ppi << 5;
 			psc[4] = 0;
 			psc[5] = 0;
 			psc[6] = 0;
@@ -74,12 +75,12 @@ static __always_inline int make_psc(const struct far *far, const struct pdr *p, 
 /* What the FAR's Outer Header Creation asks for: a tunnel over IPv4 or IPv6, or none (a
  * decapsulated G-PDU leaves as the IP packet it carries). 0, or the drop reason: a
  * tunnel we cannot build, or a packet from the data network without one. */
-static __always_inline int plan_encap(const struct far *far, const struct pdr *p, const struct qer *q,
-				      const struct outer *o, const struct flow *f, int from_gtpu,
-				      struct encap *e)
+static __always_inline int plan_encap(const struct pkt *k, struct encap *e)
 {
+	const struct far *far = &k->far;
+
 	if (far->ohc == OHC_GTPU_V4) {
-		e->psc_len = make_psc(far, p, q, o, from_gtpu, e->psc);
+		e->psc_len = make_psc(k, e->psc);
 		e->outer_len = OUTER_V4 + 8 + (e->psc_len ? 4 + e->psc_len : 0);
 		e->family = 4;
 		__builtin_memcpy(e->dst, far->peer, 4);
@@ -87,18 +88,18 @@ static __always_inline int plan_encap(const struct far *far, const struct pdr *p
 		return 0;
 	}
 	if (far->ohc == OHC_GTPU_V6) {
-		e->psc_len = make_psc(far, p, q, o, from_gtpu, e->psc);
+		e->psc_len = make_psc(k, e->psc);
 		e->outer_len = OUTER_V6 + 8 + (e->psc_len ? 4 + e->psc_len : 0);
 		e->family = 6;
 		__builtin_memcpy(e->dst, far->peer, 16);
 		__builtin_memcpy(e->src, far->src, 16);
 		return 0;
 	}
-	if (far->ohc != OHC_NONE || !from_gtpu)
+	if (far->ohc != OHC_NONE || !k->from_gtpu)
 		return DROP_UNSUPPORTED;
-	e->family = f->version;
-	__builtin_memcpy(e->dst, f->dst, 16);
-	__builtin_memcpy(e->src, f->src, 16);
+	e->family = k->f.version;
+	__builtin_memcpy(e->dst, k->f.dst, 16);
+	__builtin_memcpy(e->src, k->f.src, 16);
 	return 0;
 }
 

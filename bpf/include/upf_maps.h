@@ -15,8 +15,134 @@
 
 #include "abi.h"
 
-/* PDR, TS 29.244 clause 5.2.1: what one Packet Detection Rule matches and what it
- * points at. */
+/* The session's entry (docs/architecture.md "The data path's tables"): everything a
+ * packet reads for its session in one record, what the CPUs lease from in one pool, and
+ * one lane per CPU for what each writes, side by side in one page of `sess_pages`. A
+ * G-PDU finds it by its TEID's slot, a packet from the data network by its UE address's:
+ * upfd gives a session the TEID of its UE address's slot, so both lookups land on the
+ * same entry and one page serves every packet of the session. */
+
+/* One key's hot PDR (TS 29.244 clause 5.2.1) and its FAR (8.2.26, 8.2.56): one cache
+ * line. A PDR with more QERs or URRs than the session's home ones has its full entry in
+ * the cold tables (DR_COLD); its FAR is here all the same. */
+struct dir_rules {
+	__u16 pdr_id;
+	__u8 qfi;       /* the PDI's QFI condition; QFI_ANY: none */
+	__u8 ohr;       /* Outer Header Removal description (8.2.64), OHR_NONE: none */
+	__u8 ohr_ext;   /* GTP-U extension header deletion: bit 0 = PDU Session Container */
+	__u8 n_sdf;     /* SDF match entries at sdf (0: no SDF condition) */
+	__u8 flags;     /* DR_* */
+	__u8 up;        /* 1: its PDRs see the UE as the source (uplink) */
+	__u32 sdf;      /* first entry in sdfs */
+	__u32 more;     /* DR_COLD: the PDR's handle in pdrs */
+	/* The FAR. */
+	__u32 far_id;
+	__u8 action;    /* FAR_* */
+	__u8 dest;      /* Destination Interface value */
+	__u8 ohc;       /* OHC_* */
+	__u8 far_flags; /* FAR_F_* */
+	__u8 tos;       /* Transport Level Marking: ToS / Traffic Class for the outer header */
+	__u8 pad;
+	__u16 port;     /* remote UDP port, host order */
+	__u32 teid;     /* remote TEID, host order */
+	__u8 peer[16];  /* remote address; IPv4 in the first 4 octets */
+	__u8 src[16];   /* our address, the outer source */
+};
+
+/* A QER's parameters (clause 5.2.1, 7.5.2.5): gates, the PDU Session Container's QFI,
+ * and the MBR as a GCRA per direction (include/lease.h). One cache line. */
+struct qer_params {
+	__u8 gate[2];   /* 1: open; [0] uplink, [1] downlink */
+	__u8 qfi;       /* QFI_ANY: none, no PDU Session Container */
+	__u8 flags;     /* QER_F_* */
+	__u8 ppi;
+	__u8 home;      /* in the record: HOME_QER, HOME_URR (whose IDs qer_id, urr_id are) */
+	__u8 pad[2];
+	__u64 cost[2];  /* what an octet adds to tat (QER_COST_SHIFT units) */
+	__u64 tau[2];   /* burst tolerance, ns, less an MBR lease's life */
+	__u32 lease[2]; /* octets an MBR lease grants */
+	__u32 qer_id;
+	__u32 urr_id;   /* in the record: the home URR's ID; in a URR's cell: its ID */
+	__u64 seid;     /* in a cell: its session (upfd finds its cells when it restarts) */
+};
+
+/* The record: four cache lines, written by upfd only, under `seq` (odd while it
+ * writes): a packet copies what it reads and checks that seq did not move. */
+struct sess_rec {
+	__u32 seq;
+	__u32 teid;      /* the primary TEID key, host order; 0: none */
+	__u32 ue_v4;     /* the UE's IPv4 address, network order (SR_UE_V4, SR_UE_KEY) */
+	__u16 ni;        /* reserved: the network instance of the downlink key */
+	__u16 flags;     /* SR_* */
+	__u64 seid;
+	__u8 ue_v6[16];  /* the UE's IPv6 prefix (uplink source check) */
+	__u8 ue_v6_len;  /* its length; 0: none */
+	__u8 n_pdrs[2];  /* PDRs each primary key reaches ([0] the TEID's, [1] the UE's) */
+	__u8 hot_at[2];  /* the hot PDR's position among them */
+	__u8 pad[3];
+	__u32 list[2];   /* pdr_lists handle of each primary key's PDRs (0: the hot one alone) */
+	__u32 ext;       /* reserved: cold extensions (Ethernet, QoS monitoring) */
+	__u32 epoch;     /* the home URR's lease epochs: quota << 16 | threshold */
+	struct dir_rules dir[2];
+	struct qer_params home; /* the home QER */
+};
+
+/* What the lanes lease from, one cache line, changed with atomic instructions by the
+ * CPUs and with single stores by upfd: the MBR's GCRA per direction, the quota and the
+ * octets left before the volume threshold. */
+struct pool {
+	__u64 tat[2];    /* theoretical arrival time per direction, ns (coarse clock); 0: idle */
+	__s64 quota;     /* octets not yet leased (SR_URR_QUOTA, URR_Q_VOLUME) */
+	__s64 threshold; /* octets before the threshold, leases counted (SR_URR_THRESHOLD) */
+	__u32 epoch;     /* a cold URR's lease epochs (the home URR's are in the record) */
+	__u32 flags;     /* URR_Q_*, URR_T_ARMED (a cold URR's); URR_Q_NOTIFIED */
+	__u64 restart[2]; /* when each direction's GCRA last restarted idle, ns */
+	__u64 pad;
+};
+
+/* One CPU's lane: what it counted and what it leased, one cache line no other CPU
+ * writes (unless there are more CPUs than lanes: then they share it with atomic
+ * instructions). Times are the coarse clock >> LANE_TIME_SHIFT. */
+struct lane {
+	__u64 packets[2];     /* [0] uplink, [1] downlink */
+	__u64 bytes[2];
+	__u32 first;          /* first packet counted; 0: none (upfd zeroes it at a report) */
+	__u32 last;
+	__u32 mbr_credit[2];  /* octets of MBR lease left per direction */
+	__u32 mbr_until;      /* MBR credit is good until then */
+	__u32 epoch;          /* the pool's epochs its quota and threshold credit are of */
+	__u32 quota_credit;
+	__u32 threshold_credit;
+};
+
+struct sess_page {
+	__u8 b[PAGE_SIZE_SESS];
+};
+
+/* A key that is not its session's own slot's (a TEID the SMF chose, a collision, an
+ * IPv6 address, a second TEID or UE address): where its session is, and which PDRs it
+ * reaches if not the record's own. */
+struct key_ref {
+	__u32 slot;
+	__u32 list;     /* pdr_lists handle (primary: the record's) */
+	__u8 up;        /* 1: the UE is the source (uplink) */
+	__u8 primary;   /* the record's own key in that direction: its hot PDR applies */
+	__u8 pad[2];
+};
+
+/* The PDRs one key reaches, best precedence first, and each one's application index
+ * (apps, include/app.h; 0: no Application ID): a PDR of another application is passed
+ * over without reading its entry. `hot_at`: which of them is the record's hot PDR. */
+struct pdr_list {
+	__u8 n;
+	__u8 hot_at;    /* 0xff: none of them */
+	__u8 pad[2];
+	__u32 pdr[MAX_PDRS_PER_KEY];
+	__u16 app[MAX_PDRS_PER_KEY];
+};
+
+/* A PDR's full entry (cold): its FAR's handle in fars, its QERs and URRs (REF_HOME: the
+ * session's home one; else a cell handle in cells). */
 struct pdr {
 	__u32 id;
 	__u32 far;
@@ -29,7 +155,7 @@ struct pdr {
 	__u8 ohr_ext;   /* GTP-U extension header deletion: bit 0 = PDU Session Container */
 };
 
-/* FAR, clause 5.2.1 / 8.2.26 / 8.2.56. */
+/* FAR, clause 5.2.1 / 8.2.26 / 8.2.56 (cold, and the form every stage works with). */
 struct far {
 	__u32 id;
 	__u8 action;    /* FAR_* */
@@ -45,85 +171,11 @@ struct far {
 	__u8 src[16];   /* our address, the outer source */
 };
 
-/* The PDRs reached by one lookup key (a local TEID, a UE address, a framed route),
- * ordered by precedence, the direction they see packets in, and the session's UE
- * addresses for the anti-spoofing check of uplink packets. One PDR and its FAR are
- * also copied in (pdr0, far0): with a million sessions each table a packet visits costs
- * a cache and TLB miss, and most keys have one PDR. The copied PDR is the first without
- * an Application ID (the one traffic of no application, most traffic, meets; its
- * position in hot's bits RS_HOT_AT_SHIFT..), else the first. upfd rewrites the whole
- * value whenever the session changes, so the copies never go stale. */
-struct rule_set {
-	__u64 seid;
-	__u32 pdr[MAX_PDRS_PER_KEY];
-	__u8 n_pdrs;
-	__u8 has_ue_v4;
-	__u8 ue_v6_len; /* prefix length of ue_v6, 0: none */
-	__u8 uplink;    /* 1: the UE is the source (N3 uplink); 0: the destination */
-	__u32 ue_v4;    /* network byte order */
-	__u8 ue_v6[16];
-	__u32 hot;      /* RS_HOT_*, RS_APPS, RS_APP_REPORT */
-	/* Each PDR's application index (apps, include/app.h), 0: no Application ID. Here so
-	 * that a PDR of another application is passed over without reading its pdrs entry
-	 * (a cache miss at a million sessions). */
-	__u16 pdr_app[MAX_PDRS_PER_KEY];
-	/* No padding: the slot is 192 octets (three cache lines). */
-	struct pdr pdr0;
-	struct far far0;
-};
-
-/* QER, clause 5.2.1 / 7.5.2.5: gates and maximum bit rates, one cache line. The MBR is
- * a GCRA (virtual scheduling) per direction, updated with atomic instructions, so every
- * CPU that forwards the session enforces one rate without a lock (include/qer.h). upfd
- * maps the table into its memory and writes the fields one at a time. */
-struct qer {
-	__u8 gate_ul;   /* 1: open */
-	__u8 gate_dl;
-	__u8 qfi;       /* QFI_ANY: none, no PDU Session Container */
-	__u8 flags;     /* QER_F_* */
-	__u8 ppi;
-	__u8 pad[3];
-	__u64 cost_ul;  /* what an octet adds to tat */
-	__u64 cost_dl;
-	__u64 tau_ul;   /* burst tolerance, ns: how far tat may run ahead of now */
-	__u64 tau_dl;
-	__u64 tat_ul;   /* theoretical arrival time, ns (bpf_ktime_get_coarse_ns); 0: idle */
-	__u64 tat_dl;
-	__u64 pad2;
-};
-
-/* URR state, clause 5.2.2, in `urr_state`: per URR a run of 64-octet cells, first the
- * one all CPUs share (urr_shared), then one per CPU (urr_counters), so that a packet's
- * URR work stays in one stretch of memory (one TLB miss at a million sessions rather
- * than one per table). upfd maps the table into its memory: it writes the shared
- * cell's fields one at a time (a whole-element update would undo the data path's
- * decrements in between) and sums the CPUs' counters. */
-/* URR counters: one CPU's, summed in user space. */
-struct urr_counters {
-	__u64 ul_packets;
-	__u64 ul_bytes;
-	__u64 dl_packets;
-	__u64 dl_bytes;
-	__u64 first_ns;
-	__u64 last_ns;
-	__u64 pad[2];
-};
-
-/* What all CPUs share, decremented atomically (clause 5.2.2.2): the volume quota left,
- * and the octets left before the volume threshold (VOLTH), for which the data path
- * raises EV_THRESHOLD on the one packet that takes it to zero or below, so upfd reads
- * a URR's counters when its threshold is reached instead of polling every URR. */
-struct urr_shared {
-	__s64 quota;           /* octets */
-	__s64 threshold;       /* octets */
-	__u32 quota_flags;     /* URR_Q_* */
-	__u32 threshold_armed; /* 1: threshold counts */
-	__u64 pad[5];
-};
-
-struct urr_cell {
-	__u64 w[URR_CELL / 8];
-};
+/* A cold QER or URR (one a session's record does not hold): its parameters (a QER's),
+ * its pool and LANES lanes, in a page of `cells` (upf.bpf.c's read-only globals give
+ * the layout, as for sess_pages). */
+#define CELL_POOL_AT 64
+#define CELL_LANES_AT 128
 
 /* SDF filter entry (one port range per side): flags SDF_F_* (abi.h), compiled by
  * crates/bpf/src/compile.rs from TS 29.244 SDF Filters. */
@@ -201,8 +253,8 @@ struct upf_config {
 	__u8 n_protected_v6;
 	__u64 slowpath_burst;  /* unknown-TEID packets passed to upfd: bucket size ... */
 	__u64 slowpath_per_sec; /* ... and refill per second */
-	__u32 urr_stride;       /* cells per URR in urr_state: 1 + possible CPUs */
-	/* TEID -> uplink_slots index (include/direct.h teid_slot,
+	__u32 slots;            /* session entries in sess_pages (PER_PAGE per page) */
+	/* TEID -> slot (include/session.h teid_slot,
 	 * crates/upf/src/fastpath/teid_index.rs); teid_slots 0: none. */
 	__u32 teid_lo;
 	__u32 teid_mask;
@@ -211,7 +263,12 @@ struct upf_config {
 	__u32 teid_mul2;
 	__u32 teid_add;
 	__u32 teid_slots;
-	__u32 ue_slots;   /* downlink_slots entries; 0: none */
+	__u32 ue_slots;   /* UE IPv4 address -> slot (address mod ue_slots); 0: none */
+	__u32 page_mul;   /* slot / per_page as (slot * page_mul) >> page_shift */
+	__u32 page_shift;
+	__u32 cells;      /* cold QER and URR cells in `cells` (cells_per_page per page) */
+	__u32 cell_mul;   /* handle / cells_per_page as (handle * cell_mul) >> cell_shift */
+	__u32 cell_shift;
 	__u32 teid_bits;  /* log2(teid_mask + 1) */
 	/* SPREAD_*: xdp_n3 hands G-PDUs to xdp_n3_cpu on spread_cpu[hash % n_spread]
 	 * through the cpus map (include/spread.h); SPREAD_OFF: it processes them itself. */
@@ -234,9 +291,10 @@ struct event {
 	__u64 seid;
 	__u32 far_id;
 	__u32 pdr_id;
-	__u32 urr;       /* EV_QUOTA, EV_THRESHOLD: URR index */
+	__u32 urr;       /* EV_QUOTA, EV_THRESHOLD: the URR's handle, or the slot if home */
 	__u8 nocp;
-	__u8 pad[3];
+	__u8 home;       /* EV_QUOTA, EV_THRESHOLD: the session's home URR (urr: its slot) */
+	__u8 pad[2];
 	__u64 ts_ns;
 };
 
@@ -246,12 +304,12 @@ struct slowpath_bucket {
 	__u64 tat; /* theoretical arrival time, ns; 0: idle */
 };
 
-struct teid_key {
-	__u32 teid; /* host order */
-};
-
-struct ue_key {
-	__u8 family; /* 4 or 6 */
+/* A key of the `keys` table: a TEID (kind KEY_TEID, the TEID in host order in addr's
+ * first four octets) or a UE address (kind 4 or 6, its family). One table for both: a
+ * hash table's room costs 16 octets per entry (rounded up to a power of two) whether
+ * used or not, and few sessions have both kinds outside their slots. */
+struct sess_key {
+	__u8 kind;
 	__u8 pad[3];
 	__u8 addr[16];
 };
@@ -266,95 +324,75 @@ struct lpm_key {
 #define UPF_MAX_SESSIONS 65536 /* upfd resizes every table before loading */
 #endif
 
-/* Keyed tables hold only the keys in use (BPF_F_NO_PREALLOC): they are sized for two
- * keys per session, and a rule set is a few cache lines. */
+/* The sessions' entries, PER_PAGE to a page (upf.bpf.c's read-only globals give the
+ * layout): entry i of page p is slot p * PER_PAGE + i, its record at i * entry size, then
+ * its pool, then LANES lanes. upfd writes records through a memory mapping. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, UPF_MAX_SESSIONS / 8);
+	__type(key, __u32);
+	__type(value, struct sess_page);
+} sess_pages SEC(".maps");
+
+/* Keyed tables hold only the keys in use (BPF_F_NO_PREALLOC), and so do the cold ones:
+ * their memory is what is used, not a share per session. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, struct teid_key);
-	__type(value, struct rule_set);
-} uplink SEC(".maps");
-
-/* Rule sets in direct slots (include/direct.h): one array access instead of a hash's
- * bucket and element. Uplink: the slot the TEID encodes (upfd allocates TEIDs so);
- * downlink: UE IPv4 address mod ue_slots. `key` says whose rule set the slot holds (the
- * TEID; the address in network order); another key or 0: look in the hash table.
- * upfd writes a slot through a memory mapping, rule set first and key last, and never
- * rewrites the rule set of a slot a packet may still be reading: a changed rule set goes
- * to the hash table (the slot's key cleared) and comes back once no packet can see the
- * old one (crates/bpf/src/direct.rs). */
-struct slot_entry {
-	__u32 key;
-	__u32 pad;
-	struct rule_set rs;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, __u32);
-	__type(value, struct slot_entry);
-} uplink_slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, __u32);
-	__type(value, struct slot_entry);
-} downlink_slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, struct ue_key);
-	__type(value, struct rule_set);
-} downlink SEC(".maps");
+	__type(key, struct sess_key);
+	__type(value, struct key_ref);
+} keys SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, 4096);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct lpm_key);
-	__type(value, struct rule_set);
+	__type(value, struct key_ref);
 } framed SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, UPF_MAX_SESSIONS * 2);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, UPF_MAX_SESSIONS);
+	__type(key, __u32);
+	__type(value, struct pdr_list);
+} pdr_lists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, UPF_MAX_SESSIONS);
 	__type(key, __u32);
 	__type(value, struct pdr);
 } pdrs SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, UPF_MAX_SESSIONS * 2);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, UPF_MAX_SESSIONS);
 	__type(key, __u32);
 	__type(value, struct far);
 } fars SEC(".maps");
 
+/* Cold QERs and URRs, CELLS_PER_PAGE to a page: upfd writes their parameters, quotas
+ * and thresholds a word at a time through a memory mapping while packets lease and
+ * count in them; sized by limits.cold_rules. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, UPF_MAX_SESSIONS);
+	__uint(max_entries, UPF_MAX_SESSIONS / 64);
 	__type(key, __u32);
-	__type(value, struct qer);
-} qers SEC(".maps");
+	__type(value, struct sess_page);
+} cells SEC(".maps");
 
-/* Index urr * upf_config.urr_stride: the shared cell; + 1 + CPU: that CPU's counters. */
+/* SDF match entries by handle, a PDR's run at sdf .. sdf + n_sdf; upfd shares a run
+ * between the PDRs whose filters compile to the same entries. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, UPF_MAX_SESSIONS);
-	__type(key, __u32);
-	__type(value, struct urr_cell);
-} urr_state SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, UPF_MAX_SESSIONS);
 	__type(key, __u32);
 	__type(value, struct sdf_match);

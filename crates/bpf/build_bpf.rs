@@ -38,6 +38,11 @@ pub fn build_dir(dir: &Path, prefix: &str, include: &[PathBuf], out: &Path) {
             "-Werror".to_string(),
             "-mcpu=v3".to_string(),
         ];
+        // A build that times the stages (bpf/include/profile.h).
+        println!("cargo:rerun-if-env-changed=UPF_BPF_PROFILE");
+        if std::env::var_os("UPF_BPF_PROFILE").is_some() {
+            args.push("-DUPF_PROFILE".to_string());
+        }
         args.extend(include.iter().map(|i| format!("-I{}", i.display())));
         args.push("-I/usr/include/x86_64-linux-gnu".to_string());
         SkeletonBuilder::new()

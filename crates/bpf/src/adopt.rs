@@ -9,12 +9,14 @@
 //!
 //! The old tables are found from the old URR table, whose kernel map ID upfd's state
 //! keeps ([`upf::state::CounterTable`], as [`crate::datapath::OldCounters`] reads it):
-//! the loaded programs that use it are the old data path's, and their maps of these
-//! names are its tables. They are held open from then on, so they outlive the swap that
-//! unloads the old programs. The entries are plain values (coarse-clock times and
-//! application indices, which the PFD table in the state keeps): copied as they are. A
-//! table whose type, key or value size differs from this build's (an upfd of another
-//! layout ran before) is not copied, and said so.
+//! the loaded programs that use it, and those that share a table with them (the stages),
+//! are the old data path's, and their maps of these names are its tables. They are held
+//! open from then on, so they outlive the swap that unloads the old programs. The
+//! entries are plain values (coarse-clock times and application indices, which the PFD
+//! table in the state keeps): copied as they are. A table whose type, key or value size
+//! differs from this build's (an upfd of another layout ran before) is not copied, and
+//! said so. The new data path's tables are found the same way where it does not name
+//! them (`app_stamps`).
 //!
 //! Each copy reads every old entry once (batched lookups; key by key where the kernel
 //! has no batches), so it is O(entries) and ends: an LRU table is at most its
@@ -25,7 +27,6 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
-use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use crate::datapath::Datapath;
@@ -79,26 +80,21 @@ impl Carried {
 }
 
 impl OldApps {
-    /// Open the application tables of the data path whose URR table (`urr_state`) has
-    /// kernel map ID `urr_map_id`: those of the loaded programs that use that map. An
+    /// Open the application tables of the data path whose URR table (`sess_pages`) has
+    /// kernel map ID `urr_map_id`: those of its programs ([`data_path_maps`]). An
     /// error if no loaded program uses it (the old data path is gone). A data path
     /// without some of the tables (an upfd before application detection) gives the
     /// others, the missing ones said in [`Carried::skipped`].
     pub fn find(urr_map_id: u32) -> Result<OldApps, String> {
-        let mut ids: Vec<u32> = Vec::new();
-        let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
-        for p in libbpf_rs::query::ProgInfoIter::with_query_opts(opts) {
-            if p.map_ids.contains(&urr_map_id) {
-                ids.extend(p.map_ids.iter().filter(|id| **id != urr_map_id));
-            }
-        }
+        let ids: Vec<u32> = data_path_maps(urr_map_id)
+            .into_iter()
+            .filter(|id| *id != urr_map_id)
+            .collect();
         if ids.is_empty() {
             return Err(format!(
                 "no loaded program uses map {urr_map_id} (the previous URR table)"
             ));
         }
-        ids.sort_unstable();
-        ids.dedup();
         let mut found: Vec<OldTable> = Vec::new();
         for id in ids {
             // A map freed meanwhile is not one of ours any more.
@@ -152,14 +148,15 @@ impl OldApps {
             self.check_layouts(dp);
             carried.skipped = self.skipped.clone();
         }
+        let ours = new_tables(dp);
         let hasher = &self.hasher;
         for t in &mut self.tables {
-            let Some(new) = new_map(dp, t.name) else {
+            let Some(new) = ours.get(t.name) else {
                 continue;
             };
             let array = t.map.map_type() == MapType::Array;
             t.copied.clear();
-            let mut out = Batch::new(&new);
+            let mut out = Batch::new(new);
             each_entry(&t.map, |k, v| {
                 t.copied.insert(hasher.hash_one(k), hasher.hash_one(v));
                 if array {
@@ -185,9 +182,10 @@ impl OldApps {
     /// wrote the entry themselves since (theirs is newer). For stamps, per stamp.
     pub fn copy_again(&mut self, dp: &Datapath) -> Carried {
         let mut carried = Carried::default();
+        let ours = new_tables(dp);
         let hasher = &self.hasher;
         for t in &mut self.tables {
-            let Some(new) = new_map(dp, t.name) else {
+            let Some(new) = ours.get(t.name) else {
                 continue;
             };
             let array = t.map.map_type() == MapType::Array;
@@ -233,9 +231,10 @@ impl OldApps {
 
     /// Drop the tables `dp` has not, or has with another type or key or value size.
     fn check_layouts(&mut self, dp: &Datapath) {
+        let new_tabs = new_tables(dp);
         let skipped = &mut self.skipped;
         self.tables.retain(|t| {
-            let Some(new) = new_map(dp, t.name) else {
+            let Some(new) = new_tabs.get(t.name) else {
                 skipped.push(format!("{}: this data path has none", t.name));
                 return false;
             };
@@ -253,12 +252,61 @@ impl OldApps {
     }
 }
 
-/// `dp`'s map named `name`.
-fn new_map<'a>(dp: &'a Datapath, name: &str) -> Option<libbpf_rs::Map<'a>> {
-    dp.skel()
-        .object()
-        .maps()
-        .find(|m| m.name().to_str() == Some(name))
+/// `dp`'s tables of [`TABLES`], open: by name where `dp` keeps them, else among the
+/// maps of its programs (found from its `sess_pages` as the old ones are).
+fn new_tables(dp: &Datapath) -> HashMap<&'static str, MapHandle> {
+    let mut t: HashMap<&'static str, MapHandle> = HashMap::new();
+    for name in TABLES {
+        if let Some(m) = dp.map_named(name).and_then(|m| MapHandle::try_from(m).ok()) {
+            t.insert(name, m);
+        }
+    }
+    if t.len() < TABLES.len() {
+        let seed = dp.counter_table().map(|c| c.map_id).unwrap_or(0);
+        for id in data_path_maps(seed) {
+            let Ok(m) = MapHandle::from_map_id(id) else {
+                continue;
+            };
+            if let Some(name) = TABLES.iter().find(|n| m.name().to_str() == Some(**n)) {
+                t.entry(name).or_insert(m);
+            }
+        }
+    }
+    t
+}
+
+/// The kernel IDs of the maps of one data path, `seed` one of them: the maps of the
+/// loaded programs that use `seed`, then of those that share a map with these, until
+/// none is added (the stages that read the application tables share only their scratch
+/// table with the entry programs; datapath/reuse.rs finds them so too). Empty if no
+/// loaded program uses `seed`. Data paths share no maps, so none of another is taken.
+fn data_path_maps(seed: u32) -> Vec<u32> {
+    let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
+    let progs: Vec<Vec<u32>> = libbpf_rs::query::ProgInfoIter::with_query_opts(opts)
+        .map(|p| p.map_ids)
+        .collect();
+    let mut ids: Vec<u32> = vec![seed];
+    let mut taken = vec![false; progs.len()];
+    loop {
+        let before = ids.len();
+        for (i, maps) in progs.iter().enumerate() {
+            if !taken[i] && maps.iter().any(|m| ids.contains(m)) {
+                taken[i] = true;
+                for m in maps {
+                    if !ids.contains(m) {
+                        ids.push(*m);
+                    }
+                }
+            }
+        }
+        if ids.len() == before {
+            break;
+        }
+    }
+    if !taken.contains(&true) {
+        return Vec::new();
+    }
+    ids
 }
 
 /// An array's index from its 4-octet key.
@@ -290,16 +338,16 @@ fn each_entry(map: &MapHandle, mut f: impl FnMut(&[u8], &[u8])) {
 }
 
 /// Entries written to a map in batches (one by one if a batch is refused).
-struct Batch<'a, 'm> {
-    map: &'a libbpf_rs::Map<'m>,
+struct Batch<'a> {
+    map: &'a MapHandle,
     keys: Vec<u8>,
     values: Vec<u8>,
     n: u32,
     written: usize,
 }
 
-impl<'a, 'm> Batch<'a, 'm> {
-    fn new(map: &'a libbpf_rs::Map<'m>) -> Self {
+impl<'a> Batch<'a> {
+    fn new(map: &'a MapHandle) -> Self {
         Batch {
             map,
             keys: Vec::new(),

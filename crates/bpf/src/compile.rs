@@ -170,17 +170,17 @@ pub struct Compiled {
     pub keys: Vec<KeyRules>,
     pub pdrs: Vec<PdrEntry>,
     pub fars: Vec<(u32, types::far)>,
-    /// QERs with their rates in the data path's units; `tat_*` 0 (idle).
-    pub qers: Vec<(u32, types::qer)>,
+    /// QERs with their rates in the data path's units and leases for its lanes.
+    pub qers: Vec<(u32, types::qer_params)>,
     pub urrs: Vec<u32>,
     /// The session's UE addresses for the uplink source check: the first IPv4 address
     /// and the first IPv6 prefix (64 bits unless the PDI says) of its PDRs by ID.
     pub ue_v4: Option<Ipv4Addr>,
     pub ue_v6: Option<(Ipv6Addr, u8)>,
-    /// RS_APPS and RS_APP_REPORT for every key: a PDR of the session names an
-    /// application, and one with a URR whose reporting triggers include START (TS
-    /// 29.244 clause 5.11.1, 8.2.19). Session-wide: downlink packets are classified too
-    /// (DNS answers, learned addresses) even where only uplink PDRs name one.
+    /// SR_APPS and SR_APP_REPORT: a PDR of the session names an application, and one
+    /// with a URR whose reporting triggers include START (TS 29.244 clause 5.11.1,
+    /// 8.2.19). Session-wide: downlink packets are classified too (DNS answers, learned
+    /// addresses) even where only uplink PDRs name one.
     pub app_flags: u32,
 }
 
@@ -200,80 +200,234 @@ impl Compiled {
             .unwrap_or(0)
     }
 
-    /// The value of key `k`: the session, its PDRs by table index (`pdr_index`), the
-    /// direction and the UE addresses, with the hot PDR ([`Compiled::hot_at`]) and that
-    /// PDR's FAR copied in (`pdrs`, `fars`: the linked values by table index).
-    pub fn rule_set(
-        &self,
-        k: &KeyRules,
-        pdr_index: &HashMap<u16, u32>,
-        pdrs: &HashMap<u32, types::pdr>,
-        fars: &HashMap<u32, types::far>,
-    ) -> types::rule_set {
-        let mut v = types::rule_set {
+    /// A PDR's entry by ID.
+    pub fn pdr(&self, id: u16) -> Option<&PdrEntry> {
+        self.pdrs.iter().find(|p| p.id == id)
+    }
+
+    /// A FAR's entry by ID.
+    pub fn far(&self, id: u32) -> Option<&types::far> {
+        self.fars.iter().find(|(i, _)| *i == id).map(|(_, f)| f)
+    }
+
+    /// The primary keys of a record (its two key lines): its first TEID key, and its
+    /// first IPv4 UE key if that is the session's source-check address (the record has
+    /// one field for both), else none.
+    pub fn primary_keys(&self) -> [Option<&KeyRules>; 2] {
+        [
+            self.keys.iter().find(|k| matches!(k.key, Key::Teid(_))),
+            self.keys
+                .iter()
+                .find(|k| matches!(k.key, Key::Ue(IpAddr::V4(_))))
+                .filter(|k| match k.key {
+                    Key::Ue(IpAddr::V4(a)) => self.ue_v4.is_none_or(|x| x == a),
+                    _ => false,
+                }),
+        ]
+    }
+
+    /// The QER and URR a new record holds (its home ones, [`RecordPlan`]): the first of
+    /// its first primary key's hot PDR.
+    pub fn home_candidates(&self) -> (Option<u32>, Option<u32>) {
+        let hot = self
+            .primary_keys()
+            .into_iter()
+            .flatten()
+            .next()
+            .and_then(|k| k.pdrs.get(self.hot_at(k)))
+            .and_then(|id| self.pdr(*id));
+        (
+            hot.and_then(|p| p.qer_ids.first().copied()),
+            hot.and_then(|p| p.urr_ids.first().copied()),
+        )
+    }
+
+    /// The session's record, placed as `p` says.
+    pub fn record(&self, p: &RecordPlan<'_>) -> types::sess_rec {
+        let mut r = types::sess_rec {
             seid: self.seid,
-            n_pdrs: k.pdrs.len() as u8,
-            uplink: k.uplink as u8,
+            flags: (self.app_flags | u32::from(p.urr_flags)) as u16,
+            epoch: p.epoch,
+            list: p.lists,
             ..Default::default()
         };
-        for (i, id) in k.pdrs.iter().enumerate() {
-            v.pdr[i] = pdr_index.get(id).copied().unwrap_or(0);
-            v.pdr_app[i] = self.pdrs.iter().find(|p| p.id == *id).map_or(0, |p| p.app);
-        }
-        v.hot |= self.app_flags;
-        let at = self.hot_at(k);
-        if let Some(p) = pdrs.get(&v.pdr[at]).filter(|_| v.pdr[at] != 0) {
-            v.pdr0 = *p;
-            v.hot |= abi::RS_HOT_PDR0 | (at as u32) << abi::RS_HOT_AT_SHIFT;
-            if let Some(f) = fars.get(&p.far).filter(|_| p.far != 0) {
-                v.far0 = *f;
-                v.hot |= abi::RS_HOT_FAR0;
-            }
-        }
         if let Some(a) = self.ue_v4 {
-            v.has_ue_v4 = 1;
-            v.ue_v4 = u32::from_ne_bytes(a.octets());
+            r.flags |= abi::SR_UE_V4 as u16;
+            r.ue_v4 = u32::from_ne_bytes(a.octets());
         }
         if let Some((a, l)) = self.ue_v6 {
-            v.ue_v6 = a.octets();
+            r.ue_v6 = a.octets();
             // 0 is "none" in the table: a /0 prefix (any source) is not representable.
-            v.ue_v6_len = l.clamp(1, 128);
+            r.ue_v6_len = l.clamp(1, 128);
+        }
+        for (line, k) in p.keys.iter().enumerate() {
+            let Some(k) = k else {
+                continue;
+            };
+            match k.key {
+                Key::Teid(t) => r.teid = t,
+                Key::Ue(IpAddr::V4(a)) => {
+                    r.ue_v4 = u32::from_ne_bytes(a.octets());
+                    r.flags |= abi::SR_UE_KEY as u16;
+                }
+                _ => {}
+            }
+            let at = self.hot_at(k);
+            r.n_pdrs[line] = k.pdrs.len() as u8;
+            r.hot_at[line] = at as u8;
+            if let Some(pdr) = k.pdrs.get(at).and_then(|id| self.pdr(*id)) {
+                let mut d = self.dir_rules(pdr, k.uplink, p);
+                if let Some([a, b]) = self
+                    .apps_before_hot(k)
+                    .filter(|_| at > 0 && d.flags & abi::DR_COLD as u8 == 0)
+                {
+                    d.flags |= abi::DR_APPS as u8;
+                    d.more = u32::from(a) | u32::from(b) << 16;
+                }
+                r.dir[line] = d;
+            }
+        }
+        if let Some((_, q)) = p
+            .home_qer
+            .and_then(|id| self.qers.iter().find(|(i, _)| *i == id))
+        {
+            r.home = *q;
+        }
+        r.home.urr_id = p.home_urr.unwrap_or(0);
+        // What a restarted upfd reads back (datapath/reuse.rs): which home rules the
+        // record holds, and whether its lanes ever counted for a URR.
+        r.home.home = (p.home_qer.is_some() as u8 * abi::HOME_QER as u8)
+            | (p.home_urr.is_some() as u8 * abi::HOME_URR as u8)
+            | ((p.lanes_used || p.home_urr.is_some()) as u8 * abi::HOME_LANES_USED as u8);
+        r.home.seid = self.seid;
+        r
+    }
+
+    /// The applications of a key's PDRs before its hot one, if they are all application
+    /// PDRs of at most two applications (abi::DR_APPS): what a packet must be of, or
+    /// match a flow description of, to need any PDR but the hot one before it.
+    fn apps_before_hot(&self, k: &KeyRules) -> Option<[u16; 2]> {
+        let at = self.hot_at(k);
+        let mut apps = [0u16; 2];
+        for id in &k.pdrs[..at] {
+            let a = self.pdr(*id)?.app;
+            if a == 0 {
+                return None;
+            }
+            if !apps.contains(&a) {
+                *apps.iter_mut().find(|x| **x == 0)? = a;
+            }
+        }
+        Some(apps)
+    }
+
+    /// A key's hot PDR and its FAR as a line of the record.
+    fn dir_rules(&self, pdr: &PdrEntry, up: bool, p: &RecordPlan<'_>) -> types::dir_rules {
+        let mut d = types::dir_rules {
+            pdr_id: pdr.id,
+            qfi: pdr.value.qfi,
+            ohr: pdr.value.ohr,
+            ohr_ext: pdr.value.ohr_ext,
+            n_sdf: pdr.sdf.len() as u8,
+            flags: abi::DR_VALID as u8,
+            up: up as u8,
+            ..Default::default()
+        };
+        if !pdr.sdf.is_empty() {
+            d.sdf = p.sdf.get(&pdr.id).copied().unwrap_or(0);
+        }
+        if needs_cold(pdr, p.home_qer, p.home_urr) {
+            d.flags |= abi::DR_COLD as u8;
+            d.more = p.cold.get(&pdr.id).copied().unwrap_or(0);
+        } else {
+            if !pdr.qer_ids.is_empty() {
+                d.flags |= abi::DR_QER_HOME as u8;
+            }
+            if !pdr.urr_ids.is_empty() {
+                d.flags |= abi::DR_URR_HOME as u8;
+            }
+        }
+        if let Some(f) = pdr.far_id.and_then(|id| self.far(id)) {
+            d.far_id = f.id;
+            d.action = f.action;
+            d.dest = f.dest;
+            d.ohc = f.ohc;
+            d.far_flags = f.flags;
+            d.tos = f.tos;
+            d.port = f.port;
+            d.teid = f.teid;
+            d.peer = f.peer;
+            d.src = f.src;
+        }
+        d
+    }
+
+    /// The PDRs whose full entries the programs read from the `pdrs` table: a primary
+    /// key's PDRs other than its hot one, its hot one when the record cannot hold it
+    /// ([`needs_cold`]), and every PDR of the other keys.
+    pub fn cold_pdrs(&self, home_qer: Option<u32>, home_urr: Option<u32>) -> Vec<u16> {
+        let primary = self.primary_keys();
+        let mut v: Vec<u16> = Vec::new();
+        for k in &self.keys {
+            let is_primary = primary.iter().flatten().any(|p| p.key == k.key);
+            let at = self.hot_at(k);
+            for (i, id) in k.pdrs.iter().enumerate() {
+                let hot = is_primary && i == at;
+                let cold = !hot
+                    || self
+                        .pdr(*id)
+                        .is_some_and(|p| needs_cold(p, home_qer, home_urr));
+                if cold && !v.contains(id) {
+                    v.push(*id);
+                }
+            }
         }
         v
     }
+}
 
-    /// The PDRs of keys other than their hot one: the only ones the programs read from
-    /// the `pdrs` table (a key's hot PDR travels in its rule set), and their FARs.
-    pub fn in_tables(&self) -> (Vec<u16>, Vec<u32>) {
-        let mut pdrs: Vec<u16> = self
-            .keys
-            .iter()
-            .flat_map(|k| {
-                let at = self.hot_at(k);
-                k.pdrs
-                    .iter()
-                    .enumerate()
-                    .filter(move |(i, _)| *i != at)
-                    .map(|(_, id)| *id)
-            })
-            .collect();
-        pdrs.sort_unstable();
-        pdrs.dedup();
-        let mut fars: Vec<u32> = self
-            .pdrs
-            .iter()
-            .filter(|p| pdrs.contains(&p.id))
-            .filter_map(|p| p.far_id)
-            .collect();
-        fars.sort_unstable();
-        fars.dedup();
-        (pdrs, fars)
-    }
+/// Whether a hot PDR needs its full entry: it has QERs or URRs other than the home ones,
+/// or more than one of either.
+pub fn needs_cold(pdr: &PdrEntry, home_qer: Option<u32>, home_urr: Option<u32>) -> bool {
+    let only_home = |ids: &[u32], home: Option<u32>| match ids {
+        [] => true,
+        [one] => Some(*one) == home,
+        _ => false,
+    };
+    !only_home(&pdr.qer_ids, home_qer) || !only_home(&pdr.urr_ids, home_urr)
+}
+
+/// How a session's record is placed: its primary keys, its home QER and URR, the
+/// handles of its cold entries, and the home URR's lease epochs and flags.
+#[derive(Debug, Default)]
+pub struct RecordPlan<'a> {
+    /// The keys of the record's lines: [the TEID key, the IPv4 UE key].
+    pub keys: [Option<&'a KeyRules>; 2],
+    pub home_qer: Option<u32>,
+    pub home_urr: Option<u32>,
+    /// PDR ID -> its handle in `pdrs` (hot PDRs that need one, [`needs_cold`]).
+    pub cold: HashMap<u16, u32>,
+    /// PDR ID -> the first of its SDF entries in `sdfs`.
+    pub sdf: HashMap<u16, u32>,
+    /// Each line's PDR list in `pdr_lists` (0: the hot PDR alone).
+    pub lists: [u32; 2],
+    pub epoch: u32,
+    /// SR_URR_QUOTA, SR_URR_THRESHOLD.
+    pub urr_flags: u16,
+    /// The entry's lanes counted for a home URR before (it may be gone): no other URR
+    /// takes them over (its counts would start at theirs).
+    pub lanes_used: bool,
 }
 
 /// Compile a session. Errors name the PDR the data path cannot hold.
 /// `pfds` gives the index of each PDR's Application ID (one it does not know is refused).
-pub fn compile(s: &Session, addrs: &Addresses, pfds: &PfdTable) -> Result<Compiled, FastPathError> {
+/// `lanes`: the data path's lanes (leases are sized by them).
+pub fn compile(
+    s: &Session,
+    addrs: &Addresses,
+    pfds: &PfdTable,
+    lanes: u32,
+) -> Result<Compiled, FastPathError> {
     // Each PDR with its effective PDI (completed by its Traffic Endpoints), by PDR ID.
     let pdis: Vec<(&Pdr, Pdi)> = s.pdrs.values().map(|p| (p, s.effective_pdi(p))).collect();
     let mut pdrs = Vec::with_capacity(pdis.len());
@@ -281,7 +435,7 @@ pub fn compile(s: &Session, addrs: &Addresses, pfds: &PfdTable) -> Result<Compil
     for (p, pdi) in &pdis {
         let e = pdr_entry(p, pdi, pfds)?;
         if e.app != 0 {
-            app_flags |= abi::RS_APPS;
+            app_flags |= abi::SR_APPS;
             let start = |u: &u32| {
                 s.urrs.get(u).is_some_and(|u| {
                     u.rule
@@ -290,7 +444,7 @@ pub fn compile(s: &Session, addrs: &Addresses, pfds: &PfdTable) -> Result<Compil
                 })
             };
             if p.urr_ids.iter().any(start) {
-                app_flags |= abi::RS_APP_REPORT;
+                app_flags |= abi::SR_APP_REPORT;
             }
         }
         pdrs.push(e);
@@ -301,7 +455,7 @@ pub fn compile(s: &Session, addrs: &Addresses, pfds: &PfdTable) -> Result<Compil
         keys: keys(&pdis)?,
         pdrs,
         fars: s.fars.values().map(|f| (f.id, far(f, addrs))).collect(),
-        qers: s.qers.values().map(|q| (q.id, qer(q))).collect(),
+        qers: s.qers.values().map(|q| (q.id, qer(q, lanes))).collect(),
         urrs: s.urrs.keys().copied().collect(),
         ue_v4,
         ue_v6,
@@ -504,13 +658,13 @@ pub fn far(f: &Far, addrs: &Addresses) -> types::far {
     v
 }
 
-/// A QER's entry: gates, QFI, RQI, PPI and the MBR per direction as a GCRA
-/// ([`qer_gcra`]); the theoretical arrival times start idle.
-pub fn qer(q: &Qer) -> types::qer {
-    let mut v = types::qer {
-        gate_ul: q.gate_ul_open as u8,
-        gate_dl: q.gate_dl_open as u8,
+/// A QER's parameters: gates, QFI, RQI, PPI and the MBR per direction as a GCRA
+/// ([`qer_gcra`]) with the size of the leases its `lanes` lanes take ([`mbr_lease`]).
+pub fn qer(q: &Qer, lanes: u32) -> types::qer_params {
+    let mut v = types::qer_params {
+        gate: [q.gate_ul_open as u8, q.gate_dl_open as u8],
         qfi: q.qfi.unwrap_or(abi::QFI_ANY as u8),
+        qer_id: q.id,
         ..Default::default()
     };
     if q.rqi {
@@ -522,10 +676,29 @@ pub fn qer(q: &Qer) -> types::qer {
     }
     if let Some(m) = q.mbr {
         v.flags |= (abi::QER_F_MBR_UL | abi::QER_F_MBR_DL) as u8;
-        (v.cost_ul, v.tau_ul) = qer_gcra(m.ul_kbps);
-        (v.cost_dl, v.tau_dl) = qer_gcra(m.dl_kbps);
+        for (d, kbps) in [m.ul_kbps, m.dl_kbps].into_iter().enumerate() {
+            let (cost, tau) = qer_gcra(kbps);
+            v.cost[d] = cost;
+            // A lease is spent within its life after it is charged: the burst the GCRA
+            // allows is the configured one less that (docs/architecture.md, "Leases").
+            v.tau[d] = tau.saturating_sub(LEASE_TTL_NS);
+            v.lease[d] = mbr_lease(kbps, lanes);
+        }
     }
     v
+}
+
+/// An MBR lease's life in ns (abi::LEASE_TTL lane time units).
+pub const LEASE_TTL_NS: u64 = (abi::LEASE_TTL as u64) << abi::LANE_TIME_SHIFT;
+
+/// Octets an MBR lease of a rate of `kbps` grants with `lanes` lanes: the burst /
+/// (LEASE_SHARE x lanes) (a lease then lasts at least 12.5 ms of the rate with up to 4
+/// lanes, longer than it lives).
+pub fn mbr_lease(kbps: u64, lanes: u32) -> u32 {
+    let rate = (kbps.saturating_mul(1000) / 8).min(12_500_000_000);
+    let burst = (rate / 10).max(3000).min(rate.max(3000));
+    let share = burst / (u64::from(abi::LEASE_SHARE) * u64::from(lanes.max(1)));
+    share.min(u64::from(u32::MAX)) as u32
 }
 
 /// A maximum bit rate in the data path's units (bpf/include/qer.h): what one octet adds
@@ -718,7 +891,7 @@ mod tests {
         let mut routed = on_ue(ue);
         routed.framed_routes = upf::rules::thin_vec!["172.16.0.0/24".parse().unwrap()];
         s.pdrs.insert(6, pdr(6, 10, routed));
-        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new(), 2).unwrap();
         let keys: Vec<(Key, u16, Vec<u16>, bool)> = c
             .keys
             .iter()
@@ -738,8 +911,10 @@ mod tests {
                 ),
             ]
         );
-        // Only the PDRs after a key's first are read from the pdrs table.
-        assert_eq!(c.in_tables(), (vec![1, 4, 5], vec![1]));
+        // The record holds the hot PDR of its primary keys (TEID 0x100, the UE
+        // address): the others are read from the pdrs table, and every PDR of the other
+        // keys (TEID 0x200, the framed route).
+        assert_eq!(c.cold_pdrs(None, None), vec![1, 5, 3, 4, 6]);
         assert_eq!(c.ue_v4, Some(ue));
     }
 
@@ -753,7 +928,7 @@ mod tests {
         };
         s.pdrs.insert(1, pdr(1, 100, route("172.16.0.0/16", 2)));
         s.pdrs.insert(2, pdr(2, 50, route("172.16.1.0/24", 2)));
-        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new(), 2).unwrap();
         let of = |net: &str| -> Vec<u16> {
             let k = Key::Framed(net.parse().unwrap());
             c.keys.iter().find(|x| x.key == k).unwrap().pdrs.to_vec()
@@ -774,24 +949,19 @@ mod tests {
         v6.ue_ips[0].ipv6 = Some("2001:db8:45::".parse().unwrap());
         v6.ue_ips[0].ipv6_prefix_len = Some(56);
         s.pdrs.insert(3, pdr(3, 100, v6));
-        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new(), 2).unwrap();
         assert_eq!(c.ue_v4, Some(Ipv4Addr::new(10, 45, 0, 2)));
         assert_eq!(c.ue_v6, Some(("2001:db8:45::".parse().unwrap(), 56)));
-        let rs = c.rule_set(
-            &c.keys[0],
-            &HashMap::new(),
-            &HashMap::new(),
-            &HashMap::new(),
-        );
+        let r = c.record(&RecordPlan::default());
         assert_eq!(
-            (rs.has_ue_v4, rs.ue_v4),
-            (1, u32::from_ne_bytes([10, 45, 0, 2]))
+            (r.flags & abi::SR_UE_V4 as u16, r.ue_v4),
+            (abi::SR_UE_V4 as u16, u32::from_ne_bytes([10, 45, 0, 2]))
         );
-        assert_eq!(rs.ue_v6_len, 56);
+        assert_eq!(r.ue_v6_len, 56);
     }
 
     #[test]
-    fn the_rule_set_holds_the_first_pdr_without_an_application() {
+    fn the_record_holds_the_first_pdr_without_an_application() {
         let mut t = PfdTable::new();
         let mut a = upf::pfd::AppPfds::default();
         a.add_domain("a.example", None).unwrap();
@@ -805,7 +975,7 @@ mod tests {
         app.local_fteid.as_mut().unwrap().teid = 0x180;
         s.pdrs.insert(4, pdr(4, 10, app));
         s.pdrs.insert(5, pdr(5, 100, on_teid(0x200)));
-        let c = compile(&s, &addrs(), &t).unwrap();
+        let c = compile(&s, &addrs(), &t, 2).unwrap();
         assert_eq!(c.keys[0].pdrs.to_vec(), vec![2, 1, 3]);
         assert_eq!(c.keys[1].pdrs.to_vec(), vec![4]);
         assert_eq!(c.keys[2].pdrs.to_vec(), vec![5]);
@@ -814,29 +984,28 @@ mod tests {
             c.keys.iter().map(|k| c.hot_at(k)).collect::<Vec<_>>(),
             vec![1, 0, 0]
         );
-        let index: HashMap<u16, u32> = (1..=5).map(|id| (id, 10 + u32::from(id))).collect();
-        let pdrs: HashMap<u32, types::pdr> = (1..=5u32)
-            .map(|id| {
-                let v = types::pdr {
-                    id,
-                    far: 1,
-                    ..Default::default()
-                };
-                (10 + id, v)
-            })
-            .collect();
-        let fars: HashMap<u32, types::far> = [(1, types::far::default())].into();
-        let rs = c.rule_set(&c.keys[0], &index, &pdrs, &fars);
-        assert_eq!(rs.pdr0.id, 1);
+        let keys = c.primary_keys();
+        assert_eq!(keys[0].map(|k| k.key), Some(Key::Teid(0x100)));
+        s.fars.insert(1, forwarding(1, None));
+        let c = compile(&s, &addrs(), &t, 2).unwrap();
+        let rp = RecordPlan {
+            keys: c.primary_keys(),
+            lists: [7, 0],
+            ..Default::default()
+        };
+        let r = c.record(&rp);
+        // Line 0: TEID 0x100's hot PDR, 1, its FAR copied in; the list names all three.
         assert_eq!(
-            rs.hot,
-            abi::RS_HOT_PDR0 | abi::RS_HOT_FAR0 | abi::RS_APPS | 1 << abi::RS_HOT_AT_SHIFT
+            (r.teid, r.n_pdrs[0], r.hot_at[0], r.list[0]),
+            (0x100, 3, 1, 7)
         );
-        assert_eq!(rs.pdr_app[..3], [1, 0, 0]);
-        let rs = c.rule_set(&c.keys[1], &index, &pdrs, &fars);
-        assert_eq!((rs.pdr0.id, rs.hot >> abi::RS_HOT_AT_SHIFT), (4, 0));
-        // The tables hold the PDRs the rule sets do not: 2 and 3 (key 0).
-        assert_eq!(c.in_tables(), (vec![2, 3], vec![1]));
+        assert_eq!((r.dir[0].pdr_id, r.dir[0].far_id, r.dir[0].up), (1, 1, 1));
+        assert_eq!(r.dir[0].action, abi::FAR_FORW as u8);
+        assert_ne!(r.dir[0].flags & abi::DR_VALID as u8, 0);
+        assert_eq!(r.flags & abi::SR_APPS as u16, abi::SR_APPS as u16);
+        // The pdrs table holds the PDRs the record does not: 2 and 3 (key 0x100), 4 and 5
+        // (the keys that are not the record's).
+        assert_eq!(c.cold_pdrs(None, None), vec![2, 3, 4, 5]);
     }
 
     #[test]
@@ -845,7 +1014,7 @@ mod tests {
         for id in 1..=9 {
             s.pdrs.insert(id, pdr(id, 100, on_teid(0x100)));
         }
-        match compile(&s, &addrs(), &PfdTable::new()) {
+        match compile(&s, &addrs(), &PfdTable::new(), 2) {
             Err(FastPathError::Pdr { pdr_id: 1, why }) => assert!(why.contains("more than 8")),
             other => panic!("{other:?}"),
         }
@@ -865,7 +1034,7 @@ mod tests {
         s.pdrs.insert(1, p);
         s.pdrs
             .insert(2, pdr(2, 100, on_ue(Ipv4Addr::new(10, 45, 0, 2))));
-        let c = compile(&s, &addrs(), &PfdTable::new()).unwrap();
+        let c = compile(&s, &addrs(), &PfdTable::new(), 2).unwrap();
         let e = &c.pdrs[0];
         assert_eq!((e.value.qfi, e.value.ohr, e.value.ohr_ext), (9, 0, 1));
         let d = &c.pdrs[1];
@@ -888,7 +1057,7 @@ mod tests {
         let qer_limit = abi::MAX_QERS_PER_PDR as usize;
         s.pdrs.get_mut(&1).unwrap().qer_ids = (0..=qer_limit as u32).collect();
         assert!(matches!(
-            compile(&s, &addrs(), &PfdTable::new()),
+            compile(&s, &addrs(), &PfdTable::new(), 2),
             Err(FastPathError::Pdr { pdr_id: 1, .. })
         ));
     }
@@ -998,16 +1167,18 @@ mod tests {
             ppi: Some(9),
             ..Default::default()
         };
-        let v = qer(&q);
-        assert_eq!((v.gate_ul, v.gate_dl, v.qfi, v.ppi), (1, 0, 5, 1));
+        let v = qer(&q, 2);
+        assert_eq!((v.gate, v.qfi, v.ppi, v.qer_id), ([1, 0], 5, 1, 1));
         let f = abi::QER_F_MBR_UL | abi::QER_F_MBR_DL | abi::QER_F_RQI | abi::QER_F_PPI;
         assert_eq!(u32::from(v.flags), f);
-        // 10 Mbit/s: 800 ns an octet; the burst 100 ms of the rate.
-        assert_eq!(v.cost_ul >> abi::QER_COST_SHIFT, 800);
-        assert_eq!(v.tau_ul, 100_000_000);
-        assert_eq!(v.cost_dl >> abi::QER_COST_SHIFT, 100);
-        assert_eq!((v.tat_ul, v.tat_dl), (0, 0));
-        assert_eq!(qer(&Qer::default()).flags, 0);
+        // 10 Mbit/s: 800 ns an octet; the burst 100 ms of the rate, less a lease's life.
+        assert_eq!(v.cost[0] >> abi::QER_COST_SHIFT, 800);
+        assert_eq!(v.tau[0], 100_000_000 - LEASE_TTL_NS);
+        assert_eq!(v.cost[1] >> abi::QER_COST_SHIFT, 100);
+        // A lease: the burst (125,000 octets at 10 Mbit/s) / (2 x 2 lanes).
+        assert_eq!(v.lease, [31_250, 250_000]);
+        assert_eq!(qer(&q, 1).lease, [62_500, 500_000]);
+        assert_eq!(qer(&Qer::default(), 2).flags, 0);
     }
 
     #[test]

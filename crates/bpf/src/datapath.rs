@@ -1,25 +1,30 @@
 //! The XDP data path as a [`FastPath`]: loads the programs of bpf/upf.bpf.c, sizes and
-//! configures their tables (bpf/include/upf_maps.h), and is their only writer.
+//! configures their tables (bpf/include/upf_maps.h; docs/architecture.md, "The data
+//! path's tables") and is their only writer.
 //!
-//! Installing a session is four named steps over what the compiler (compile.rs) made of
-//! its rules: `check` (its keys are free, the tables have room), `place` (table
-//! indices), `write` (the PDR and FAR entries the programs read from the tables) and
-//! `publish` (the keys). The programs never see a half-built session: QERs, URRs, FARs,
-//! SDF entries and PDRs first (new indices for FARs, SDF entries and PDRs: copy on
-//! write), then the lookup keys, which switch to the new rules atomically one key at a
-//! time; entries no longer used are freed last, after a grace period so a packet in
-//! flight never reads a reused slot.
+//! A session is one entry of `sess_pages` (record, pool, lanes; [`Layout`]): its slot is
+//! its UE address's (or its TEID's, or any free one), and stays the same for the
+//! session's life, so its counts and leases stay where packets find them. Installing a
+//! session is four named steps over what the compiler (compile.rs) made of its rules:
+//! `check` (its keys are free, the tables have room), `place` (its slot, home QER and
+//! URR, cells), `write` (the cold entries: PDR lists, PDRs, FARs, SDF entries, cells) and
+//! `publish` (the record, under its sequence lock, then the keys that are not the
+//! slot's own). The programs never see a half-built session: cold entries are written
+//! under fresh handles before the record that names them, and the old ones are deleted
+//! only after a grace period, when no packet can still read them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::mem::MaybeUninit;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use upf::abi;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{
@@ -28,66 +33,111 @@ use upf::fastpath::{
 use upf::pfd::PfdTable;
 use upf::rules::Session;
 
-use crate::compile::{compile, sdf_entries, Addresses, Compiled, Key, Rule};
-use crate::direct::{ue_key, ue_v4_key, DirectTable, Keying};
-use crate::mem::{bytes, from_bytes, io, QerMem, UrrMem};
+use crate::compile::{compile, sdf_entries, Addresses, Compiled, Key, RecordPlan, Rule};
+use crate::layout::Layout;
+use crate::mem::{bytes, from_bytes, io, LaneSums, Pages};
 use crate::slots::{Slots, GRACE};
 use crate::upf::types;
 use crate::upf::{UpfSkel, UpfSkelBuilder};
 
-/// How long a cleared direct slot or a freed table index rests before it is used again
+/// How long a freed slot, cell or cold entry rests before it is used again or deleted
 /// (no packet in flight can still read it then); tests step over it with
 /// [`Datapath::install_at`] and [`Datapath::settle_at`].
 pub const SLOT_GRACE: std::time::Duration = GRACE;
 
-/// Rule ID -> table index for the few QERs or URRs of a session: a linear search in
-/// place costs less memory than a hash map per session (docs/benchmarks.md, heap).
+/// A URR handle's bit for the session's home URR (its slot in the low bits); without
+/// it a handle names a cell ([`FastPath::urr_handle`], kept in upfd's state).
+pub const HOME_HANDLE: u32 = 0x8000_0000;
+
+/// Where a session's QER or URR lives: the home one in its entry, others in a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Home,
+    Cell(u32),
+}
+
+/// Rule ID -> place for the few QERs or URRs of a session: a linear search in place
+/// costs less memory than a hash map per session (docs/benchmarks.md, heap).
 #[derive(Debug, Default, Clone, PartialEq)]
-struct IdMap(SmallVec<[(u32, u32); 2]>);
+struct IdMap(SmallVec<[(u32, Place); 2]>);
 
 impl IdMap {
-    fn get(&self, id: &u32) -> Option<&u32> {
-        self.0.iter().find(|(k, _)| k == id).map(|(_, v)| v)
+    fn get(&self, id: &u32) -> Option<Place> {
+        self.0.iter().find(|(k, _)| k == id).map(|(_, v)| *v)
     }
 
-    fn insert(&mut self, id: u32, v: u32) {
+    fn insert(&mut self, id: u32, v: Place) {
         match self.0.iter_mut().find(|(k, _)| *k == id) {
             Some(e) => e.1 = v,
             None => self.0.push((id, v)),
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&u32, &u32)> {
-        self.0.iter().map(|(k, v)| (k, v))
+    fn cells(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.0.iter().filter_map(|(id, p)| match p {
+            Place::Cell(c) => Some((*id, *c)),
+            Place::Home => None,
+        })
+    }
+
+    fn home(&self) -> Option<u32> {
+        self.0
+            .iter()
+            .find(|(_, p)| *p == Place::Home)
+            .map(|(id, _)| *id)
     }
 }
 
-/// What one installed session occupies. Inline for the usual session (one or two keys,
-/// two PDRs and FARs, a QER, a URR): one allocation instead of nine.
+/// What one installed session occupies. Inline for the usual session (two keys in its
+/// slot, a QER and a URR at home, nothing cold): one allocation.
 #[derive(Debug, Default, Clone)]
 struct Installed {
-    teids: SmallVec<[u32; 2]>,
-    ues: SmallVec<[types::ue_key; 1]>,
+    slot: u32,
+    /// Keys in the key tables (not the slot's own).
+    teids: SmallVec<[u32; 1]>,
+    ues: SmallVec<[types::sess_key; 1]>,
     framed: Vec<types::lpm_key>,
-    pdrs: SmallVec<[u32; 2]>,
-    fars: SmallVec<[u32; 2]>,
+    /// Cold entries by handle: PDR lists, PDRs, FARs, SDF runs (start, length).
+    cold: SmallVec<[(Table, u32); 2]>,
+    /// Two inline: the common session's filters in both PDRs take no heap block.
     sdfs: SmallVec<[(u32, u32); 2]>,
-    /// Stable across modifications: their state (buckets, counters) must survive.
+    /// Stable across modifications: their state (pools, lanes) must survive.
     qers: IdMap,
     urrs: IdMap,
+    /// The entry's lanes counted for a home URR (that may be gone since): no other URR
+    /// takes them over, so a URR's counts are its lanes' sums, with no baseline to
+    /// keep across a restart.
+    lanes_used: bool,
+}
+
+/// The cold tables, for deferred deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Lists,
+    Pdrs,
+    Fars,
 }
 
 /// Sizes of the tables.
 #[derive(Debug, Clone, Copy)]
 pub struct Capacity {
     pub sessions: u32,
-    pub pdrs: u32,
+    /// Keys outside their slots (TEIDs the SMF chose, collisions, IPv6 UEs): each key
+    /// table (hash tables without preallocation: a table costs 8 octets per entry of
+    /// room, rounded up to a power of two, plus its entries) holds this many.
+    pub key_entries: u32,
+    /// PDR lists, cold PDRs and FARs: this many each.
+    pub cold_entries: u32,
+    /// SDF entries (runs shared by sessions with the same filters).
     pub sdf_entries: u32,
     pub framed_routes: u32,
-    /// The TEIDs with a direct uplink slot: upfd passes the one its TEID allocator
-    /// uses, so the TEIDs it hands out are found without hashing.
+    /// QERs and URRs beyond each session's home ones (`cells`).
+    pub cells: u32,
+    /// The TEIDs with a direct slot: upfd passes the one its TEID allocator uses, so the
+    /// TEIDs it hands out are found without hashing.
     pub teid_index: TeidIndex,
-    /// Direct downlink slots, for UE IPv4 addresses (address mod slots).
+    /// Slots of UE IPv4 addresses (address mod slots): the TEID index's, so that a
+    /// session's TEID and UE address find one entry (0: none).
     pub ue_slots: u32,
     /// Classified flows (app_flows, least recently used ones forgotten first).
     pub app_flows: u32,
@@ -98,55 +148,182 @@ pub struct Capacity {
 impl Capacity {
     pub fn for_sessions(sessions: u32) -> Self {
         let sessions = sessions.max(64);
+        let slots = sessions.saturating_add(1024);
+        // Sized by what sessions use, not for the worst case of each (docs/architecture.md,
+        // "Memory per session"): every session's keys may be outside their slots (an SMF
+        // that chooses TEIDs, IPv6 UEs); a session in two needs cold PDRs, a QER or URR
+        // beyond its first, or SDF filters of its own. A table that is full refuses the
+        // session that does not fit (Cause 75, No resources available).
         Capacity {
             sessions,
-            pdrs: sessions.saturating_mul(2).saturating_add(1024),
-            sdf_entries: sessions.saturating_add(1024),
+            key_entries: sessions.saturating_add(1024),
+            cold_entries: (sessions / 4).saturating_add(1024),
+            sdf_entries: (sessions / 8).saturating_add(1024),
             framed_routes: 4096,
-            teid_index: TeidIndex::new(1, u32::MAX, sessions.saturating_add(1024)),
-            ue_slots: sessions.saturating_add(1024),
-            app_flows: (sessions / 4).clamp(65536, 1 << 20),
+            cells: (sessions / 64).max(4096),
+            teid_index: TeidIndex::new(1, u32::MAX, slots),
+            ue_slots: slots,
+            app_flows: (sessions / 16).clamp(65536, 1 << 20),
             app_addrs: 16384,
         }
     }
 
-    /// Slots of the QER and URR tables: one QER and one URR per session, and room; at
-    /// least one past every direct slot, since a session's first QER and URR go to its
-    /// slot + 1 (`Datapath::install`).
-    fn qer_urr_slots(&self) -> u32 {
+    /// Session entries: every TEID slot and UE slot, and room.
+    fn slots(&self) -> u32 {
         self.sessions
             .saturating_add(1024)
             .max(self.teid_index.slots())
             .max(self.ue_slots)
-            .saturating_add(1)
     }
 }
 
-/// Cells of `urr_state`: per URR slot, the shared cell and one per possible CPU.
-fn urr_cells(cap: Capacity, ncpus: usize) -> Result<u32, FastPathError> {
-    let slots = u64::from(cap.qer_urr_slots());
-    u32::try_from(slots * (1 + ncpus as u64))
-        .map_err(|_| FastPathError::Io("urr_state: too many sessions for this many CPUs".into()))
+/// The data path's tables, open: those of the programs this upfd loaded, or of the
+/// running ones it adopted ([`Datapath::adopt`]).
+pub(crate) struct Maps {
+    pub sess_pages: MapHandle,
+    pub cells: MapHandle,
+    pub keys: MapHandle,
+    pub framed: MapHandle,
+    pub pdr_lists: MapHandle,
+    pub pdrs: MapHandle,
+    pub fars: MapHandle,
+    pub sdfs: MapHandle,
+    pub neigh: MapHandle,
+    pub upf_cfg: MapHandle,
+    pub nh_gen: MapHandle,
+    pub stats: MapHandle,
+    pub cpus: MapHandle,
+    pub apps: MapHandle,
+    pub app_sdfs: MapHandle,
+    pub app_names: MapHandle,
+    pub app_urls: MapHandle,
+    pub app_addrs: MapHandle,
+    pub app_flows: MapHandle,
+    pub events: MapHandle,
+}
+
+impl Maps {
+    /// A table by its name in the object.
+    pub fn named(&self, name: &str) -> Option<&MapHandle> {
+        let i = MAP_NAMES.iter().position(|n| *n == name)?;
+        Some(
+            [
+                &self.sess_pages,
+                &self.cells,
+                &self.keys,
+                &self.framed,
+                &self.pdr_lists,
+                &self.pdrs,
+                &self.fars,
+                &self.sdfs,
+                &self.neigh,
+                &self.upf_cfg,
+                &self.nh_gen,
+                &self.stats,
+                &self.cpus,
+                &self.apps,
+                &self.app_sdfs,
+                &self.app_names,
+                &self.app_urls,
+                &self.app_addrs,
+                &self.app_flows,
+                &self.events,
+            ][i],
+        )
+    }
+}
+
+/// The map names of [`Maps`], in its order.
+const MAP_NAMES: [&str; 20] = [
+    "sess_pages",
+    "cells",
+    "keys",
+    "framed",
+    "pdr_lists",
+    "pdrs",
+    "fars",
+    "sdfs",
+    "neigh",
+    "upf_cfg",
+    "nh_gen",
+    "stats",
+    "cpus",
+    "apps",
+    "app_sdfs",
+    "app_names",
+    "app_urls",
+    "app_addrs",
+    "app_flows",
+    "events",
+];
+
+impl Maps {
+    /// The tables by name, each opened by `open`.
+    fn open(
+        mut open: impl FnMut(&str) -> Result<MapHandle, FastPathError>,
+    ) -> Result<Self, FastPathError> {
+        let mut m = MAP_NAMES.iter().map(|n| open(n));
+        let mut next = || m.next().expect("every name");
+        Ok(Maps {
+            sess_pages: next()?,
+            cells: next()?,
+            keys: next()?,
+            framed: next()?,
+            pdr_lists: next()?,
+            pdrs: next()?,
+            fars: next()?,
+            sdfs: next()?,
+            neigh: next()?,
+            upf_cfg: next()?,
+            nh_gen: next()?,
+            stats: next()?,
+            cpus: next()?,
+            apps: next()?,
+            app_sdfs: next()?,
+            app_names: next()?,
+            app_urls: next()?,
+            app_addrs: next()?,
+            app_flows: next()?,
+            events: next()?,
+        })
+    }
+}
+
+/// The entry programs, open (the stages are reached through their program arrays).
+struct Progs {
+    xdp_n3: OwnedFd,
+    xdp_n6: OwnedFd,
+    xdp_n3_cpu: OwnedFd,
 }
 
 /// The XDP data path.
 pub struct Datapath {
-    skel: UpfSkel<'static>,
-    pdr_slots: Slots,
-    far_slots: Slots,
-    qer_slots: Slots,
-    urr_slots: Slots,
-    sdf_slots: Slots,
-    /// SDF blocks by content: a PDR's compiled filters are written once and shared by
-    /// every PDR with the same ones (operators' filters come from a few policies, and
-    /// "assigned" is the session's own address in the data path, not a copy), so a
-    /// million sessions with the same filters use one block.
-    sdf_blocks: HashMap<Vec<u8>, u32>,
-    /// Per block start: PDRs using it, and its content (the key of `sdf_blocks`).
-    sdf_refs: HashMap<u32, (u32, Vec<u8>)>,
-    /// Boxed: the table moves 8-octet pointers when it grows (at ~917,000 sessions it
-    /// doubles), not 200-octet records, which stalled N4 for two seconds.
+    /// The programs as this upfd loaded them (None: adopted from the upfd before).
+    skel: Option<UpfSkel<'static>>,
+    maps: Maps,
+    progs: Progs,
+    layout: Layout,
+    entries: Pages,
+    cells: Pages,
+    slots: Slots,
+    cell_slots: Slots,
+    /// Handles of cold entries (hash keys): never reused while upfd runs.
+    next_handle: u32,
+    /// Cold entries to delete once no packet can read them.
+    doomed: VecDeque<(Instant, Table, u32)>,
+    /// SDF runs by content: a PDR's compiled filters are written once and shared by every
+    /// PDR with the same ones (operators' filters come from a few policies, and
+    /// "assigned" is the session's own address in the data path, not a copy).
+    sdf_runs: HashMap<Vec<u8>, u32>,
+    /// Per run start: PDRs using it, its length, and its content.
+    sdf_refs: HashMap<u32, (u32, u32, Vec<u8>)>,
+    /// SDF runs to delete once no packet can read them: (when, start, length).
+    doomed_sdfs: VecDeque<(Instant, u32, u32)>,
+    /// Boxed: the table moves 8-octet pointers when it grows, not records.
     sessions: HashMap<u64, Box<Installed>>,
+    /// What a URR had counted when its usage was last reset (usage is the counts less
+    /// this): only URRs reset at least once.
+    baselines: HashMap<(u64, u32), LaneSums>,
     /// The next-hop cache's generation (31 bits, never 0) and key mode.
     nh_gen: u32,
     nh_by_destination: bool,
@@ -157,11 +334,6 @@ pub struct Datapath {
     cap: Capacity,
     ncpus: usize,
     boot_offset_ns: i128,
-    urr_mem: UrrMem,
-    qer_mem: QerMem,
-    /// Where rule sets are: direct slots or the `uplink` / `downlink` hash tables.
-    uplink: DirectTable,
-    downlink: DirectTable,
     /// G-PDUs spread over CPUs ([`Datapath::set_spread`]).
     spread: Spread,
     spread_cpus: Vec<u32>,
@@ -173,6 +345,38 @@ pub struct Datapath {
     app_blocks: HashMap<u16, (u32, Vec<u8>)>,
     app_names: HashMap<Vec<u8>, types::app_name>,
     app_urls: HashMap<Vec<u8>, u16>,
+    /// What the data path held when it was adopted, until [`Datapath::finish_adoption`].
+    adopted: Option<Box<reuse::Adopted>>,
+}
+
+mod reuse;
+pub use reuse::{Adoption, Reconciled};
+
+/// The identity of a data path as loaded: this build's object and the sizes of its
+/// tables (a restarted upfd reuses the running one only if it would load the same).
+pub(crate) fn build_id(cap: &Capacity, layout: &Layout) -> u64 {
+    let t = cap.teid_index.params();
+    [
+        u64::from(layout.slots),
+        u64::from(layout.cells),
+        u64::from(layout.lanes),
+        u64::from(layout.per_page),
+        u64::from(layout.cells_per_page),
+        u64::from(cap.key_entries.max(1024)),
+        u64::from(cap.cold_entries.max(1024)),
+        u64::from(cap.sdf_entries.max(1024)),
+        u64::from(cap.framed_routes),
+        u64::from(cap.app_flows.max(1)),
+        u64::from(cap.app_addrs.max(1)),
+        u64::from(cap.ue_slots),
+        u64::from(t.slots),
+        u64::from(t.lo),
+        u64::from(t.mask),
+    ]
+    .iter()
+    .fold(crate::OBJECT_ID, |h, x| {
+        (h ^ x).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// How `xdp_n3` spreads G-PDUs over CPUs ([`Datapath::set_spread`]).
@@ -187,19 +391,30 @@ pub enum Spread {
     Inner,
 }
 
-/// Remove a UE address key, from its direct slot or the hash table.
-fn delete_ue(
-    downlink: &mut DirectTable,
-    maps: &crate::upf::UpfMaps<'static>,
-    k: &types::ue_key,
-    now: Instant,
-) {
-    if k.family == 4 {
-        let a = std::net::Ipv4Addr::new(k.addr[0], k.addr[1], k.addr[2], k.addr[3]);
-        downlink.delete(maps, ue_v4_key(a), now);
-    } else {
-        let _ = maps.downlink.delete(bytes(k));
+/// The `keys` key of a TEID.
+pub(crate) fn teid_key(teid: u32) -> types::sess_key {
+    let mut k = types::sess_key {
+        kind: abi::KEY_TEID as u8,
+        ..Default::default()
+    };
+    k.addr[..4].copy_from_slice(&teid.to_ne_bytes());
+    k
+}
+
+/// The `keys` key of a UE address.
+pub(crate) fn ue_key(a: IpAddr) -> types::sess_key {
+    let mut k = types::sess_key::default();
+    match a {
+        IpAddr::V4(x) => {
+            k.kind = 4;
+            k.addr[..4].copy_from_slice(&x.octets());
+        }
+        IpAddr::V6(x) => {
+            k.kind = 6;
+            k.addr.copy_from_slice(&x.octets());
+        }
     }
+    k
 }
 
 fn lpm_key(n: &ipnet::IpNet) -> types::lpm_key {
@@ -240,53 +455,57 @@ fn unix_ns() -> i128 {
         .unwrap_or(0)
 }
 
-/// The PDR and FAR values an install wrote, by table index (the rule sets copy a key's
-/// first PDR and FAR), and each PDR's index by ID.
-#[derive(Default)]
-struct Written {
-    pdrs: HashMap<u32, types::pdr>,
-    fars: HashMap<u32, types::far>,
-    pdr_index: HashMap<u16, u32>,
-}
-
-/// The octets of an SDF block: the key under which it is shared.
+/// The octets of an SDF run: the key under which it is shared.
 fn sdf_content(entries: &[types::sdf_match]) -> Vec<u8> {
     entries.iter().flat_map(|e| bytes(e).to_vec()).collect()
+}
+
+/// The stages, by their slots in the program arrays (include/pipeline.h).
+fn stages<'a>(skel: &'a UpfSkel<'static>) -> [(&'a libbpf_rs::ProgramMut<'static>, bool, u32); 6] {
+    let p = &skel.progs;
+    [
+        (&p.stage_app, false, abi::CALL_APP),
+        (&p.stage_rules, false, abi::CALL_RULES),
+        (&p.stage_egress, false, abi::CALL_EGRESS),
+        (&p.stage_app_cpu, true, abi::CALL_APP),
+        (&p.stage_rules_cpu, true, abi::CALL_RULES),
+        (&p.stage_egress_cpu, true, abi::CALL_EGRESS),
+    ]
 }
 
 impl Datapath {
     /// Open and load the programs with tables sized for `cap`. Needs CAP_BPF.
     pub fn load(cap: Capacity, cfg: Config) -> Result<Self, FastPathError> {
+        let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
+        let layout = Layout::new(cap.slots(), cap.cells, ncpus);
         let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = UpfSkelBuilder::default().open(obj).map_err(io)?;
+        {
+            let ro = open
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .ok_or_else(|| io("the programs' read-only globals are not mapped"))?;
+            ro.lanes = layout.lanes;
+            ro.per_page = layout.per_page;
+            ro.shared_lanes = u32::from(layout.shared);
+            ro.cells_per_page = layout.cells_per_page;
+            ro.build_id = build_id(&cap, &layout);
+        }
         let m = &mut open.maps;
-        m.uplink
-            .set_max_entries(cap.sessions.saturating_mul(2))
+        m.sess_pages.set_max_entries(layout.pages).map_err(io)?;
+        m.cells.set_max_entries(layout.cell_pages).map_err(io)?;
+        m.keys
+            .set_max_entries(cap.key_entries.max(1024))
             .map_err(io)?;
-        let (up_keys, down_keys) = (
-            Keying::Teid(cap.teid_index),
-            Keying::UeV4 {
-                slots: cap.ue_slots,
-            },
-        );
-        m.uplink_slots
-            .set_max_entries(DirectTable::entries(&up_keys))
-            .map_err(io)?;
-        m.downlink_slots
-            .set_max_entries(DirectTable::entries(&down_keys))
-            .map_err(io)?;
-        m.downlink
-            .set_max_entries(cap.sessions.saturating_mul(2))
+        for t in [&mut m.pdr_lists, &mut m.pdrs, &mut m.fars] {
+            t.set_max_entries(cap.cold_entries.max(1024)).map_err(io)?;
+        }
+        m.sdfs
+            .set_max_entries(cap.sdf_entries.max(1024))
             .map_err(io)?;
         m.framed.set_max_entries(cap.framed_routes).map_err(io)?;
-        m.pdrs.set_max_entries(cap.pdrs).map_err(io)?;
-        m.fars.set_max_entries(cap.pdrs).map_err(io)?;
-        m.qers.set_max_entries(cap.qer_urr_slots()).map_err(io)?;
-        let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
-        let urr_cells = urr_cells(cap, ncpus)?;
-        m.urr_state.set_max_entries(urr_cells).map_err(io)?;
-        m.sdfs.set_max_entries(cap.sdf_entries).map_err(io)?;
         m.cpus.set_max_entries(ncpus as u32).map_err(io)?;
         m.app_flows
             .set_max_entries(cap.app_flows.max(1))
@@ -296,21 +515,85 @@ impl Datapath {
             .map_err(io)?;
         let app_sdf_chunks = m.app_sdfs.max_entries() / abi::APP_MAX_SDF;
         let skel = open.load().map_err(io)?;
-        let urr_mem = UrrMem::map(&skel.maps.urr_state, urr_cells as usize, 1 + ncpus)?;
-        let qer_mem = QerMem::map(&skel.maps.qers, cap.qer_urr_slots() as usize)?;
-        let uplink = DirectTable::map(&skel.maps.uplink_slots, up_keys, GRACE)?;
-        let downlink = DirectTable::map(&skel.maps.downlink_slots, down_keys, GRACE)?;
-        let mut d = Datapath {
+        for (prog, cpumap, at) in stages(&skel) {
+            use std::os::fd::{AsFd, AsRawFd};
+            let fd = prog.as_fd().as_raw_fd();
+            let array = if cpumap {
+                &skel.maps.calls_cpu
+            } else {
+                &skel.maps.calls
+            };
+            array
+                .update(&at.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| io(format!("stage {at} into its program array: {e}")))?;
+        }
+        let entries = Pages::map(&skel.maps.sess_pages, layout, false)?;
+        let cells = Pages::map(&skel.maps.cells, layout, true)?;
+        let maps = Maps::open(|name| {
+            let m = skel
+                .object()
+                .maps()
+                .find(|m| m.name().to_str() == Some(name))
+                .ok_or_else(|| io(format!("no map {name} in the object")))?;
+            MapHandle::try_from(&m).map_err(io)
+        })?;
+        let dup = |p: &libbpf_rs::ProgramMut<'static>| p.as_fd().try_clone_to_owned().map_err(io);
+        let progs = Progs {
+            xdp_n3: dup(&skel.progs.xdp_n3)?,
+            xdp_n6: dup(&skel.progs.xdp_n6)?,
+            xdp_n3_cpu: dup(&skel.progs.xdp_n3_cpu)?,
+        };
+        let mut d = Datapath::with_tables(
+            Some(skel),
+            maps,
+            progs,
+            layout,
+            (entries, cells),
+            cap,
+            ncpus,
+            app_sdf_chunks,
+        );
+        d.configure(cfg, 0, 0, 0)?;
+        d.bump_nexthop_generation()?;
+        Ok(d)
+    }
+
+    /// A data path over these tables and programs, with nothing installed (what
+    /// [`Datapath::load`] made, or what [`Datapath::adopt`] found: it then marks what
+    /// is in them).
+    #[allow(clippy::too_many_arguments)]
+    fn with_tables(
+        skel: Option<UpfSkel<'static>>,
+        maps: Maps,
+        progs: Progs,
+        layout: Layout,
+        (entries, cells): (Pages, Pages),
+        cap: Capacity,
+        ncpus: usize,
+        app_sdf_chunks: u32,
+    ) -> Datapath {
+        // Cell 1 is never handed out: a PDR's reference 1 (REF_HOME) is its session's
+        // home QER or URR.
+        let mut cell_slots = Slots::new(layout.cells);
+        cell_slots.take_at(abi::REF_HOME);
+        Datapath {
             skel,
-            pdr_slots: Slots::new(cap.pdrs),
-            far_slots: Slots::new(cap.pdrs),
-            qer_slots: Slots::new(cap.qer_urr_slots()),
-            urr_slots: Slots::new(cap.qer_urr_slots()),
-            sdf_slots: Slots::new(cap.sdf_entries),
-            sdf_blocks: HashMap::new(),
+            maps,
+            progs,
+            layout,
+            entries,
+            cells,
+            // Every entry is a session's: the TEID index and UE addresses map to 0 too.
+            slots: Slots::from(0, layout.slots),
+            cell_slots,
+            next_handle: 1,
+            doomed: VecDeque::new(),
+            sdf_runs: HashMap::new(),
             sdf_refs: HashMap::new(),
-            // Sized for the capacity now: growing it later stalls installs (see `sessions`).
+            doomed_sdfs: VecDeque::new(),
+            // Sized for the capacity now: growing it later stalls installs.
             sessions: HashMap::with_capacity(cap.sessions as usize),
+            baselines: HashMap::new(),
             nh_gen: 0,
             nh_by_destination: false,
             cfg: Config::default(),
@@ -318,10 +601,6 @@ impl Datapath {
             cap,
             ncpus,
             boot_offset_ns: unix_ns() - mono_ns(),
-            urr_mem,
-            qer_mem,
-            uplink,
-            downlink,
             spread: Spread::Off,
             spread_cpus: Vec::new(),
             pfds: Arc::default(),
@@ -329,41 +608,87 @@ impl Datapath {
             app_blocks: HashMap::new(),
             app_names: HashMap::new(),
             app_urls: HashMap::new(),
-        };
-        d.configure(cfg, 0, 0, 0)?;
-        d.bump_nexthop_generation()?;
-        Ok(d)
-    }
-
-    pub fn skel(&self) -> &UpfSkel<'static> {
-        &self.skel
-    }
-
-    /// The TEIDs with direct uplink slots (see `Capacity::teid_index`).
-    pub fn teid_index(&self) -> TeidIndex {
-        match self.uplink.keying() {
-            Keying::Teid(ix) => ix,
-            Keying::UeV4 { .. } => TeidIndex::none(),
+            adopted: None,
         }
     }
 
-    /// Whether `teid`'s uplink rules are in its direct slot (else in the hash table).
+    /// The programs as this upfd loaded them (tests). Panics for a data path adopted
+    /// from the upfd that ran before ([`Datapath::adopt`]).
+    pub fn skel(&self) -> &UpfSkel<'static> {
+        self.skel.as_ref().expect("a data path this upfd loaded")
+    }
+
+    /// The table named `name` in the object, if upfd uses it.
+    pub fn map_named(&self, name: &str) -> Option<&MapHandle> {
+        self.maps.named(name)
+    }
+
+    /// Where the page arrays keep what (entries per page, lanes).
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The TEIDs with direct slots (see `Capacity::teid_index`).
+    pub fn teid_index(&self) -> TeidIndex {
+        self.cap.teid_index
+    }
+
+    /// The slot a UE IPv4 address finds first.
+    fn ue_slot(&self, a: Ipv4Addr) -> Option<u32> {
+        (self.cap.ue_slots > 0).then(|| u32::from(a) % self.cap.ue_slots)
+    }
+
+    /// Whether `teid` finds its session in the slot it maps to (else through the key
+    /// table).
     pub fn uplink_in_slot(&self, teid: u32) -> bool {
-        self.uplink.in_slot(teid)
+        self.cap
+            .teid_index
+            .slot(teid)
+            .and_then(|s| self.entries.record(s))
+            .is_some_and(|r| r.teid == teid)
     }
 
-    /// Whether the downlink rules of UE address `a` are in its direct slot.
-    pub fn downlink_in_slot(&self, a: std::net::Ipv4Addr) -> bool {
-        self.downlink.in_slot(ue_v4_key(a))
+    /// Whether UE address `a` finds its session in the slot it maps to.
+    pub fn downlink_in_slot(&self, a: Ipv4Addr) -> bool {
+        self.ue_slot(a)
+            .and_then(|s| self.entries.record(s))
+            .is_some_and(|r| {
+                r.flags & abi::SR_UE_KEY as u16 != 0 && r.ue_v4 == u32::from_ne_bytes(a.octets())
+            })
     }
 
-    /// Uplink and downlink keys: (in direct slots, with a slot but in the hash table,
-    /// waiting to move to their slot).
-    pub fn direct_keys(&self) -> [(usize, usize, usize); 2] {
-        [self.uplink.counts(), self.downlink.counts()]
+    /// TEID keys and UE address keys: (found in their slots, in the key tables).
+    pub fn direct_keys(&self) -> [(usize, usize); 2] {
+        // A record holds its primary keys wherever it is: a key is in its slot when it
+        // maps to the record's own slot.
+        let in_slots = |f: &dyn Fn(&types::sess_rec) -> Option<u32>| {
+            self.sessions
+                .values()
+                .filter(|i| {
+                    self.entries
+                        .record(i.slot)
+                        .is_some_and(|r| f(&r) == Some(i.slot))
+                })
+                .count()
+        };
+        let up = in_slots(&|r| {
+            (r.teid != 0)
+                .then(|| self.cap.teid_index.slot(r.teid))
+                .flatten()
+        });
+        let down = in_slots(&|r| {
+            (r.flags & abi::SR_UE_KEY as u16 != 0)
+                .then(|| self.ue_slot(Ipv4Addr::from(r.ue_v4.to_ne_bytes())))
+                .flatten()
+        });
+        let (t, u): (usize, usize) = self
+            .sessions
+            .values()
+            .fold((0, 0), |(t, u), i| (t + i.teids.len(), u + i.ues.len()));
+        [(up, t), (down, u)]
     }
 
-    /// Move changed rule sets back into their direct slots once it is safe (installs do
+    /// Free what cooled: slots, cells, and cold entries past their grace (installs do
     /// it too; upfd also calls this on its timer, for quiet times).
     pub fn settle(&mut self) {
         self.settle_at(Instant::now())
@@ -372,8 +697,31 @@ impl Datapath {
     /// [`settle`](Self::settle) as if at `now`: tests choose the time the grace period
     /// is measured at, so that neither side of it depends on how fast they run.
     pub fn settle_at(&mut self, now: Instant) {
-        self.uplink.settle(&self.skel.maps, now);
-        self.downlink.settle(&self.skel.maps, now);
+        self.slots.warm(now);
+        self.cell_slots.warm(now);
+        self.app_sdf_chunks.warm(now);
+        let maps = &self.maps;
+        while let Some((t, table, h)) = self.doomed.front().copied() {
+            if now.saturating_duration_since(t) < GRACE {
+                break;
+            }
+            self.doomed.pop_front();
+            let map = match table {
+                Table::Lists => &maps.pdr_lists,
+                Table::Pdrs => &maps.pdrs,
+                Table::Fars => &maps.fars,
+            };
+            let _ = map.delete(&h.to_ne_bytes());
+        }
+        while let Some((t, start, n)) = self.doomed_sdfs.front().copied() {
+            if now.saturating_duration_since(t) < GRACE {
+                break;
+            }
+            self.doomed_sdfs.pop_front();
+            for j in start..start + n {
+                let _ = maps.sdfs.delete(&j.to_ne_bytes());
+            }
+        }
     }
 
     /// Write the data path's configuration: local addresses, the interfaces traffic
@@ -386,16 +734,23 @@ impl Datapath {
         n6_ifindex: u32,
         n9_ifindex: u32,
     ) -> Result<(), FastPathError> {
+        let l = &self.layout;
         let mut c = types::upf_config {
             n3_ifindex,
             n6_ifindex,
             n9_ifindex,
             slowpath_per_sec: cfg.slowpath_per_sec,
             slowpath_burst: cfg.slowpath_burst,
-            urr_stride: self.urr_mem.stride() as u32,
+            slots: l.slots,
+            page_mul: l.page_div.mul,
+            page_shift: l.page_div.shift,
+            cells: l.cells,
+            cell_mul: l.cell_div.mul,
+            cell_shift: l.cell_div.shift,
+            ue_slots: self.cap.ue_slots,
             ..Default::default()
         };
-        let t = self.teid_index().params();
+        let t = self.cap.teid_index.params();
         c.teid_lo = t.lo;
         c.teid_mask = t.mask;
         c.teid_shift = t.shift;
@@ -404,9 +759,6 @@ impl Datapath {
         c.teid_add = t.add;
         c.teid_slots = t.slots;
         c.teid_bits = t.bits;
-        if let Keying::UeV4 { slots } = self.downlink.keying() {
-            c.ue_slots = slots;
-        }
         // Beyond the tables' room: upfd's configuration check refuses more GTP-U
         // addresses; protected ones fail here too, as a silent cut would leave addresses
         // open that the reference model closes.
@@ -423,27 +775,23 @@ impl Datapath {
             c.flags |= abi::CFG_F_STATIC_NEIGH;
         }
         self.spread_fields(&mut c);
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         maps.upf_cfg
             .update(&0u32.to_ne_bytes(), bytes(&c), MapFlags::ANY)
             .map_err(io)?;
-        // Replace the neighbour table.
+        // Replace the neighbour table: entries written over in place, those no longer
+        // configured removed (a neighbour kept is never missing, even for a moment).
+        let wanted: HashSet<Vec<u8>> = cfg
+            .neigh
+            .keys()
+            .map(|a| bytes(&neigh_key(*a)).to_vec())
+            .collect();
         let old: Vec<Vec<u8>> = maps.neigh.keys().collect();
-        for k in old {
-            let _ = maps.neigh.delete(&k);
+        for k in old.iter().filter(|k| !wanted.contains(*k)) {
+            let _ = maps.neigh.delete(k);
         }
         for (a, e) in &cfg.neigh {
-            let mut k = types::neigh_key::default();
-            match a {
-                IpAddr::V4(x) => {
-                    k.family = 4;
-                    k.addr[..4].copy_from_slice(&x.octets());
-                }
-                IpAddr::V6(x) => {
-                    k.family = 6;
-                    k.addr.copy_from_slice(&x.octets());
-                }
-            }
+            let k = neigh_key(*a);
             let v = types::egress {
                 ifindex: e.ifindex,
                 mtu: e.mtu,
@@ -480,16 +828,31 @@ impl Datapath {
                 self.ncpus - 1
             )));
         }
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         let on = how != Spread::Off && !cpus.is_empty();
         // Queues first, then the configuration that sends to them; off: the other way.
         if on {
-            use std::os::fd::{AsFd, AsRawFd};
-            let fd = self.skel.progs.xdp_n3_cpu.as_fd().as_raw_fd();
+            let fd = self.progs.xdp_n3_cpu.as_raw_fd();
             let mut v = [0u8; 8];
             v[..4].copy_from_slice(&abi::SPREAD_QUEUE.to_ne_bytes());
             v[4..].copy_from_slice(&fd.to_ne_bytes());
+            // An entry already sending to this program with this queue stays (replacing
+            // it would stop its kthread: an adopted data path keeps its queues).
+            let same = prog_id(self.progs.xdp_n3_cpu.as_fd()).map(|id| {
+                let mut w = [0u8; 8];
+                w[..4].copy_from_slice(&abi::SPREAD_QUEUE.to_ne_bytes());
+                w[4..].copy_from_slice(&id.to_ne_bytes());
+                w
+            });
             for c in cpus {
+                let now = maps
+                    .cpus
+                    .lookup(&c.to_ne_bytes(), MapFlags::ANY)
+                    .ok()
+                    .flatten();
+                if now.is_some_and(|n| Some(n.as_slice()) == same.as_ref().map(|w| &w[..])) {
+                    continue;
+                }
                 maps.cpus
                     .update(&c.to_ne_bytes(), &v, MapFlags::ANY)
                     .map_err(|e| io(format!("cpumap entry for CPU {c}: {e}")))?;
@@ -526,46 +889,66 @@ impl Datapath {
         c.spread_cpu[..self.spread_cpus.len()].copy_from_slice(&self.spread_cpus);
     }
 
-    /// The start of a block holding `entries`: a shared one with the same content (one
-    /// more PDR using it), else a new one written to the sdfs table. Blocks never
-    /// change once written, so sharing one is safe while packets read it.
-    fn sdf_block(&mut self, entries: &[types::sdf_match]) -> Result<u32, FastPathError> {
+    /// A fresh handle for a cold entry.
+    fn handle(&mut self) -> u32 {
+        let h = self.next_handle;
+        self.next_handle = match self.next_handle.wrapping_add(1) {
+            0 => 1,
+            n => n,
+        };
+        h
+    }
+
+    /// The start of a run holding `entries`: a shared one with the same content (one
+    /// more PDR using it), else a new one written to the sdfs table. Runs never change
+    /// once written, so sharing one is safe while packets read it.
+    fn sdf_run(&mut self, entries: &[types::sdf_match]) -> Result<u32, FastPathError> {
         let content = sdf_content(entries);
-        if let Some(&start) = self.sdf_blocks.get(&content) {
+        if let Some(&start) = self.sdf_runs.get(&content) {
             if let Some(r) = self.sdf_refs.get_mut(&start) {
                 r.0 += 1;
             }
             return Ok(start);
         }
         let n = entries.len() as u32;
-        let start = self.sdf_slots.take(n).ok_or(FastPathError::Full("sdfs"))?;
+        let start = self.handle();
+        for _ in 1..n {
+            self.handle();
+        }
         for (j, e) in entries.iter().enumerate() {
-            if let Err(e) = self.skel.maps.sdfs.update(
-                &(start + j as u32).to_ne_bytes(),
-                bytes(e),
-                MapFlags::ANY,
-            ) {
-                self.sdf_slots.release(start, n);
-                return Err(io(e));
+            let k = start.wrapping_add(j as u32);
+            if let Err(e) = self
+                .maps
+                .sdfs
+                .update(&k.to_ne_bytes(), bytes(e), MapFlags::ANY)
+            {
+                for i in 0..j as u32 {
+                    let _ = self.maps.sdfs.delete(&start.wrapping_add(i).to_ne_bytes());
+                }
+                return Err(if table_full(&e) {
+                    FastPathError::Full("sdfs")
+                } else {
+                    io(e)
+                });
             }
         }
-        self.sdf_blocks.insert(content.clone(), start);
-        self.sdf_refs.insert(start, (1, content));
+        self.sdf_runs.insert(content.clone(), start);
+        self.sdf_refs.insert(start, (1, n, content));
         Ok(start)
     }
 
-    /// One PDR less uses the block at `start`; the last one frees it (after the grace
-    /// period, as every slot).
-    fn release_sdf_block(&mut self, start: u32, n: u32) {
+    /// One PDR less uses the run at `start`; the last one frees it (after the grace
+    /// period: a packet may still read it).
+    fn release_sdf_run(&mut self, start: u32, now: Instant) {
         let Some(r) = self.sdf_refs.get_mut(&start) else {
             return;
         };
         r.0 -= 1;
         if r.0 == 0 {
-            if let Some((_, content)) = self.sdf_refs.remove(&start) {
-                self.sdf_blocks.remove(&content);
+            if let Some((_, n, content)) = self.sdf_refs.remove(&start) {
+                self.sdf_runs.remove(&content);
+                self.doomed_sdfs.push_back((now, start, n));
             }
-            self.sdf_slots.release(start, n);
         }
     }
 
@@ -600,14 +983,13 @@ impl Datapath {
     }
 
     fn write_nh(&self, word: u32) -> Result<(), FastPathError> {
-        self.skel
-            .maps
+        self.maps
             .nh_gen
             .update(&0u32.to_ne_bytes(), &word.to_ne_bytes(), MapFlags::ANY)
             .map_err(io)
     }
 
-    /// Distinct SDF blocks in the table, and PDRs using them.
+    /// Distinct SDF runs in the table, and PDRs using them.
     pub fn sdf_blocks(&self) -> (usize, u64) {
         (
             self.sdf_refs.len(),
@@ -615,34 +997,11 @@ impl Datapath {
         )
     }
 
-    fn release(&mut self, inst: &Installed, keep_qers: &IdMap, keep_urrs: &IdMap) {
-        for p in &inst.pdrs {
-            self.pdr_slots.release(*p, 1);
-        }
-        for f in &inst.fars {
-            self.far_slots.release(*f, 1);
-        }
-        for (s, n) in &inst.sdfs {
-            self.release_sdf_block(*s, *n);
-        }
-        for (id, q) in inst.qers.iter() {
-            if keep_qers.get(id) != Some(q) {
-                self.qer_slots.release(*q, 1);
-            }
-        }
-        for (id, u) in inst.urrs.iter() {
-            if keep_urrs.get(id) != Some(u) {
-                self.urr_slots.release(*u, 1);
-            }
-        }
-    }
-
     /// The data path's counters by index (drop reasons, then `Stat`), summed over CPUs.
     pub fn stats(&self) -> Vec<(u64, u64)> {
         (0..abi::STAT_MAX)
             .map(|i| {
                 let Ok(Some(per_cpu)) = self
-                    .skel
                     .maps
                     .stats
                     .lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)
@@ -657,59 +1016,128 @@ impl Datapath {
             .collect()
     }
 
-    /// A session's URR's slot in `urr_state`.
-    fn urr_slot(&self, seid: u64, urr_id: u32) -> Result<u32, FastPathError> {
-        self.sessions
+    /// Where a session's URR lives (its slot if home, else its cell).
+    fn urr_place(&self, seid: u64, urr_id: u32) -> Result<(u32, Place), FastPathError> {
+        let inst = self
+            .sessions
             .get(&seid)
-            .and_then(|s| s.urrs.get(&urr_id))
-            .copied()
+            .ok_or_else(|| io(format!("no session {seid:#x}")))?;
+        inst.urrs
+            .get(&urr_id)
+            .map(|p| (inst.slot, p))
             .ok_or_else(|| io(format!("no URR {urr_id} in session {seid:#x}")))
     }
 
-    /// Set the volume quota a URR may still use (None: no quota).
+    /// A URR's lanes summed, where it lives.
+    fn urr_sums(&self, slot: u32, place: Place) -> Option<LaneSums> {
+        match place {
+            Place::Home => self.entries.lane_sums(slot),
+            Place::Cell(c) => self.cells.lane_sums(c),
+        }
+    }
+
+    /// Change the home URR's flags (SR_URR_*) and bump one of its epochs (quota: the
+    /// high 16 bits; threshold: the low 16) in the record, under its sequence lock.
+    fn rewrite_home_urr(&self, slot: u32, flag: u16, on: bool, quota: bool) -> Option<()> {
+        let mut r = self.entries.record(slot)?;
+        if on {
+            r.flags |= flag;
+        } else {
+            r.flags &= !flag;
+        }
+        r.epoch = if quota {
+            r.epoch.wrapping_add(1 << 16)
+        } else {
+            (r.epoch & 0xffff_0000) | (r.epoch.wrapping_add(1) & 0xffff)
+        };
+        self.entries.write_record(slot, &r)
+    }
+
+    /// A cold URR's flags and epochs, as the home URR's are in the record.
+    fn rewrite_cell_urr(&self, cell: u32, flag: u32, on: bool, quota: bool) -> Option<()> {
+        let pool = self.cells.pool(cell)?;
+        let flags = if on {
+            pool.flags | flag
+        } else {
+            pool.flags & !flag
+        } & !abi::URR_Q_NOTIFIED;
+        let epoch = if quota {
+            pool.epoch.wrapping_add(1 << 16)
+        } else {
+            (pool.epoch & 0xffff_0000) | (pool.epoch.wrapping_add(1) & 0xffff)
+        };
+        self.cells.set_cell_urr(cell, flags, epoch)
+    }
+
+    /// Set the volume quota a URR may still use (None: no quota): the pool first, then
+    /// the flag and the new epoch (lanes drop credit of the old quota).
     pub fn write_quota(
         &self,
         seid: u64,
         urr_id: u32,
         remaining: Option<i64>,
     ) -> Result<(), FastPathError> {
-        let slot = self.urr_slot(seid, urr_id)?;
-        self.urr_mem
-            .set_quota(slot, remaining)
-            .ok_or_else(|| io(format!("URR slot {slot} out of range")))
+        let (slot, place) = self.urr_place(seid, urr_id)?;
+        let done = match place {
+            Place::Home => self
+                .entries
+                .set_quota(slot, remaining.unwrap_or(0))
+                .and_then(|_| {
+                    self.rewrite_home_urr(slot, abi::SR_URR_QUOTA as u16, remaining.is_some(), true)
+                }),
+            Place::Cell(c) => self
+                .cells
+                .set_quota(c, remaining.unwrap_or(0))
+                .and_then(|_| {
+                    self.rewrite_cell_urr(c, abi::URR_Q_VOLUME, remaining.is_some(), true)
+                }),
+        };
+        done.ok_or_else(|| io(format!("URR {urr_id} of session {seid:#x}: out of range")))
     }
 
     /// Arm (Some: octets left) or disarm (None) a URR's volume threshold: the data path
-    /// raises EV_THRESHOLD on the packet that uses it up.
+    /// raises EV_THRESHOLD on the lease that uses it up.
     pub fn write_threshold(
         &self,
         seid: u64,
         urr_id: u32,
         remaining: Option<i64>,
     ) -> Result<(), FastPathError> {
-        let slot = self.urr_slot(seid, urr_id)?;
-        self.urr_mem
-            .set_threshold(slot, remaining)
-            .ok_or_else(|| io(format!("URR slot {slot} out of range")))
+        let (slot, place) = self.urr_place(seid, urr_id)?;
+        let done = match place {
+            Place::Home => self
+                .entries
+                .set_threshold(slot, remaining.unwrap_or(0))
+                .and_then(|_| {
+                    self.rewrite_home_urr(
+                        slot,
+                        abi::SR_URR_THRESHOLD as u16,
+                        remaining.is_some(),
+                        false,
+                    )
+                }),
+            Place::Cell(c) => self
+                .cells
+                .set_threshold(c, remaining.unwrap_or(0))
+                .and_then(|_| {
+                    self.rewrite_cell_urr(c, abi::URR_T_ARMED, remaining.is_some(), false)
+                }),
+        };
+        done.ok_or_else(|| io(format!("URR {urr_id} of session {seid:#x}: out of range")))
     }
 
-    /// A URR slot's counts, summed over the CPUs, with the times of its first and last
-    /// packet in seconds since the UNIX epoch.
-    fn read_urr(&self, slot: u32) -> Usage {
-        self.urr_mem
-            .usage(slot, self.ncpus, self.boot_offset_ns)
-            .unwrap_or_default()
-    }
-
-    /// Where this data path counts URRs (the `urr_state` map's kernel ID and layout):
-    /// kept in upfd's state, so that the next upfd reads the counts of this data path
-    /// after its own took over ([`OldCounters`]).
+    /// Where this data path counts URRs (the kernel IDs of `sess_pages` and `cells` and
+    /// their layout): kept in upfd's state, so that the next upfd reads the counts of
+    /// this data path after its own took over ([`OldCounters`]).
     pub fn counter_table(&self) -> Result<upf::state::CounterTable, FastPathError> {
-        let info = self.skel.maps.urr_state.info().map_err(io)?;
+        let pages = self.maps.sess_pages.info().map_err(io)?;
+        let cells = self.maps.cells.info().map_err(io)?;
         Ok(upf::state::CounterTable {
-            map_id: info.info.id,
-            stride: self.urr_mem.stride() as u32,
-            cell: info.info.value_size,
+            map_id: pages.info.id,
+            cells_map_id: cells.info.id,
+            lanes: self.layout.lanes,
+            per_page: self.layout.per_page,
+            cells_per_page: self.layout.cells_per_page,
         })
     }
 
@@ -727,88 +1155,92 @@ impl Datapath {
     }
 }
 
+/// Whether a table update failed because the table is full: a hash table without
+/// preallocation says E2BIG at max_entries, one with it ENOMEM.
+fn table_full(e: &libbpf_rs::Error) -> bool {
+    matches!(
+        e.kind(),
+        libbpf_rs::ErrorKind::OutOfMemory | libbpf_rs::ErrorKind::TooBig
+    )
+}
+
+/// A loaded program's ID.
+pub(crate) fn prog_id(fd: std::os::fd::BorrowedFd<'_>) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is a bpf_prog_info of `len` octets; the kernel fills at most that.
+    let r = unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
+    };
+    (r == 0).then_some(info.id)
+}
+
+/// A key's session as the key tables say: its slot.
+fn neigh_key(a: IpAddr) -> types::neigh_key {
+    let mut k = types::neigh_key::default();
+    match a {
+        IpAddr::V4(x) => {
+            k.family = 4;
+            k.addr[..4].copy_from_slice(&x.octets());
+        }
+        IpAddr::V6(x) => {
+            k.family = 6;
+            k.addr.copy_from_slice(&x.octets());
+        }
+    }
+    k
+}
+
+fn key_ref_slot(b: Option<Vec<u8>>) -> Option<u32> {
+    b.and_then(|b| from_bytes::<types::key_ref>(&b))
+        .map(|r| r.slot)
+}
+
 impl Datapath {
-    /// Cooled slots back to their free lists; changed rule sets back into their direct
-    /// slots once no packet can see the old ones.
-    fn reclaim(&mut self, now: Instant) {
-        for s in [
-            &mut self.pdr_slots,
-            &mut self.far_slots,
-            &mut self.qer_slots,
-            &mut self.urr_slots,
-            &mut self.sdf_slots,
-        ] {
-            s.warm(now);
-        }
-        self.settle_at(now);
-    }
-
-    /// [`FastPath::install`] as if at `now` (the time grace periods count from and are
-    /// measured at; see [`settle_at`](Self::settle_at)).
-    pub fn install_at(
-        &mut self,
-        old: Option<&Session>,
-        new: &Arc<Session>,
-        now: Instant,
-    ) -> Result<(), FastPathError> {
-        self.reclaim(now);
-        let plan = compile(new, &Addresses::from(&self.cfg), &self.pfds)?;
-        self.check(&plan)?;
-        let prev = match old {
-            Some(_) => self.sessions.get(&new.up_seid).cloned().unwrap_or_default(),
-            None => Box::default(),
-        };
-        let mut inst = Box::new(self.place(&plan, &prev)?);
-        let written = self.write(&plan, &inst)?;
-        self.publish(&plan, &written, &prev, &mut inst, now)?;
-        self.release(&prev, &inst.qers, &inst.urrs);
-        self.sessions.insert(new.up_seid, inst);
-        Ok(())
-    }
-
-    /// [`FastPath::remove`] as if at `now` (when its direct slots start to cool).
-    pub fn remove_at(&mut self, session: &Session, now: Instant) {
-        let Some(inst) = self.sessions.remove(&session.up_seid) else {
-            return;
-        };
-        let maps = &self.skel.maps;
-        for t in &inst.teids {
-            self.uplink.delete(maps, *t, now);
-        }
-        for k in &inst.ues {
-            delete_ue(&mut self.downlink, maps, k, now);
-        }
-        for k in &inst.framed {
-            let _ = maps.framed.delete(bytes(k));
-        }
-        self.release(&inst, &IdMap::default(), &IdMap::default());
-    }
-
-    /// The rule set installed for a key, wherever it is.
-    fn installed(&self, key: &Key) -> Option<types::rule_set> {
-        let maps = &self.skel.maps;
+    /// The session that holds a key now, if any: the slot's record, else the key tables.
+    fn holder(&self, key: &Key) -> Option<u64> {
+        let maps = &self.maps;
+        let seid_of = |slot: u32| self.entries.record(slot).map(|r| r.seid);
         match key {
-            Key::Teid(t) => self.uplink.get(maps, *t),
-            Key::Ue(IpAddr::V4(a)) => self.downlink.get(maps, ue_v4_key(*a)),
-            Key::Ue(a) => from_bytes(
-                &maps
-                    .downlink
-                    .lookup(bytes(&ue_key(*a)), MapFlags::ANY)
-                    .ok()??,
-            ),
-            // A framed route is the session's own: LPM entries are not shared.
-            Key::Framed(_) => None,
+            Key::Teid(t) => {
+                if let Some(r) = self
+                    .cap
+                    .teid_index
+                    .slot(*t)
+                    .and_then(|s| self.entries.record(s))
+                    .filter(|r| r.teid == *t)
+                {
+                    return Some(r.seid);
+                }
+                key_ref_slot(maps.keys.lookup(bytes(&teid_key(*t)), MapFlags::ANY).ok()?)
+                    .and_then(seid_of)
+            }
+            Key::Ue(a) => {
+                if let IpAddr::V4(v4) = a {
+                    let own = u32::from_ne_bytes(v4.octets());
+                    if let Some(r) = self
+                        .ue_slot(*v4)
+                        .and_then(|s| self.entries.record(s))
+                        .filter(|r| r.flags & abi::SR_UE_KEY as u16 != 0 && r.ue_v4 == own)
+                    {
+                        return Some(r.seid);
+                    }
+                }
+                key_ref_slot(maps.keys.lookup(bytes(&ue_key(*a)), MapFlags::ANY).ok()?)
+                    .and_then(seid_of)
+            }
+            Key::Framed(n) => {
+                key_ref_slot(maps.framed.lookup(bytes(&lpm_key(n)), MapFlags::ANY).ok()?)
+                    .and_then(seid_of)
+            }
         }
     }
 
-    /// Step 1: the session's keys must be free or its own, and the tables must have
-    /// room for its rules and for the SDF blocks not yet in the table.
+    /// Step 1: the session's keys must be free or its own.
     fn check(&self, plan: &Compiled) -> Result<(), FastPathError> {
         for k in &plan.keys {
-            if self
-                .installed(&k.key)
-                .is_some_and(|rs| rs.seid != plan.seid)
-            {
+            if self.holder(&k.key).is_some_and(|s| s != plan.seid) {
                 let why = match k.key {
                     Key::Teid(t) => format!("TEID {t:#x} is already installed for another session"),
                     Key::Ue(a) => {
@@ -822,224 +1254,516 @@ impl Datapath {
                 });
             }
         }
-        if self.pdr_slots.available() < plan.pdrs.len() as u64
-            || self.far_slots.available() < plan.fars.len() as u64
-            || self.qer_slots.available() < plan.qers.len() as u64
-            || self.urr_slots.available() < plan.urrs.len() as u64
-        {
-            return Err(FastPathError::Full("rules"));
-        }
-        let mut new_blocks = std::collections::HashSet::new();
-        let new_sdf_entries: u64 = plan
-            .pdrs
-            .iter()
-            .filter(|p| !p.sdf.is_empty())
-            .map(|p| sdf_content(&p.sdf))
-            .filter(|c| !self.sdf_blocks.contains_key(c) && new_blocks.insert(c.clone()))
-            .map(|c| (c.len() / std::mem::size_of::<types::sdf_match>()) as u64)
-            .sum();
-        if self.sdf_slots.available() < new_sdf_entries {
-            return Err(FastPathError::Full("sdfs"));
-        }
         Ok(())
     }
 
-    /// The direct slot a packet of the session's first key is looked up in: its
-    /// TEID's, else its UE IPv4 address's.
-    fn home_slot(&self, plan: &Compiled) -> Option<u32> {
-        plan.keys.iter().find_map(|k| match k.key {
-            Key::Teid(t) => Some(self.cap.teid_index.slot(t)),
-            Key::Ue(IpAddr::V4(a)) if self.cap.ue_slots > 0 => {
-                Some(Some(u32::from(a) % self.cap.ue_slots))
-            }
-            _ => None,
-        })?
-    }
-
-    /// Step 2: table indices for the session's rules. QERs and URRs keep theirs (and
-    /// their state) across modifications; FARs, PDRs and SDF blocks get new ones (copy
-    /// on write). The first QER and URR of the first key's hot PDR (the one its rule set
-    /// holds, [`Compiled::hot_at`]: what most packets meet) go to the index the data
-    /// path computes from the key (its direct slot + 1), if free: it loads them while it
-    /// loads the slot instead of after (bpf/include/direct.h).
-    fn place(&mut self, plan: &Compiled, prev: &Installed) -> Result<Installed, FastPathError> {
+    /// Step 2: the session's slot (its old one; else the one both primary keys map to,
+    /// its UE address's, its TEID's, any free one), its home QER and URR (the old ones
+    /// while they exist; else the first of its first hot PDR, if new), and a cell for
+    /// every other QER and URR (the old one if it had one).
+    fn place(
+        &mut self,
+        plan: &Compiled,
+        prev: Option<&Installed>,
+        now: Instant,
+    ) -> Result<Installed, FastPathError> {
         let mut inst = Installed::default();
-        let home = self.home_slot(plan).map(|s| s + 1);
-        let first = plan
-            .keys
-            .first()
-            .and_then(|k| k.pdrs.get(plan.hot_at(k)))
-            .and_then(|id| plan.pdrs.iter().find(|p| p.id == *id));
-        let home_qer = first.and_then(|p| p.qer_ids.first().copied());
-        let home_urr = first.and_then(|p| p.urr_ids.first().copied());
+        let [t, u] = plan.primary_keys();
+        inst.slot = match prev {
+            Some(p) => p.slot,
+            None => {
+                let ts = t.and_then(|k| match k.key {
+                    Key::Teid(x) => self.cap.teid_index.slot(x),
+                    _ => None,
+                });
+                let us = u.and_then(|k| match k.key {
+                    Key::Ue(IpAddr::V4(a)) => self.ue_slot(a),
+                    _ => None,
+                });
+                let both = ts.filter(|s| Some(*s) == us);
+                // Else a slot picked by the SEID's hash: the next in order is likely
+                // the next UE address's (pools hand them out in order), which would
+                // then take another, and so on down the line.
+                let n = u64::from(self.layout.slots);
+                let probe = |k: u64| {
+                    let mut z = plan
+                        .seid
+                        .wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    ((z ^ (z >> 31)) % n.max(1)) as u32
+                };
+                let slot = [both, us, ts]
+                    .into_iter()
+                    .flatten()
+                    .chain((1..=16).map(probe))
+                    .find(|s| self.slots.take_at(*s))
+                    .or_else(|| self.slots.take(1))
+                    .ok_or(FastPathError::Full("sessions"))?;
+                // Nothing reaches a slot that cooled: clear its pool and lanes.
+                self.entries.clear(slot);
+                slot
+            }
+        };
+        let (cand_qer, cand_urr) = plan.home_candidates();
+        let old_qers = prev.map(|p| &p.qers);
+        let old_urrs = prev.map(|p| &p.urrs);
+        let home_qer = old_qers
+            .and_then(|q| q.home())
+            .filter(|o| plan.qers.iter().any(|(i, _)| i == o))
+            .or(cand_qer.filter(|c| old_qers.is_none_or(|q| q.get(c).is_none())));
+        let lanes_used = prev.is_some_and(|p| p.lanes_used || p.urrs.home().is_some());
+        let home_urr = old_urrs
+            .and_then(|q| q.home())
+            .filter(|o| plan.urrs.contains(o))
+            .or(cand_urr.filter(|c| !lanes_used && old_urrs.is_none_or(|q| q.get(c).is_none())));
+        inst.lanes_used = lanes_used || home_urr.is_some();
         for (id, q) in &plan.qers {
-            let (idx, fresh) = match prev.qers.get(id) {
-                Some(i) => (*i, false),
-                None => (
-                    self.qer_slots
-                        .take_preferring(home.filter(|_| home_qer == Some(*id)))
-                        .ok_or(FastPathError::Full("qers"))?,
-                    true,
-                ),
+            if Some(*id) == home_qer {
+                inst.qers.insert(*id, Place::Home);
+                continue;
+            }
+            let cell = match old_qers.and_then(|o| o.get(id)) {
+                Some(Place::Cell(c)) => c,
+                _ => self.new_cell(now)?,
             };
-            self.qer_mem.store(idx, q, fresh)?;
-            inst.qers.insert(*id, idx);
+            // Its owner too, for a restarted upfd (datapath/reuse.rs).
+            let q = types::qer_params {
+                seid: plan.seid,
+                ..*q
+            };
+            self.cells
+                .write_params(cell, &q)
+                .ok_or_else(|| io("cells: out of range"))?;
+            inst.qers.insert(*id, Place::Cell(cell));
         }
         for id in &plan.urrs {
-            let idx = match prev.urrs.get(id) {
-                Some(i) => *i,
-                None => {
-                    let i = self
-                        .urr_slots
-                        .take_preferring(home.filter(|_| home_urr == Some(*id)))
-                        .ok_or(FastPathError::Full("urrs"))?;
-                    self.urr_mem.clear(i, 0);
-                    i
+            if Some(*id) == home_urr {
+                inst.urrs.insert(*id, Place::Home);
+                continue;
+            }
+            let cell = match old_urrs.and_then(|o| o.get(id)) {
+                Some(Place::Cell(c)) => c,
+                _ => {
+                    let c = self.new_cell(now)?;
+                    // Its owner, for a restarted upfd (datapath/reuse.rs).
+                    let owner = types::qer_params {
+                        seid: plan.seid,
+                        urr_id: *id,
+                        home: abi::HOME_URR as u8,
+                        ..Default::default()
+                    };
+                    self.cells
+                        .write_params(c, &owner)
+                        .ok_or_else(|| io("cells: out of range"))?;
+                    c
                 }
             };
-            inst.urrs.insert(*id, idx);
-        }
-        for _ in &plan.fars {
-            inst.fars
-                .push(self.far_slots.take(1).ok_or(FastPathError::Full("fars"))?);
-        }
-        for p in &plan.pdrs {
-            if !p.sdf.is_empty() {
-                let start = self.sdf_block(&p.sdf)?;
-                inst.sdfs.push((start, p.sdf.len() as u32));
-            }
-            inst.pdrs
-                .push(self.pdr_slots.take(1).ok_or(FastPathError::Full("pdrs"))?);
+            inst.urrs.insert(*id, Place::Cell(cell));
         }
         Ok(inst)
     }
 
-    /// Step 3: the linked FAR and PDR values by table index, written to the `fars` and
-    /// `pdrs` tables where a program reads them there: only the PDRs found after a key's
-    /// first and their FARs (a key's first PDR and its FAR travel in its rule set).
-    fn write(&self, plan: &Compiled, inst: &Installed) -> Result<Written, FastPathError> {
-        let (pdrs_in_tables, fars_in_tables) = plan.in_tables();
-        let maps = &self.skel.maps;
-        let mut w = Written::default();
-        let far_index: HashMap<u32, u32> = plan
-            .fars
-            .iter()
-            .zip(&inst.fars)
-            .map(|((id, _), idx)| (*id, *idx))
-            .collect();
-        for ((id, v), idx) in plan.fars.iter().zip(&inst.fars) {
-            if fars_in_tables.contains(id) {
-                maps.fars
-                    .update(&idx.to_ne_bytes(), bytes(v), MapFlags::ANY)
-                    .map_err(io)?;
-            }
-            w.fars.insert(*idx, *v);
-        }
-        let mut sdfs = inst.sdfs.iter();
-        for (p, idx) in plan.pdrs.iter().zip(&inst.pdrs) {
-            let sdf = if p.sdf.is_empty() {
-                0
-            } else {
-                sdfs.next().map_or(0, |(start, _)| *start)
-            };
-            let v = p.linked(
-                |r| match r {
-                    Rule::Far(f) => far_index.get(&f).copied().unwrap_or(0),
-                    Rule::Qer(q) => inst.qers.get(&q).copied().unwrap_or(0),
-                    Rule::Urr(u) => inst.urrs.get(&u).copied().unwrap_or(0),
-                },
-                sdf,
-            );
-            if pdrs_in_tables.contains(&p.id) {
-                maps.pdrs
-                    .update(&idx.to_ne_bytes(), bytes(&v), MapFlags::ANY)
-                    .map_err(io)?;
-            }
-            w.pdrs.insert(*idx, v);
-            w.pdr_index.insert(p.id, *idx);
-        }
-        Ok(w)
+    fn new_cell(&mut self, _now: Instant) -> Result<u32, FastPathError> {
+        let c = self
+            .cell_slots
+            .take(1)
+            .ok_or(FastPathError::Full("cells"))?;
+        self.cells.clear(c);
+        Ok(c)
     }
 
-    /// Step 4: the keys, last, each switching to the new rules at once; then the keys
-    /// the new version no longer has are removed.
+    /// Write one cold entry of `table` under a fresh handle.
+    fn put_cold(
+        &mut self,
+        inst: &mut Installed,
+        table: Table,
+        value: &[u8],
+    ) -> Result<u32, FastPathError> {
+        let h = self.handle();
+        let (map, full) = match table {
+            Table::Lists => (&self.maps.pdr_lists, "pdr_lists"),
+            Table::Pdrs => (&self.maps.pdrs, "pdrs"),
+            Table::Fars => (&self.maps.fars, "fars"),
+        };
+        map.update(&h.to_ne_bytes(), value, MapFlags::ANY)
+            .map_err(|e| {
+                if table_full(&e) {
+                    FastPathError::Full(full)
+                } else {
+                    io(e)
+                }
+            })?;
+        inst.cold.push((table, h));
+        Ok(h)
+    }
+
+    /// Step 3: the cold entries the record and the keys will name: SDF runs, the PDRs
+    /// and FARs the record cannot hold, the PDR lists. Returns the record's placement.
+    fn write<'c>(
+        &mut self,
+        plan: &'c Compiled,
+        inst: &mut Installed,
+    ) -> Result<(RecordPlan<'c>, HashMap<Key, u32>), FastPathError> {
+        let [t, u] = plan.primary_keys();
+        let mut rp = RecordPlan {
+            keys: [t, u],
+            home_qer: inst.qers.home(),
+            home_urr: inst.urrs.home(),
+            lanes_used: inst.lanes_used,
+            ..Default::default()
+        };
+        for p in &plan.pdrs {
+            if !p.sdf.is_empty() {
+                let start = self.sdf_run(&p.sdf)?;
+                inst.sdfs.push((start, p.sdf.len() as u32));
+                rp.sdf.insert(p.id, start);
+            }
+        }
+        let place = |r: Rule| -> u32 {
+            match r {
+                Rule::Qer(q) => match inst.qers.get(&q) {
+                    Some(Place::Home) => abi::REF_HOME,
+                    Some(Place::Cell(c)) => c,
+                    None => 0,
+                },
+                Rule::Urr(x) => match inst.urrs.get(&x) {
+                    Some(Place::Home) => abi::REF_HOME,
+                    Some(Place::Cell(c)) => c,
+                    None => 0,
+                },
+                Rule::Far(_) => 0,
+            }
+        };
+        let mut linked = Vec::new();
+        for id in plan.cold_pdrs(rp.home_qer, rp.home_urr) {
+            let Some(p) = plan.pdr(id) else {
+                continue;
+            };
+            let mut v = p.linked(place, rp.sdf.get(&id).copied().unwrap_or(0));
+            v.far = 0;
+            linked.push((p, v));
+        }
+        let mut far_handle: HashMap<u32, u32> = HashMap::new();
+        let mut cold: HashMap<u16, u32> = HashMap::new();
+        for (p, mut v) in linked {
+            if let Some(f) = p.far_id.and_then(|fid| plan.far(fid).map(|f| (fid, *f))) {
+                let h = match far_handle.get(&f.0) {
+                    Some(h) => *h,
+                    None => {
+                        let h = self.put_cold(inst, Table::Fars, bytes(&f.1))?;
+                        far_handle.insert(f.0, h);
+                        h
+                    }
+                };
+                v.far = h;
+            }
+            let h = self.put_cold(inst, Table::Pdrs, bytes(&v))?;
+            cold.insert(p.id, h);
+        }
+        rp.cold = cold.clone();
+        // A list for each key the record does not hold alone.
+        let mut lists: HashMap<Key, u32> = HashMap::new();
+        for k in &plan.keys {
+            let line = rp
+                .keys
+                .iter()
+                .position(|p| p.is_some_and(|p| p.key == k.key));
+            if line.is_some() && k.pdrs.len() == 1 {
+                continue;
+            }
+            let at = plan.hot_at(k);
+            let mut l = types::pdr_list {
+                n: k.pdrs.len() as u8,
+                hot_at: if line.is_some() { at as u8 } else { 0xff },
+                ..Default::default()
+            };
+            for (i, id) in k.pdrs.iter().enumerate() {
+                l.pdr[i] = cold.get(id).copied().unwrap_or(0);
+                l.app[i] = plan.pdr(*id).map_or(0, |p| p.app);
+            }
+            let h = self.put_cold(inst, Table::Lists, bytes(&l))?;
+            if let Some(line) = line {
+                rp.lists[line] = h;
+            }
+            lists.insert(k.key, h);
+        }
+        Ok((rp, lists))
+    }
+
+    /// Step 4: the record, under its sequence lock (its home URR's flags and epochs
+    /// kept), then the keys that are not the slot's own; then the keys the new version
+    /// no longer has are removed.
     fn publish(
         &mut self,
         plan: &Compiled,
-        w: &Written,
-        prev: &Installed,
+        mut rp: RecordPlan<'_>,
+        lists: &HashMap<Key, u32>,
+        prev: Option<&Installed>,
         inst: &mut Installed,
-        now: Instant,
     ) -> Result<(), FastPathError> {
-        let maps = &self.skel.maps;
+        if prev.is_some() {
+            if let Some(old) = self.entries.record(inst.slot) {
+                let urr = (abi::SR_URR_QUOTA | abi::SR_URR_THRESHOLD) as u16;
+                rp.urr_flags = old.flags & urr;
+                rp.epoch = old.epoch;
+            }
+        }
+        let rec = plan.record(&rp);
+        self.entries
+            .write_record(inst.slot, &rec)
+            .ok_or_else(|| io("sess_pages: out of range"))?;
+        let maps = &self.maps;
         for k in &plan.keys {
-            let v = plan.rule_set(k, &w.pdr_index, &w.pdrs, &w.fars);
+            let line = rp
+                .keys
+                .iter()
+                .position(|p| p.is_some_and(|p| p.key == k.key));
+            let own_slot = match (k.key, line) {
+                (Key::Teid(t), Some(_)) => self.cap.teid_index.slot(t) == Some(inst.slot),
+                (Key::Ue(IpAddr::V4(a)), Some(_)) => self.ue_slot(a) == Some(inst.slot),
+                _ => false,
+            };
+            if own_slot {
+                continue;
+            }
+            let v = types::key_ref {
+                slot: inst.slot,
+                list: lists.get(&k.key).copied().unwrap_or(0),
+                up: k.uplink as u8,
+                primary: line.is_some() as u8,
+                ..Default::default()
+            };
+            let full = |e: libbpf_rs::Error, name| {
+                if table_full(&e) {
+                    FastPathError::Full(name)
+                } else {
+                    io(e)
+                }
+            };
             match k.key {
                 Key::Teid(t) => {
-                    self.uplink.put(maps, t, &v, now)?;
+                    maps.keys
+                        .update(bytes(&teid_key(t)), bytes(&v), MapFlags::ANY)
+                        .map_err(|e| full(e, "keys"))?;
                     inst.teids.push(t);
                 }
                 Key::Ue(a) => {
-                    match a {
-                        IpAddr::V4(x) => self.downlink.put(maps, ue_v4_key(x), &v, now)?,
-                        IpAddr::V6(_) => maps
-                            .downlink
-                            .update(bytes(&ue_key(a)), bytes(&v), MapFlags::ANY)
-                            .map_err(io)?,
-                    }
+                    maps.keys
+                        .update(bytes(&ue_key(a)), bytes(&v), MapFlags::ANY)
+                        .map_err(|e| full(e, "keys"))?;
                     inst.ues.push(ue_key(a));
                 }
                 Key::Framed(n) => {
                     let key = lpm_key(&n);
                     maps.framed
                         .update(bytes(&key), bytes(&v), MapFlags::ANY)
-                        .map_err(io)?;
+                        .map_err(|e| full(e, "framed"))?;
                     inst.framed.push(key);
                 }
             }
         }
-        for t in &prev.teids {
-            if !inst.teids.contains(t) {
-                self.uplink.delete(maps, *t, now);
+        if let Some(prev) = prev {
+            for t in &prev.teids {
+                if !inst.teids.contains(t) {
+                    let _ = maps.keys.delete(bytes(&teid_key(*t)));
+                }
             }
-        }
-        for k in &prev.ues {
-            if !inst.ues.iter().any(|x| bytes(x) == bytes(k)) {
-                delete_ue(&mut self.downlink, maps, k, now);
+            for k in &prev.ues {
+                if !inst.ues.iter().any(|x| bytes(x) == bytes(k)) {
+                    let _ = maps.keys.delete(bytes(k));
+                }
             }
-        }
-        for k in &prev.framed {
-            if !inst.framed.iter().any(|x| bytes(x) == bytes(k)) {
-                let _ = maps.framed.delete(bytes(k));
+            for k in &prev.framed {
+                if !inst.framed.iter().any(|x| bytes(x) == bytes(k)) {
+                    let _ = maps.framed.delete(bytes(k));
+                }
             }
         }
         Ok(())
+    }
+
+    /// What `old` used that `new` (None: nothing) does not: its cold entries and SDF runs
+    /// after the grace period, its cells and, for a removed session, its slot.
+    fn release(&mut self, old: &Installed, new: Option<&Installed>, now: Instant) {
+        for (t, h) in &old.cold {
+            self.doomed.push_back((now, *t, *h));
+        }
+        for (start, _) in &old.sdfs {
+            self.release_sdf_run(*start, now);
+        }
+        let kept = |m: Option<&IdMap>, c: u32| m.is_some_and(|m| m.cells().any(|(_, x)| x == c));
+        for (_, c) in old.qers.cells() {
+            if !kept(new.map(|n| &n.qers), c) {
+                self.cells.clear_owner(c);
+                self.cell_slots.release(c, 1, now);
+            }
+        }
+        for (_, c) in old.urrs.cells() {
+            if !kept(new.map(|n| &n.urrs), c) {
+                self.cells.clear_owner(c);
+                self.cell_slots.release(c, 1, now);
+            }
+        }
+        if new.is_none() {
+            self.slots.release(old.slot, 1, now);
+        }
+    }
+
+    /// [`FastPath::install`] as if at `now` (the time grace periods count from and are
+    /// measured at; see [`settle_at`](Self::settle_at)).
+    pub fn install_at(
+        &mut self,
+        old: Option<&Session>,
+        new: &Arc<Session>,
+        now: Instant,
+    ) -> Result<(), FastPathError> {
+        self.settle_at(now);
+        let plan = compile(
+            new,
+            &Addresses::from(&self.cfg),
+            &self.pfds,
+            self.layout.lanes,
+        )?;
+        self.check(&plan)?;
+        let prev = match old {
+            Some(_) => self.sessions.remove(&new.up_seid),
+            None => None,
+        };
+        // A session the adopted tables hold (a restart): installed as a modification of
+        // what they hold, so that it keeps its slot, cells, counts and leases.
+        let adopted = match (&prev, &self.adopted) {
+            (None, Some(a)) => a.installed(new.up_seid),
+            _ => None,
+        };
+        let prev = prev.or(adopted.map(Box::new));
+        match self.install_plan(&plan, prev.as_deref(), now) {
+            Ok(inst) => {
+                if let Some(p) = &prev {
+                    self.release(p, Some(&inst), now);
+                    for id in p.urrs.0.iter().map(|(i, _)| *i) {
+                        if inst.urrs.get(&id).is_none() {
+                            self.baselines.remove(&(new.up_seid, id));
+                        }
+                    }
+                }
+                self.sessions.insert(new.up_seid, Box::new(inst));
+                Ok(())
+            }
+            Err(e) => {
+                if let (Some(p), Some(_)) = (prev, old) {
+                    self.sessions.insert(new.up_seid, p);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn install_plan(
+        &mut self,
+        plan: &Compiled,
+        prev: Option<&Installed>,
+        now: Instant,
+    ) -> Result<Installed, FastPathError> {
+        let mut inst = self.place(plan, prev, now)?;
+        let written = self
+            .write(plan, &mut inst)
+            .and_then(|(rp, lists)| self.publish(plan, rp, &lists, prev, &mut inst));
+        if let Err(e) = written {
+            // Undo what this attempt wrote; the previous version stays as it was.
+            let partial = Installed {
+                slot: inst.slot,
+                cold: inst.cold.clone(),
+                sdfs: inst.sdfs.clone(),
+                ..Default::default()
+            };
+            self.release(&partial, prev.or(Some(&inst)), now);
+            let maps = &self.maps;
+            for t in inst
+                .teids
+                .iter()
+                .filter(|t| prev.is_none_or(|p| !p.teids.contains(t)))
+            {
+                let _ = maps.keys.delete(bytes(&teid_key(*t)));
+            }
+            let fresh = |m: &IdMap, o: Option<&IdMap>| -> Vec<u32> {
+                m.cells()
+                    .filter(|(_, c)| o.is_none_or(|o| !o.cells().any(|(_, x)| x == *c)))
+                    .map(|(_, c)| c)
+                    .collect()
+            };
+            for c in fresh(&inst.qers, prev.map(|p| &p.qers))
+                .into_iter()
+                .chain(fresh(&inst.urrs, prev.map(|p| &p.urrs)))
+            {
+                self.cell_slots.release(c, 1, now);
+            }
+            if prev.is_none() {
+                self.slots.release(inst.slot, 1, now);
+            }
+            return Err(e);
+        }
+        Ok(inst)
+    }
+
+    /// [`FastPath::remove`] as if at `now` (when its slot starts to cool).
+    pub fn remove_at(&mut self, session: &Session, now: Instant) {
+        let Some(inst) = self.sessions.remove(&session.up_seid) else {
+            return;
+        };
+        // The record first: its keys gone, packets no longer find it.
+        if let Some(mut r) = self.entries.record(inst.slot) {
+            r.seid = 0;
+            r.home.home = 0;
+            r.teid = 0;
+            r.ue_v4 = 0;
+            r.flags &= !(abi::SR_UE_KEY as u16);
+            r.dir = Default::default();
+            let _ = self.entries.write_record(inst.slot, &r);
+        }
+        let maps = &self.maps;
+        for t in &inst.teids {
+            let _ = maps.keys.delete(bytes(&teid_key(*t)));
+        }
+        for k in &inst.ues {
+            let _ = maps.keys.delete(bytes(k));
+        }
+        for k in &inst.framed {
+            let _ = maps.framed.delete(bytes(k));
+        }
+        for id in inst.urrs.0.iter().map(|(i, _)| *i) {
+            self.baselines.remove(&(session.up_seid, id));
+        }
+        self.release(&inst, None, now);
+    }
+
+    /// The counts of a URR, less what they were when it was last reset.
+    fn urr_usage(&self, seid: u64, urr_id: u32) -> Option<Usage> {
+        let (slot, place) = self.urr_place(seid, urr_id).ok()?;
+        let mut s = self.urr_sums(slot, place)?;
+        if let Some(b) = self.baselines.get(&(seid, urr_id)) {
+            for d in 0..2 {
+                s.packets[d] = s.packets[d].saturating_sub(b.packets[d]);
+                s.bytes[d] = s.bytes[d].saturating_sub(b.bytes[d]);
+            }
+            if s.packets == [0, 0] {
+                s.first = None;
+                s.last = None;
+            }
+        }
+        Some(s.usage(coarse_ns(), self.boot_offset_ns))
     }
 }
 
 impl FastPath for Datapath {
     fn session_by_teid(&self, teid: u32) -> Option<Option<u64>> {
-        match self.uplink.keying() {
-            Keying::Teid(_) => Some(self.uplink.get(&self.skel.maps, teid).map(|r| r.seid)),
-            Keying::UeV4 { .. } => None,
-        }
+        Some(self.holder(&Key::Teid(teid)))
     }
 
     fn session_by_ue(&self, a: IpAddr) -> Option<Option<u64>> {
-        let rs = match a {
-            IpAddr::V4(v4) => self.downlink.get(&self.skel.maps, ue_v4_key(v4)),
-            IpAddr::V6(_) => self
-                .skel
-                .maps
-                .downlink
-                .lookup(bytes(&ue_key(a)), MapFlags::ANY)
-                .ok()
-                .flatten()
-                .and_then(|b| from_bytes::<types::rule_set>(&b)),
-        };
         // Framed routes and UE IPv6 prefixes are in the LPM table: not looked up here.
-        match (rs, a) {
-            (Some(r), _) => Some(Some(r.seid)),
+        match (self.holder(&Key::Ue(a)), a) {
+            (Some(s), _) => Some(Some(s)),
             (None, IpAddr::V4(_)) => Some(None),
             (None, IpAddr::V6(_)) => None,
         }
@@ -1065,7 +1789,7 @@ impl FastPath for Datapath {
             .filter_map(|id| pfds.get(id).map(|a| a.index))
             .collect();
         if !changed.is_empty() {
-            let maps = &self.skel.maps;
+            let maps = &self.maps;
             let keys: Vec<Vec<u8>> = maps.app_addrs.keys().collect();
             for k in keys {
                 let app = maps
@@ -1086,7 +1810,6 @@ impl FastPath for Datapath {
     fn app_flow_idle(&self, seid: u64, flow: &AppFlow) -> Option<std::time::Duration> {
         let k = app_flow_key(seid, flow);
         let v: types::app_flow = self
-            .skel
             .maps
             .app_flows
             .lookup(bytes(&k), MapFlags::ANY)
@@ -1103,19 +1826,28 @@ impl FastPath for Datapath {
     }
 
     fn urr_handle(&self, seid: u64, urr_id: u32) -> Option<u32> {
-        self.urr_slot(seid, urr_id).ok()
-    }
-
-    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
-        match self.urr_slot(seid, urr_id) {
-            Ok(slot) => self.read_urr(slot),
-            Err(_) => Usage::default(),
+        match self.urr_place(seid, urr_id).ok()? {
+            (slot, Place::Home) => Some(HOME_HANDLE | slot),
+            (_, Place::Cell(c)) => Some(c),
         }
     }
 
+    fn usage(&self, seid: u64, urr_id: u32) -> Usage {
+        self.urr_usage(seid, urr_id).unwrap_or_default()
+    }
+
+    /// A new measurement starts: the counts from now on (a baseline: the lanes are
+    /// written by the CPUs, never cleared under them), the first packet's time anew.
     fn reset_usage(&mut self, seid: u64, urr_id: u32) {
-        if let Ok(slot) = self.urr_slot(seid, urr_id) {
-            self.urr_mem.clear(slot, 1);
+        let Ok((slot, place)) = self.urr_place(seid, urr_id) else {
+            return;
+        };
+        let _ = match place {
+            Place::Home => self.entries.clear_first(slot),
+            Place::Cell(c) => self.cells.clear_first(c),
+        };
+        if let Some(s) = self.urr_sums(slot, place) {
+            self.baselines.insert((seid, urr_id), s);
         }
     }
 
@@ -1172,10 +1904,11 @@ pub enum Role {
 const TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 
 impl Datapath {
-    fn prog(&self, role: Role) -> &libbpf_rs::ProgramMut<'static> {
+    /// The entry program of an interface role.
+    pub fn prog_fd(&self, role: Role) -> std::os::fd::BorrowedFd<'_> {
         match role {
-            Role::Gtpu => &self.skel.progs.xdp_n3,
-            Role::N6 => &self.skel.progs.xdp_n6,
+            Role::Gtpu => self.progs.xdp_n3.as_fd(),
+            Role::N6 => self.progs.xdp_n6.as_fd(),
         }
     }
 
@@ -1188,8 +1921,7 @@ impl Datapath {
         native: bool,
     ) -> Result<AttachMode, FastPathError> {
         use libbpf_rs::{Xdp, XdpFlags};
-        use std::os::fd::AsFd;
-        let xdp = Xdp::new(self.prog(role).as_fd());
+        let xdp = Xdp::new(self.prog_fd(role));
         if native && xdp.attach(ifindex as i32, XdpFlags::DRV_MODE).is_ok() {
             return Ok(AttachMode::Native);
         }
@@ -1201,8 +1933,7 @@ impl Datapath {
     /// Remove whatever XDP program an interface runs.
     pub fn detach(&self, role: Role, ifindex: u32) {
         use libbpf_rs::{Xdp, XdpFlags};
-        use std::os::fd::AsFd;
-        let xdp = Xdp::new(self.prog(role).as_fd());
+        let xdp = Xdp::new(self.prog_fd(role));
         let _ = xdp.detach(ifindex as i32, XdpFlags::DRV_MODE);
         let _ = xdp.detach(ifindex as i32, XdpFlags::SKB_MODE);
     }
@@ -1216,15 +1947,24 @@ impl Datapath {
         let mut ctx = [0u8; 24];
         ctx[4..8].copy_from_slice(&len.to_ne_bytes());
         ctx[12..16].copy_from_slice(&ifindex.to_ne_bytes());
-        let input = libbpf_rs::ProgramInput {
-            context_in: Some(&mut ctx),
-            data_in: Some(frame),
+        let mut o = libbpf_rs::libbpf_sys::bpf_test_run_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_test_run_opts>() as _,
+            data_in: frame.as_ptr().cast(),
+            data_size_in: len,
+            ctx_in: ctx.as_ptr().cast(),
+            ctx_size_in: ctx.len() as u32,
             flags: TEST_XDP_LIVE_FRAMES,
             repeat: 1,
             ..Default::default()
         };
-        let out = self.prog(role).test_run(input).map_err(io)?;
-        Ok(out.return_value)
+        // SAFETY: `o` points at `frame` and `ctx`, which outlive the call.
+        let r = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(self.prog_fd(role).as_raw_fd(), &mut o)
+        };
+        if r != 0 {
+            return Err(io(std::io::Error::from_raw_os_error(-r)));
+        }
+        Ok(o.retval)
     }
 
     /// A ring buffer reader over the events table calling `f` for each record (the
@@ -1233,8 +1973,8 @@ impl Datapath {
         &self,
         f: impl FnMut(&[u8]) -> i32 + 'static,
     ) -> Result<libbpf_rs::RingBuffer<'static>, FastPathError> {
-        let handle: &'static libbpf_rs::MapHandle = Box::leak(Box::new(
-            libbpf_rs::MapHandle::try_from(&self.skel.maps.events).map_err(io)?,
+        let handle: &'static MapHandle = Box::leak(Box::new(
+            MapHandle::try_from(&self.maps.events).map_err(io)?,
         ));
         let mut b = libbpf_rs::RingBufferBuilder::new();
         b.add(handle, f).map_err(io)?;
@@ -1299,52 +2039,63 @@ pub fn parse_event(b: &[u8], pfds: &PfdTable) -> Option<Event> {
 /// restart, still attached (and counting) until the new one replaces it. Read once the
 /// new one is attached: then they no longer change.
 pub struct OldCounters {
-    mem: UrrMem,
-    slots: u32,
-    ncpus: usize,
+    entries: Pages,
+    cells: Pages,
     boot_offset_ns: i128,
 }
 
 impl OldCounters {
-    /// Open the `urr_state` map `t` describes; an error if it is gone (the old data path
-    /// was removed) or is not a URR table of this layout.
+    /// Open the `sess_pages` and `cells` maps `t` describes; an error if they are gone
+    /// (the old data path was removed) or are not of this build's layout on this machine.
     pub fn open(t: &upf::state::CounterTable) -> Result<Self, FastPathError> {
-        let m = libbpf_rs::MapHandle::from_map_id(t.map_id)
-            .map_err(|e| io(format!("map {}: {e}", t.map_id)))?;
-        if m.name().to_str() != Some("urr_state")
-            || m.value_size() as usize != crate::mem::CELL
-            || t.cell as usize != crate::mem::CELL
-        {
-            return Err(io(format!(
-                "map {} is {:?} with {}-octet values, not a URR table of {}-octet cells",
-                t.map_id,
-                m.name(),
-                m.value_size(),
-                crate::mem::CELL
-            )));
-        }
+        let open = |id: u32, name: &str| -> Result<libbpf_rs::MapHandle, FastPathError> {
+            let m =
+                libbpf_rs::MapHandle::from_map_id(id).map_err(|e| io(format!("map {id}: {e}")))?;
+            if m.name().to_str() != Some(name) || m.value_size() as usize != crate::layout::PAGE {
+                return Err(io(format!(
+                    "map {id} is {:?} with {}-octet values, not {name} of {}-octet pages",
+                    m.name(),
+                    m.value_size(),
+                    crate::layout::PAGE
+                )));
+            }
+            Ok(m)
+        };
+        let pages = open(t.map_id, "sess_pages")?;
+        let cells = open(t.cells_map_id, "cells")?;
         let ncpus = libbpf_rs::num_possible_cpus().map_err(io)?;
-        if t.stride as usize != 1 + ncpus {
+        let mut l = Layout::new(
+            pages.max_entries() * t.per_page.max(1),
+            cells.max_entries() * t.cells_per_page.max(1),
+            ncpus,
+        );
+        if (l.lanes, l.per_page, l.cells_per_page) != (t.lanes, t.per_page, t.cells_per_page) {
             return Err(io(format!(
-                "URR table of stride {} on a machine of {ncpus} possible CPUs",
-                t.stride
+                "tables of {} lanes, {} entries and {} cells a page on a machine whose layout has {}, {} and {}",
+                t.lanes, t.per_page, t.cells_per_page, l.lanes, l.per_page, l.cells_per_page
             )));
         }
-        let cells = m.max_entries() as usize;
+        // The pages the maps have, whatever this build would size.
+        l.pages = pages.max_entries();
+        l.slots = l.pages * l.per_page;
+        l.cell_pages = cells.max_entries();
+        l.cells = l.cell_pages * l.cells_per_page;
         Ok(OldCounters {
-            mem: UrrMem::map(&m, cells, t.stride as usize)?,
-            slots: (cells / t.stride as usize) as u32,
-            ncpus,
+            entries: Pages::map(&pages, l, false)?,
+            cells: Pages::map(&cells, l, true)?,
             boot_offset_ns: unix_ns() - mono_ns(),
         })
     }
 
-    /// The counts of URR slot `handle`, summed over the CPUs (None: no such slot).
+    /// The counts of URR `handle` (FastPath::urr_handle: HOME_HANDLE | slot, or a cell),
+    /// summed over the lanes (None: no such place).
     pub fn usage(&self, handle: u32) -> Option<Usage> {
-        if handle >= self.slots {
-            return None;
-        }
-        self.mem.usage(handle, self.ncpus, self.boot_offset_ns)
+        let s = if handle & HOME_HANDLE != 0 {
+            self.entries.lane_sums(handle & !HOME_HANDLE)?
+        } else {
+            self.cells.lane_sums(handle)?
+        };
+        Some(s.usage(coarse_ns(), self.boot_offset_ns))
     }
 }
 
@@ -1459,7 +2210,7 @@ impl Datapath {
             {
                 continue;
             }
-            let maps = &self.skel.maps;
+            let maps = &self.maps;
             let mut v = types::app_entry::default();
             let mut chunk = 0;
             if !entries.is_empty() {
@@ -1473,7 +2224,7 @@ impl Datapath {
                         .app_sdfs
                         .update(&at.to_ne_bytes(), bytes(e), MapFlags::ANY)
                     {
-                        self.app_sdf_chunks.release(chunk, 1);
+                        self.app_sdf_chunks.release(chunk, 1, Instant::now());
                         return Err(io(e));
                     }
                 }
@@ -1484,7 +2235,7 @@ impl Datapath {
                 .update(&u32::from(*index).to_ne_bytes(), bytes(&v), MapFlags::ANY)
                 .map_err(io)?;
             if let Some((c, _)) = old {
-                self.app_sdf_chunks.release(c, 1);
+                self.app_sdf_chunks.release(c, 1, Instant::now());
             }
             if entries.is_empty() {
                 self.app_blocks.remove(index);
@@ -1497,7 +2248,7 @@ impl Datapath {
 
     /// The domain names and URLs: new and changed entries, then the removed ones.
     fn write_app_keys(&mut self, names: AppNames, urls: AppUrls) -> Result<(), FastPathError> {
-        let maps = &self.skel.maps;
+        let maps = &self.maps;
         for (data, v) in &names {
             if self.app_names.get(data).map(bytes) != Some(bytes(v)) {
                 maps.app_names

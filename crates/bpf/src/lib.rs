@@ -18,10 +18,12 @@ mod scaling_drive {
 
 pub use libbpf_rs;
 
+include!(concat!(env!("OUT_DIR"), "/object_id.rs"));
+
 pub mod adopt;
 pub mod compile;
 pub mod datapath;
-mod direct;
+pub mod layout;
 mod mem;
 pub mod scaling;
 mod slots;

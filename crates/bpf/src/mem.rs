@@ -1,15 +1,16 @@
 //! Table values as octets, and the tables upfd maps into its memory (BPF_F_MMAPABLE
-//! arrays) because the data path updates them concurrently: `qers` (the MBR's arrival
-//! times move with atomic instructions) and `urr_state` (quotas and thresholds counted
-//! down, counters counted up). upfd touches those one word at a time, atomically, at
-//! the offsets of the BTF-generated types, never a whole element.
+//! arrays) because the data path updates them concurrently: `sess_pages` (records, pools
+//! and lanes) and `cells` (cold QERs and URRs). upfd touches those one word at a time,
+//! atomically, at the offsets of the BTF-generated types (`Pages`), never a whole
+//! element.
 
 use std::mem::{offset_of, size_of};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
-use upf::abi;
 use upf::fastpath::{FastPathError, Usage};
+
+use crate::layout::{self, Layout};
 
 use crate::upf::types;
 
@@ -99,183 +100,277 @@ impl Drop for MapMemory {
     }
 }
 
-/// The `qers` table, mapped: entry `i` is a `struct qer`.
-pub(crate) struct QerMem {
+/// A page array mapped (`sess_pages` or `cells`), with its layout: typed access to the
+/// records, parameters, pools and lanes it holds.
+pub(crate) struct Pages {
     mem: MapMemory,
-    entries: usize,
+    layout: Layout,
+    /// `cells` rather than `sess_pages`.
+    cells: bool,
 }
 
-const QER: usize = size_of::<types::qer>();
-// The data path updates the tat words with 8-octet atomics; upfd stores whole words.
-const _: () = assert!(QER % 8 == 0 && offset_of!(types::qer, cost_ul) == 8);
+/// The counts of one URR's lanes: (packets, octets) per direction, first and last packet
+/// in lane time units (the coarse clock >> LANE_TIME_SHIFT; 0: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LaneSums {
+    pub packets: [u64; 2],
+    pub bytes: [u64; 2],
+    pub first: Option<u32>,
+    pub last: Option<u32>,
+}
 
-impl QerMem {
-    pub(crate) fn map(m: &impl AsFd, entries: usize) -> Result<Self, FastPathError> {
-        Ok(QerMem {
-            mem: MapMemory::map(m, entries * QER, "qers")?,
-            entries,
+impl LaneSums {
+    /// As a Usage of the data path's clock: lane times (2^20 ns units, 32 bits) read
+    /// against `now_ns` (the coarse clock now) into ns, then UNIX seconds with
+    /// `boot_offset_ns`; times are within the last 52 days.
+    pub(crate) fn usage(&self, now_ns: i128, boot_offset_ns: i128) -> Usage {
+        let shift = upf::abi::LANE_TIME_SHIFT;
+        let now_units = (now_ns >> shift) as u32;
+        let to_unix = |t: u32| {
+            let ago = i128::from(now_units.wrapping_sub(t)) << shift;
+            ((now_ns - ago + boot_offset_ns).max(0) / 1_000_000_000) as u64
+        };
+        Usage {
+            ul_packets: self.packets[0],
+            ul_bytes: self.bytes[0],
+            dl_packets: self.packets[1],
+            dl_bytes: self.bytes[1],
+            first_packet: self.first.map(to_unix),
+            last_packet: self.last.map(to_unix),
+        }
+    }
+}
+
+impl Pages {
+    pub(crate) fn map(m: &impl AsFd, layout: Layout, cells: bool) -> Result<Self, FastPathError> {
+        let pages = if cells {
+            layout.cell_pages
+        } else {
+            layout.pages
+        };
+        let name = if cells { "cells" } else { "sess_pages" };
+        Ok(Pages {
+            mem: MapMemory::map(m, pages as usize * layout::PAGE, name)?,
+            layout,
+            cells,
         })
     }
 
-    /// Write QER `i` one word at a time (packets update its tat words meanwhile): the
-    /// rates first, the first word (gates, QFI, flags) last, so a packet never sees the
-    /// flags of the new QER with the rates of the old. A fresh QER starts idle; an
-    /// updated one keeps its arrival times.
-    pub(crate) fn store(&self, i: u32, q: &types::qer, fresh: bool) -> Result<(), FastPathError> {
-        let i = i as usize;
-        if i >= self.entries {
-            return Err(io(format!("QER index {i} outside the table")));
+    /// Where entry or cell `i` starts.
+    fn at(&self, i: u32) -> Option<usize> {
+        if self.cells {
+            self.layout.cell_at(i)
+        } else {
+            self.layout.entry_at(i)
         }
-        let tat = [
-            offset_of!(types::qer, tat_ul),
-            offset_of!(types::qer, tat_dl),
-        ];
+    }
+
+    fn word(&self, at: usize) -> Option<&AtomicU64> {
+        self.mem.atomic(at)
+    }
+
+    fn u32_at(&self, at: usize) -> Option<&AtomicU32> {
+        self.mem.atomic(at)
+    }
+
+    fn i64_at(&self, at: usize) -> Option<&AtomicI64> {
+        self.mem.atomic(at)
+    }
+
+    fn pool_at(&self, i: u32) -> Option<usize> {
+        let base = self.at(i)?;
+        Some(
+            base + if self.cells {
+                layout::CELL_POOL_AT
+            } else {
+                layout::POOL_AT
+            },
+        )
+    }
+
+    fn lanes_at(&self, i: u32) -> Option<usize> {
+        let base = self.at(i)?;
+        Some(
+            base + if self.cells {
+                layout::CELL_LANES_AT
+            } else {
+                layout::LANES_AT
+            },
+        )
+    }
+
+    /// Entry `slot`'s record as it is (only upfd writes records).
+    pub(crate) fn record(&self, slot: u32) -> Option<types::sess_rec> {
+        let at = self.at(slot)?;
+        let mut b = [0u8; size_of::<types::sess_rec>()];
+        for (k, w) in b.chunks_mut(8).enumerate() {
+            w.copy_from_slice(&self.word(at + 8 * k)?.load(Ordering::Relaxed).to_ne_bytes());
+        }
+        from_bytes(&b)
+    }
+
+    /// Write entry `slot`'s record under its sequence lock: seq odd, the rest, seq even
+    /// (a packet that read across the change sees seq move and reads again).
+    pub(crate) fn write_record(&self, slot: u32, r: &types::sess_rec) -> Option<()> {
+        let at = self.at(slot)?;
+        let seq = self.u32_at(at + offset_of!(types::sess_rec, seq))?;
+        let s = seq.load(Ordering::Relaxed);
+        let s = if s & 1 == 1 { s + 1 } else { s };
+        seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        let octets = bytes(r);
+        // seq is the first 4 octets of the first word: the rest of that word alone.
+        self.u32_at(at + 4)?.store(
+            u32::from_ne_bytes(octets[4..8].try_into().expect("4 octets")),
+            Ordering::Relaxed,
+        );
+        for k in 1..octets.len() / 8 {
+            let w = u64::from_ne_bytes(octets[8 * k..8 * k + 8].try_into().expect("8 octets"));
+            self.word(at + 8 * k)?.store(w, Ordering::Relaxed);
+        }
+        fence(Ordering::Release);
+        seq.store(s.wrapping_add(2), Ordering::Release);
+        Some(())
+    }
+
+    /// Zero entry or cell `i` but for a record's seq (no packet can reach it).
+    pub(crate) fn clear(&self, i: u32) -> Option<()> {
+        let at = self.at(i)?;
+        let size = if self.cells {
+            self.layout.cell_size
+        } else {
+            self.layout.entry_size
+        } as usize;
+        let first = if self.cells { 0 } else { 8 };
+        if !self.cells {
+            self.u32_at(at + 4)?.store(0, Ordering::Relaxed);
+        }
+        for o in (first..size).step_by(8) {
+            self.word(at + o)?.store(0, Ordering::Relaxed);
+        }
+        fence(Ordering::Release);
+        Some(())
+    }
+
+    /// Write cell `h`'s QER parameters a word at a time (packets read them meanwhile):
+    /// the rates first, the first word (gates, QFI, flags) last, so a packet never sees
+    /// the flags of the new parameters with the rates of the old.
+    pub(crate) fn write_params(&self, h: u32, q: &types::qer_params) -> Option<()> {
+        let at = self.at(h)?;
         let octets = bytes(q);
-        for at in (8..QER).step_by(8) {
-            if tat.contains(&at) && !fresh {
-                continue;
-            }
-            let w = u64::from_ne_bytes(octets[at..at + 8].try_into().expect("8 octets"));
-            self.word(i * QER + at)?.store(w, Ordering::Relaxed);
+        for k in (1..octets.len() / 8).rev() {
+            let w = u64::from_ne_bytes(octets[8 * k..8 * k + 8].try_into().expect("8 octets"));
+            self.word(at + 8 * k)?.store(w, Ordering::Relaxed);
         }
         let head = u64::from_ne_bytes(octets[..8].try_into().expect("8 octets"));
-        // Release: the rates are in place before the flags that switch them on.
-        self.word(i * QER)?.store(head, Ordering::Release);
-        Ok(())
-    }
-
-    fn word(&self, at: usize) -> Result<&AtomicU64, FastPathError> {
-        self.mem
-            .atomic(at)
-            .ok_or_else(|| io(format!("qers: octet {at} outside the mapping")))
-    }
-}
-
-/// `urr_state`, mapped: per URR slot a run of `stride` cells of abi::URR_CELL octets, the
-/// one all CPUs share (`struct urr_shared`) and then one per possible CPU (`struct
-/// urr_counters`).
-pub(crate) struct UrrMem {
-    mem: MapMemory,
-    cells: usize,
-    stride: usize,
-}
-
-pub(crate) const CELL: usize = abi::URR_CELL as usize;
-const _: () = assert!(size_of::<types::urr_counters>() == CELL);
-const _: () = assert!(size_of::<types::urr_shared>() == CELL);
-
-impl UrrMem {
-    pub(crate) fn map(m: &impl AsFd, cells: usize, stride: usize) -> Result<Self, FastPathError> {
-        Ok(UrrMem {
-            mem: MapMemory::map(m, cells * CELL, "urr_state")?,
-            cells,
-            stride,
-        })
-    }
-
-    pub(crate) fn stride(&self) -> usize {
-        self.stride
-    }
-
-    /// The octet where field `at` of cell `k` of URR slot `slot` lies, if in the table.
-    fn at(&self, slot: u32, k: usize, at: usize) -> Option<usize> {
-        let cell = (slot as usize).checked_mul(self.stride)?.checked_add(k)?;
-        (cell < self.cells && k < self.stride).then_some(cell * CELL + at)
-    }
-
-    fn shared_i64(&self, slot: u32, at: usize) -> Option<&AtomicI64> {
-        self.mem.atomic(self.at(slot, 0, at)?)
-    }
-
-    fn shared_u32(&self, slot: u32, at: usize) -> Option<&AtomicU32> {
-        self.mem.atomic(self.at(slot, 0, at)?)
-    }
-
-    /// Arm a slot's volume quota with `r` octets left (None: disarm). The amount before
-    /// the flag that makes the data path read it; the flag first when disarming; the
-    /// notified flag cleared: a new quota may run out again.
-    pub(crate) fn set_quota(&self, slot: u32, r: Option<i64>) -> Option<()> {
-        let quota = self.shared_i64(slot, offset_of!(types::urr_shared, quota))?;
-        let flags = self.shared_u32(slot, offset_of!(types::urr_shared, quota_flags))?;
-        match r {
-            Some(r) => {
-                quota.store(r, Ordering::SeqCst);
-                flags.store(abi::URR_Q_VOLUME, Ordering::SeqCst);
-            }
-            None => {
-                flags.store(0, Ordering::SeqCst);
-                quota.store(0, Ordering::SeqCst);
-            }
-        }
+        self.word(at)?.store(head, Ordering::Release);
         Some(())
     }
 
-    /// Arm a slot's volume threshold with `r` octets left (None: disarm): the data path
-    /// raises EV_THRESHOLD on the packet that uses it up.
-    pub(crate) fn set_threshold(&self, slot: u32, r: Option<i64>) -> Option<()> {
-        let left = self.shared_i64(slot, offset_of!(types::urr_shared, threshold))?;
-        let armed = self.shared_u32(slot, offset_of!(types::urr_shared, threshold_armed))?;
-        match r {
-            Some(r) => {
-                left.store(r, Ordering::SeqCst);
-                armed.store(1, Ordering::SeqCst);
-            }
-            None => {
-                armed.store(0, Ordering::SeqCst);
-                left.store(0, Ordering::SeqCst);
-            }
+    /// Cell `h`'s parameters as they are (a QER's; a URR cell's owner).
+    pub(crate) fn params(&self, h: u32) -> Option<types::qer_params> {
+        let at = self.at(h)?;
+        let mut b = [0u8; size_of::<types::qer_params>()];
+        for (k, w) in b.chunks_mut(8).enumerate() {
+            w.copy_from_slice(&self.word(at + 8 * k)?.load(Ordering::Relaxed).to_ne_bytes());
         }
+        from_bytes(&b)
+    }
+
+    /// Forget cell `h`'s owner (it is freed; packets may still read its rates).
+    pub(crate) fn clear_owner(&self, h: u32) -> Option<()> {
+        let at = self.at(h)?;
+        self.word(at + offset_of!(types::qer_params, seid))?
+            .store(0, Ordering::Relaxed);
         Some(())
     }
 
-    /// The counts of a slot summed over `ncpus` CPUs, with the times of its first and
-    /// last packet in seconds since the UNIX epoch (the data path's clock is monotonic
-    /// nanoseconds: `boot_offset_ns` turns it into UNIX time). None: no such slot.
-    pub(crate) fn usage(&self, slot: u32, ncpus: usize, boot_offset_ns: i128) -> Option<Usage> {
-        let (mut u, times) = self.counters(slot, ncpus)?;
-        let to_unix = |ns: u64| ((ns as i128 + boot_offset_ns) / 1_000_000_000) as u64;
-        if let Some((first, last)) = times {
-            u.first_packet = Some(to_unix(first));
-            u.last_packet = Some(to_unix(last));
+    /// Entry or cell `i`'s pool as it is now.
+    pub(crate) fn pool(&self, i: u32) -> Option<types::pool> {
+        let p = self.pool_at(i)?;
+        let mut b = [0u8; size_of::<types::pool>()];
+        for (k, w) in b.chunks_mut(8).enumerate() {
+            w.copy_from_slice(&self.word(p + 8 * k)?.load(Ordering::Relaxed).to_ne_bytes());
         }
-        Some(u)
+        from_bytes(&b)
     }
 
-    /// The counters of a slot summed over `ncpus` CPUs, times as the data path's
-    /// monotonic nanoseconds (first: the earliest non-zero, last: the latest).
-    fn counters(&self, slot: u32, ncpus: usize) -> Option<(Usage, Option<(u64, u64)>)> {
-        let mut u = Usage::default();
-        let (mut first, mut last) = (u64::MAX, 0u64);
-        for cpu in 0..ncpus {
-            let w = |at: usize| -> Option<u64> {
-                let a: &AtomicU64 = self.mem.atomic(self.at(slot, 1 + cpu, at)?)?;
-                Some(a.load(Ordering::Relaxed))
-            };
-            u.ul_packets += w(offset_of!(types::urr_counters, ul_packets))?;
-            u.ul_bytes += w(offset_of!(types::urr_counters, ul_bytes))?;
-            u.dl_packets += w(offset_of!(types::urr_counters, dl_packets))?;
-            u.dl_bytes += w(offset_of!(types::urr_counters, dl_bytes))?;
-            let f = w(offset_of!(types::urr_counters, first_ns))?;
+    /// The pool's quota and threshold words, its epoch and flags (cells).
+    pub(crate) fn set_quota(&self, i: u32, octets: i64) -> Option<()> {
+        let p = self.pool_at(i)?;
+        self.i64_at(p + offset_of!(types::pool, quota))?
+            .store(octets, Ordering::SeqCst);
+        // A new quota may run out again: upfd will be told.
+        self.u32_at(p + offset_of!(types::pool, flags))?
+            .fetch_and(!upf::abi::URR_Q_NOTIFIED, Ordering::SeqCst);
+        Some(())
+    }
+
+    pub(crate) fn set_threshold(&self, i: u32, octets: i64) -> Option<()> {
+        let p = self.pool_at(i)?;
+        self.i64_at(p + offset_of!(types::pool, threshold))?
+            .store(octets, Ordering::SeqCst);
+        Some(())
+    }
+
+    /// A cell's URR flags (URR_Q_VOLUME, URR_T_ARMED) and epochs.
+    pub(crate) fn set_cell_urr(&self, h: u32, flags: u32, epoch: u32) -> Option<()> {
+        let p = self.pool_at(h)?;
+        self.u32_at(p + offset_of!(types::pool, epoch))?
+            .store(epoch, Ordering::SeqCst);
+        let f = self.u32_at(p + offset_of!(types::pool, flags))?;
+        let keep = f.load(Ordering::SeqCst) & upf::abi::URR_Q_NOTIFIED;
+        f.store(keep | flags, Ordering::SeqCst);
+        Some(())
+    }
+
+    /// The sums of entry or cell `i`'s lanes.
+    pub(crate) fn lane_sums(&self, i: u32) -> Option<LaneSums> {
+        let base = self.lanes_at(i)?;
+        let mut s = LaneSums::default();
+        let mut first: Option<u32> = None;
+        let mut last: Option<u32> = None;
+        for k in 0..self.layout.lanes as usize {
+            let l = base + k * layout::LINE;
+            let w = |o: usize| -> Option<u64> { Some(self.word(l + o)?.load(Ordering::Relaxed)) };
+            for d in 0..2 {
+                s.packets[d] += w(offset_of!(types::lane, packets) + 8 * d)?;
+                s.bytes[d] += w(offset_of!(types::lane, bytes) + 8 * d)?;
+            }
+            let f = self
+                .u32_at(l + offset_of!(types::lane, first))?
+                .load(Ordering::Relaxed);
+            let t = self
+                .u32_at(l + offset_of!(types::lane, last))?
+                .load(Ordering::Relaxed);
+            // Lane times wrap (32 bits): the earliest and latest by distance from a
+            // common reference, the last packet of any lane.
             if f != 0 {
-                first = first.min(f);
+                first = Some(match first {
+                    Some(x) if (f.wrapping_sub(x) as i32) >= 0 => x,
+                    _ => f,
+                });
             }
-            last = last.max(w(offset_of!(types::urr_counters, last_ns))?);
+            if t != 0 {
+                last = Some(match last {
+                    Some(x) if (t.wrapping_sub(x) as i32) <= 0 => x,
+                    _ => t,
+                });
+            }
         }
-        Some((u, (first != u64::MAX).then_some((first, last))))
+        s.first = first;
+        s.last = last;
+        Some(s)
     }
 
-    /// Zero cells `from..stride` of a slot: all of them before a new URR uses the slot
-    /// (from 0), or its counters alone (from 1).
-    pub(crate) fn clear(&self, slot: u32, from: usize) {
-        for k in from..self.stride {
-            for at in (0..CELL).step_by(8) {
-                let w = self
-                    .at(slot, k, at)
-                    .and_then(|o| self.mem.atomic::<AtomicU64>(o));
-                if let Some(w) = w {
-                    w.store(0, Ordering::Relaxed);
-                }
-            }
+    /// Zero every lane's first-packet time (a report starts a new measurement: the data
+    /// path writes it only where it is 0).
+    pub(crate) fn clear_first(&self, i: u32) -> Option<()> {
+        let base = self.lanes_at(i)?;
+        for k in 0..self.layout.lanes as usize {
+            self.u32_at(base + k * layout::LINE + offset_of!(types::lane, first))?
+                .store(0, Ordering::Relaxed);
         }
+        Some(())
     }
 }

@@ -38,7 +38,7 @@ use pfcp::ie::{Bitrate, FSeid, NodeId, OuterHeaderCreation, OuterHeaderRemoval, 
 use upf::fastpath::{Config, Egress, FastPath, FastPathError};
 use upf::rules::*;
 
-use crate::datapath::{Capacity, Datapath};
+use crate::datapath::{Capacity, Datapath, Role};
 use crate::mem::io;
 use crate::scaling_drive::ScalingDriveSkelBuilder;
 
@@ -279,10 +279,10 @@ pub fn measure(cfg: &ScalingConfig) -> Result<ScalingReport, FastPathError> {
         let alone = run(drv.fd(), &[cfg.cpus[0]], cfg.run / 4, XDP_DROP, cfg.fifo)?;
         report.driver_ns.push((program, 1e3 / alone[0].mpps));
         let prog = match program {
-            Program::N3 => &dp.skel().progs.xdp_n3,
-            Program::N6 => &dp.skel().progs.xdp_n6,
+            Program::N3 => dp.prog_fd(Role::Gtpu),
+            Program::N6 => dp.prog_fd(Role::N6),
         };
-        drv.set_target(Some(prog.as_fd().as_raw_fd()))?;
+        drv.set_target(Some(prog.as_raw_fd()))?;
         for &sharing in &cfg.sharing {
             let mut pairs = Vec::new();
             for p in 0..cfg.pairs.max(1) {

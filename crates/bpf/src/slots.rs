@@ -1,5 +1,6 @@
-//! Free-list allocation of table indices (the PDR, FAR, QER, URR and SDF tables). Index
-//! 0 is never handed out: 0 means "none" in the tables' references. A freed index cools
+//! Free-list allocation of table indices (session entries, cells, application SDF
+//! chunks). Index 0 is never handed out where 0 means "none" in the tables' references
+//! (cells, chunks); session entries start at 0. A freed index cools
 //! for a grace period before it is handed out again, so a packet in flight never reads
 //! a reused entry.
 
@@ -9,11 +10,13 @@ use std::time::{Duration, Instant};
 /// Grace period before a freed slot is reused.
 pub(crate) const GRACE: Duration = Duration::from_millis(50);
 
-/// Free-list allocator of table slots; slot 0 is never handed out. A slot can also be
+/// Free-list allocator of table slots from `first` (1: slot 0 is never handed out). A slot can also be
 /// asked for by index ([`take_at`](Self::take_at), single slots only): `used` marks
 /// the slots taken or cooling, so the free list and `next` skip those.
 #[derive(Debug)]
 pub(crate) struct Slots {
+    /// The lowest index handed out (0 or 1).
+    first: u32,
     next: u32,
     max: u32,
     free: Vec<u32>,
@@ -26,8 +29,14 @@ pub(crate) struct Slots {
 
 impl Slots {
     pub(crate) fn new(max: u32) -> Self {
+        Self::from(1, max)
+    }
+
+    /// Indices `first..max` (`first` 0 where 0 is a valid index).
+    pub(crate) fn from(first: u32, max: u32) -> Self {
         Slots {
-            next: 1,
+            first,
+            next: first,
             max,
             free: Vec::new(),
             runs: Default::default(),
@@ -105,29 +114,24 @@ impl Slots {
 
     /// Slot `i` if it is free (not taken, not cooling).
     pub(crate) fn take_at(&mut self, i: u32) -> bool {
-        if i == 0 || i >= self.max || self.is_used(i) {
+        if i < self.first || i >= self.max || self.is_used(i) {
             return false;
         }
         self.mark(i, 1, true);
         true
     }
 
-    /// Slot `at` if given and free, else any single slot.
-    pub(crate) fn take_preferring(&mut self, at: Option<u32>) -> Option<u32> {
-        match at {
-            Some(i) if self.take_at(i) => Some(i),
-            _ => self.take(1),
+    /// Free `n` slots from `start` once they cooled (from `now`).
+    pub(crate) fn release(&mut self, start: u32, n: u32, now: Instant) {
+        if start >= self.first && n != 0 {
+            self.cooling.push_back((now, start, n));
         }
     }
 
-    pub(crate) fn release(&mut self, start: u32, n: u32) {
-        if start != 0 && n != 0 {
-            self.cooling.push_back((Instant::now(), start, n));
-        }
-    }
-
-    pub(crate) fn available(&self) -> u64 {
-        u64::from(self.max.saturating_sub(1)) - self.in_use
+    /// Slots taken or cooling.
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> u64 {
+        self.in_use
     }
 }
 
@@ -138,7 +142,7 @@ mod tests {
     #[test]
     fn slots_taken_by_index_are_never_handed_out_twice() {
         let mut s = Slots::new(10);
-        assert_eq!(s.available(), 9);
+        assert_eq!(s.in_use(), 0);
         assert!(s.take_at(3));
         assert!(!s.take_at(3), "taken");
         assert!(
@@ -149,17 +153,18 @@ mod tests {
         let seq: Vec<u32> = (0..8).map(|_| s.take(1).unwrap()).collect();
         assert_eq!(seq, [1, 2, 4, 5, 6, 7, 8, 9]);
         assert_eq!(s.take(1), None);
-        assert_eq!(s.available(), 0);
+        assert_eq!(s.in_use(), 9);
         // Released slots cool before they are free, by index or from the list.
-        s.release(5, 1);
+        let t0 = Instant::now();
+        s.release(5, 1, t0);
         assert!(!s.take_at(5));
-        s.warm(Instant::now() + GRACE);
-        assert_eq!(s.available(), 1);
+        s.warm(t0 + GRACE);
+        assert_eq!(s.in_use(), 8);
         assert!(s.take_at(5), "free again");
         // The free list still names 5: it is skipped, not handed out a second time.
         assert_eq!(s.take(1), None);
-        s.release(5, 1);
-        s.warm(Instant::now() + GRACE);
+        s.release(5, 1, t0);
+        s.warm(t0 + GRACE);
         assert_eq!(s.take(1), Some(5));
         assert_eq!(s.take(1), None);
     }
@@ -170,7 +175,7 @@ mod tests {
         assert!(s.take_at(3));
         assert_eq!(s.take(4), Some(4));
         assert_eq!(s.take(2), Some(8));
-        assert_eq!(s.available(), 19 - 7);
+        assert_eq!(s.in_use(), 7);
         // The gap it stepped over is not lost: single slots.
         assert_eq!(s.take(1), Some(2));
         assert_eq!(s.take(1), Some(1));

@@ -1,8 +1,9 @@
 //! Application detection's learned state carried from one data path to the next
 //! (upf_bpf::adopt, upfd's restart): flows classified and addresses learned in the first
-//! (by BPF_PROG_RUN), copied into a second found by the first's URR table ID, which then
-//! classifies the old flow's next packet (no payload) and a new flow to the learned
-//! address by their application. Needs CAP_BPF (root).
+//! (by BPF_PROG_RUN), copied with the sessions' flow stamps into a second data path,
+//! found by the first's URR table (`sess_pages`) ID, which then classifies the old flow's
+//! next packet (no payload) and a new flow to the learned address by their application.
+//! Needs CAP_BPF (root).
 
 mod common;
 
@@ -192,19 +193,21 @@ fn classified_flows_and_learned_addresses_carried() {
     let new = datapath();
     let urr_table = old.counter_table().expect("counter table").map_id;
     let mut apps = OldApps::find(urr_table).expect("the old data path's tables");
-    assert!(apps.tables().contains(&"app_flows"), "{:?}", apps.tables());
-    assert!(apps.tables().contains(&"app_addrs"), "{:?}", apps.tables());
+    // The tables the stages use too, found through the scratch table they share with
+    // the entry programs.
+    let mut tables = apps.tables();
+    tables.sort_unstable();
+    assert_eq!(tables, ["app_addrs", "app_flows", "app_stamps"]);
     let first = apps.copy(&new);
-    // (Flow stamps are carried too where the programs have them.)
-    assert!(
-        !first
-            .skipped
-            .iter()
-            .any(|s| s.starts_with("app_flows") || s.starts_with("app_addrs")),
+    assert!(first.skipped.is_empty(), "{first:?}");
+    // Two flows (the ClientHello's, the one to the learned address), one address, and
+    // the session's flow stamp (without it the new programs would not look its flows
+    // up: a stamp of 0 is stale but for a few minutes after boot).
+    assert_eq!(
+        (first.flows, first.addrs, first.stamps),
+        (2, 1, 1),
         "{first:?}"
     );
-    // Two flows (the ClientHello's, the one to the learned address), one address.
-    assert_eq!((first.flows, first.addrs), (2, 1), "{first:?}");
     // The old flow's next packets, both ways, without payload: B's PDRs.
     assert_eq!(up(&new, &syn(srv, 41000, 443)), 11);
     assert_eq!(down(&new, &ip_tcp(srv, UE, 443, 41000, b"")), 21);

@@ -22,6 +22,9 @@
 //! TTLs of 1..=5 s are not generated: the model's clock is the frame counter, the data
 //! path's the kernel's, and a TTL that short would race it.
 //!
+//! The frames run on one CPU, and the model has the data path's lanes and is told which
+//! CPU: URR counts and leases are per lane.
+//!
 //! UPF_APP_DIFF_CASES (default 60000) frames; UPF_APP_DIFF_SEED picks the generator's
 //! seed (printed, so a failure can be replayed). Needs CAP_BPF (root).
 
@@ -1332,11 +1335,15 @@ fn xdp_classifies_as_the_reference_model() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().random());
     eprintln!("app differential: {cases} frames, UPF_APP_DIFF_SEED={seed}");
+    // Every frame on one CPU, the model told which: URR counts and leases are per lane.
+    let one = common::OneCpu::new();
     let cfg = config();
     let cap = Capacity::for_sessions(4096);
     let mut dp = Datapath::load(cap, cfg.clone()).expect("load (needs root)");
     dp.configure(cfg.clone(), 20, 20, 0).unwrap();
     let mut model = Model::new(1 << 20, cfg);
+    model.set_lanes(dp.layout().lanes as usize, dp.ncpus());
+    model.set_cpu(one.cpu);
     let pfds = Arc::new(pfd_table());
     dp.set_pfds(&pfds, &[]).unwrap();
     model.set_pfds(&pfds, &[]).unwrap();

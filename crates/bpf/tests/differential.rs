@@ -632,6 +632,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().random());
     eprintln!("differential: {cases} frames, UPF_DIFF_SEED={seed}");
+    // Every frame on one CPU, the model told which: leases and counts are per CPU.
+    let one = common::OneCpu::new();
     let cfg = config();
     let cap = Capacity::for_sessions(4096);
     let mut dp = Datapath::load(cap, cfg.clone()).expect("load (needs root)");
@@ -645,6 +647,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
     };
     dp.configure(cfg.clone(), 30, 20, 0).unwrap();
     let mut model = Model::new(1 << 20, cfg);
+    model.set_lanes(dp.layout().lanes as usize, dp.ncpus());
+    model.set_cpu(one.cpu);
 
     // Buffered packets the data path hands up, collected per frame.
     let events: Rc<RefCell<Vec<Vec<u8>>>> = Rc::new(RefCell::new(Vec::new()));
@@ -745,7 +749,7 @@ fn xdp_agrees_with_the_reference_pipeline() {
                     "frame {done} ({}): {:02x?}\nexpected {expect:?}\nXDP action {action}, counted {:?}",
                     if uplink { "n3" } else { "n6" },
                     frame,
-                    counted.iter().map(|(i, p, b)| (counter_name(*i), p, b)).collect::<Vec<_>>()
+                    counted.iter().map(|(i, p, b)| (counter_name(*i), p, b)).collect::<Vec<_>>(),
                 )
             };
             assert_eq!(counted, model_counted, "counters: {}", ctx());
@@ -800,8 +804,12 @@ fn xdp_agrees_with_the_reference_pipeline() {
                 assert_eq!(
                     (a.ul_packets, a.ul_bytes, a.dl_packets, a.dl_bytes),
                     (b.ul_packets, b.ul_bytes, b.dl_packets, b.dl_bytes),
-                    "URR {u} of session {:#x}",
-                    s.up_seid
+                    "URR {u} of session {:#x} (all: {:?})",
+                    s.up_seid,
+                    s.urrs
+                        .keys()
+                        .map(|x| (*x, model.usage(s.up_seid, *x), dp.usage(s.up_seid, *x)))
+                        .collect::<Vec<_>>(),
                 );
             }
         }

@@ -31,6 +31,7 @@
 
 mod common;
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ use common::{downlink_frame, neigh_config, session, set_teid, ue, uplink_frame, 
 use rand::{Rng, SeedableRng};
 use upf::fastpath::FastPath;
 use upf::pfd::{AppPfds, PfdTable};
-use upf_bpf::datapath::{Capacity, Datapath};
+use upf_bpf::datapath::{Capacity, Datapath, Role};
 
 #[test]
 #[ignore]
@@ -67,8 +68,9 @@ fn lookup_cost_by_session_count() {
     if app_tables {
         // Six PDRs and FARs and three URRs per session (the slot tables are as before),
         // and one flow per session in the flow table (its default holds a quarter).
-        cap.sessions = 3 * (n + 16);
-        cap.pdrs = 6 * (n + 16) + 1024;
+        cap.cold_entries = 6 * (n + 16) + 1024;
+        cap.sdf_entries = cap.sdf_entries.max(4 * (n + 16));
+        cap.cells = 3 * (n + 16);
         cap.app_flows = cap.app_flows.max(n + 16);
     }
     let mut dp = Datapath::load(cap, cfg.clone()).expect("load (root)");
@@ -168,13 +170,51 @@ fn lookup_cost_by_session_count() {
         t0.elapsed().as_secs_f64() * 1e6 / f64::from(n),
         bpf_memlock() >> 20
     );
+    // The yardstick in the same harness: the one-miss forwarder (GTP-U decapsulation or
+    // encapsulation plus one dependent read of the session's 64-octet record from a table
+    // of n records, keyed as upfd's slots are), BPF_PROG_RUN on the same sessions' frames.
+    let sessions: Vec<bench_bpf::MissSession> = (0..n)
+        .map(|i| bench_bpf::MissSession {
+            ue: ue(i),
+            dl_teid: i + 1,
+        })
+        .collect();
+    let (miss, layout) = bench_bpf::BareForwarder::load_one_miss(
+        bench_bpf::BareConfig {
+            n3_ifindex: 20,
+            n6_ifindex: 20,
+            n3_mac: [2, 0, 0, 0, 0, 3],
+            gnb_mac: [2, 0, 0, 0, 0, 1],
+            n6_mac: [2, 0, 0, 0, 0, 6],
+            dn_mac: [2, 0, 0, 0, 0, 9],
+            n3_ip: common::N3,
+            gnb_ip: common::GNB,
+            n6_ip: std::net::Ipv4Addr::new(192, 168, 6, 2),
+            teid: 1,
+            psc: true,
+            qfi: 1,
+        },
+        &sessions,
+    )
+    .expect("the one-miss forwarder (root)");
+    assert_eq!(layout.unslotted, 0, "every session in its one-miss slot");
+    let (miss_n3, miss_n6) = miss.programs();
+    // Pairs of runs, upfd's program then the one-miss one on the same sessions, so that
+    // each ratio divides readings taken next to each other (the VM's speed drifts).
+    let pairs: u32 = std::env::var("UPF_COST_PAIRS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+        .max(1);
+    let per_pair = (runs / pairs).max(1);
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for (name, uplink) in [("xdp_n3 (uplink)", true), ("xdp_n6 (downlink)", false)] {
         let prog = if uplink {
-            &dp.skel().progs.xdp_n3
+            dp.prog_fd(Role::Gtpu)
         } else {
-            &dp.skel().progs.xdp_n6
+            dp.prog_fd(Role::N6)
         };
+        let yardstick = if uplink { miss_n3 } else { miss_n6 };
         let before = if apps.is_some() {
             counted_by(&dp, n)
         } else {
@@ -182,24 +222,41 @@ fn lookup_cost_by_session_count() {
         };
         let mut total = Duration::ZERO;
         let mut redirected = 0;
-        let mut out = vec![0u8; 4096];
-        for _ in 0..runs {
-            let i = rng.random_range(0..n);
-            let frame = if uplink {
-                uplink_frame(teid_of(i), ue(i))
-            } else {
-                downlink_frame(ue(i))
-            };
-            let input = libbpf_rs::ProgramInput {
-                data_in: Some(&frame),
-                data_out: Some(&mut out),
-                repeat: 1,
-                ..Default::default()
-            };
-            let r = prog.test_run(input).expect("BPF_PROG_RUN");
-            redirected += u32::from(r.return_value == 4);
-            total += r.duration;
+        let mut ratios = Vec::new();
+        for pair in 0..pairs {
+            let picks: Vec<u32> = (0..per_pair).map(|_| rng.random_range(0..n)).collect();
+            let (mut upf_ns, mut miss_ns) = (Duration::ZERO, Duration::ZERO);
+            for &i in &picks {
+                let frame = if uplink {
+                    uplink_frame(teid_of(i), ue(i))
+                } else {
+                    downlink_frame(ue(i))
+                };
+                let (verdict, took) = timed_run(prog, &frame);
+                redirected += u32::from(verdict == 4);
+                upf_ns += took;
+            }
+            for &i in &picks {
+                let frame = if uplink {
+                    uplink_frame(layout.uplink_teids[i as usize], ue(i))
+                } else {
+                    downlink_frame(ue(i))
+                };
+                let (verdict, took) = timed_run(yardstick.as_fd(), &frame);
+                assert_eq!(verdict, 4, "the one-miss forwarder forwards session {i}");
+                miss_ns += took;
+            }
+            total += upf_ns;
+            let ratio = miss_ns.as_secs_f64() / upf_ns.as_secs_f64();
+            eprintln!(
+                "{n} sessions, {name}, pair {}: upfd {:.1} ns, one-miss {:.1} ns per packet: {ratio:.2} x the one-miss rate",
+                pair + 1,
+                upf_ns.as_nanos() as f64 / f64::from(per_pair),
+                miss_ns.as_nanos() as f64 / f64::from(per_pair)
+            );
+            ratios.push(ratio);
         }
+        let runs = per_pair * pairs;
         assert_eq!(redirected, runs, "every frame forwarded: {:?}", dp.stats());
         if apps.is_some() {
             // Which URR counted the measured packets: the default PDR's (1) or the
@@ -217,11 +274,84 @@ fn lookup_cost_by_session_count() {
                 assert_eq!((default, app), (u64::from(runs), 0), "no packet classified");
             }
         }
+        print_profile(&dp, name);
+        ratios.sort_by(f64::total_cmp);
         eprintln!(
-            "{n} sessions, {name}: {:.1} ns per packet over {runs} runs",
-            total.as_nanos() as f64 / f64::from(runs)
+            "{n} sessions, {name}: {:.1} ns per packet over {runs} runs; x one-miss rate: median {:.2} (pairs {})",
+            total.as_nanos() as f64 / f64::from(runs),
+            ratios[ratios.len() / 2],
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         );
     }
+}
+
+/// With a profiling build (UPF_BPF_PROFILE set when cargo built the object:
+/// bpf/include/profile.h), the time per packet between the stages' marks, summed over
+/// CPUs; the sums are then cleared for the next direction.
+fn print_profile(dp: &Datapath, name: &str) {
+    use libbpf_rs::skel::Skel;
+    use libbpf_rs::MapCore;
+    let Some(m) = dp
+        .skel()
+        .object()
+        .maps()
+        .find(|m| m.name().to_str() == Some("prof"))
+    else {
+        return;
+    };
+    // bpf/include/profile.h enum prof_point; struct prof: t, ns[MAX], n[MAX].
+    const POINTS: [&str; 9] = [
+        "start",
+        "found",
+        "checked",
+        "app",
+        "pdr",
+        "rules",
+        "planned",
+        "rewritten",
+        "sent",
+    ];
+    const MAX: usize = POINTS.len();
+    let Ok(Some(per_cpu)) = m.lookup_percpu(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY) else {
+        return;
+    };
+    let word = |v: &[u8], i: usize| u64::from_ne_bytes(v[8 * i..8 * i + 8].try_into().unwrap());
+    let mut line = Vec::new();
+    for (i, p) in POINTS.iter().enumerate().skip(1) {
+        let (ns, n) = per_cpu.iter().fold((0, 0), |(a, b), v| {
+            (a + word(v, 1 + i), b + word(v, 1 + MAX + i))
+        });
+        if n > 0 {
+            line.push(format!("{p} {:.0}", ns as f64 / n as f64));
+        }
+    }
+    eprintln!("{name}: ns from the previous mark to: {}", line.join(", "));
+    let zero = vec![vec![0u8; per_cpu[0].len()]; per_cpu.len()];
+    let _ = m.update_percpu(&0u32.to_ne_bytes(), &zero, libbpf_rs::MapFlags::ANY);
+}
+
+/// One BPF_PROG_RUN of `frame` through program `fd`: its verdict and the time the
+/// kernel measured.
+fn timed_run(fd: std::os::fd::BorrowedFd<'_>, frame: &[u8]) -> (u32, Duration) {
+    use std::os::fd::AsRawFd;
+    let mut out = vec![0u8; 4096];
+    let mut o = libbpf_rs::libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: frame.as_ptr().cast(),
+        data_size_in: frame.len() as u32,
+        data_out: out.as_mut_ptr().cast(),
+        data_size_out: out.len() as u32,
+        repeat: 1,
+        ..Default::default()
+    };
+    // SAFETY: `o` points at `frame` and `out`, which outlive the call.
+    let r = unsafe { libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(fd.as_raw_fd(), &mut o) };
+    assert_eq!(r, 0, "BPF_PROG_RUN");
+    (o.retval, Duration::from_nanos(u64::from(o.duration)))
 }
 
 /// Packets counted by every session's URR 1 (the default PDRs') and URR 2 (the first
@@ -296,22 +426,59 @@ fn dns_answer(ue: std::net::Ipv4Addr, addr: std::net::Ipv4Addr, name: &str) -> V
     f
 }
 
-/// Sum of `memlock` over this process's BPF map descriptors.
+/// Sum of `memlock` over this process's BPF map descriptors (each map once); with
+/// UPF_COST_MAPS set, each map's figure is printed (the kernel's count of what it uses:
+/// hash tables without preallocation count their entries, not their room).
 fn bpf_memlock() -> u64 {
-    let mut total = 0;
+    let mut maps: std::collections::HashMap<u32, (String, u64)> = Default::default();
     for e in std::fs::read_dir("/proc/self/fdinfo")
         .into_iter()
         .flatten()
         .flatten()
     {
         let info = std::fs::read_to_string(e.path()).unwrap_or_default();
-        if info.lines().any(|l| l.starts_with("map_type:")) {
-            total += info
-                .lines()
-                .find_map(|l| l.strip_prefix("memlock:"))
+        if !info.lines().any(|l| l.starts_with("map_type:")) {
+            continue;
+        }
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
                 .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0);
+                .unwrap_or(0)
+        };
+        let id = field("map_id:") as u32;
+        let name = e
+            .file_name()
+            .to_str()
+            .and_then(|f| f.parse::<i32>().ok())
+            .map(map_name)
+            .unwrap_or_default();
+        maps.insert(id, (name, field("memlock:")));
+    }
+    if std::env::var_os("UPF_COST_MAPS").is_some() {
+        let mut v: Vec<_> = maps.values().collect();
+        v.sort_by_key(|(_, m)| std::cmp::Reverse(*m));
+        for (name, m) in v.iter().filter(|(_, m)| *m >= 1 << 20) {
+            eprintln!("  map {name}: {:.1} MiB", *m as f64 / f64::from(1u32 << 20));
         }
     }
-    total
+    maps.values().map(|(_, m)| m).sum()
+}
+
+/// The name of the map behind descriptor `fd`.
+fn map_name(fd: i32) -> String {
+    let mut info = libbpf_rs::libbpf_sys::bpf_map_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is a bpf_map_info of `len` octets; the kernel fills at most that.
+    let r = unsafe { libbpf_rs::libbpf_sys::bpf_map_get_info_by_fd(fd, &mut info, &mut len) };
+    if r != 0 {
+        return String::new();
+    }
+    let n: Vec<u8> = info
+        .name
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&n).into_owned()
 }

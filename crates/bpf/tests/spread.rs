@@ -8,9 +8,10 @@
 //! - teid: the tunnel's packets all on one CPU;
 //! - inner: on more than one CPU;
 //!
-//! and in every mode each flow's packets arrive in the order they were sent, and every
+//! and in every mode each flow's packets arrive in the order they were sent, every
 //! packet sent is received or counted lost where it was lost (the veths' and UDP's
-//! counters, the cpumap's queues, the UPF's own drop counters).
+//! counters, the cpumap's queues, the UPF's own drop counters), and the session's URR
+//! (one lane per CPU, summed) counts exactly what the UPF forwarded.
 //! Addresses only inside the namespaces; sends bounded by count, waits by time;
 //! everything made is removed (the namespaces, and with them the veths).
 
@@ -107,7 +108,7 @@ fn mac(ns: &str, dev: &str) -> [u8; 6] {
     m
 }
 
-fn build() -> Lab {
+fn build(ncpu: usize) -> Lab {
     let id = std::process::id() % 100_000;
     let lab = Lab {
         gnb: format!("sprd-gnb-{id}"),
@@ -133,9 +134,28 @@ fn build() -> Lab {
         "ip", "link", "add", "sp-g", "netns", &lab.gnb, "type", "veth", "peer", "name", "sp-n3",
         "netns", &lab.upf,
     ]);
+    // A receive queue of sp-d per CPU: a veth counts the frames redirected into it
+    // (tx_xdp_xmit) per queue, after the queue's lock, so two CPUs sending into one
+    // queue can lose a count.
+    let queues = ncpu.to_string();
     sh(&[
-        "ip", "link", "add", "sp-n6", "netns", &lab.upf, "type", "veth", "peer", "name", "sp-d",
-        "netns", &lab.dn,
+        "ip",
+        "link",
+        "add",
+        "sp-n6",
+        "netns",
+        &lab.upf,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "sp-d",
+        "netns",
+        &lab.dn,
+        "numtxqueues",
+        &queues,
+        "numrxqueues",
+        &queues,
     ]);
     for (ns, dev, addr) in [
         (&lab.gnb, "sp-g", "10.77.0.1/24"),
@@ -485,7 +505,7 @@ fn spread_keeps_flows_in_order_and_uses_cpus() {
         eprintln!("one CPU: nothing to spread over");
         return;
     }
-    let lab = build();
+    let lab = build(ncpu);
     // This test's thread is the UPF: the programs attach to its namespace's veths.
     enter(&lab.upf);
     let n3_if = nix_ifindex("sp-n3");
@@ -526,8 +546,10 @@ fn spread_keeps_flows_in_order_and_uses_cpus() {
     for how in [Spread::Off, Spread::Teid, Spread::Inner] {
         dp.set_spread(how, &cpus).expect("set_spread");
         let before = forwarded_per_cpu(&dp);
+        let urr_before = dp.usage(s.up_seid, 1);
         let Run { got, sent, path } = send_and_receive(&lab, &dp, sender_cpu);
         let after = forwarded_per_cpu(&dp);
+        let urr = dp.usage(s.up_seid, 1);
         let per_cpu: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
         let received: u64 = got.iter().map(|f| f.len() as u64).sum();
         let losses: BTreeMap<_, _> = path.losses().into_iter().filter(|l| l.1 > 0).collect();
@@ -578,6 +600,16 @@ fn spread_keeps_flows_in_order_and_uses_cpus() {
             received,
             p("dn: UDP in datagrams"),
             "{how:?}: what the socket took is what the receiver read: {path:#?}"
+        );
+        // The session's URR, counted in one lane per CPU, sums to what was forwarded
+        // whichever CPUs forwarded it.
+        assert_eq!(
+            (
+                urr.ul_packets - urr_before.ul_packets,
+                urr.dl_packets - urr_before.dl_packets
+            ),
+            (p("upf: forwarded uplink"), 0),
+            "{how:?}: the URR's counts: {urr:?}, before {urr_before:?}"
         );
         let busy = per_cpu.iter().filter(|n| **n > 0).count();
         match how {

@@ -464,7 +464,7 @@ impl N4 {
     pub fn restore(
         &mut self,
         saved: &Saved,
-        counted: impl Fn(u64, &crate::state::SavedUrr) -> Option<crate::fastpath::Usage>,
+        counted: impl Fn(u64, &crate::state::SavedUrr) -> crate::report::Counted,
         now: Instant,
     ) -> Result<(), String> {
         if let Some(apps) = &saved.pfds {

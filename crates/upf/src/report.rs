@@ -114,6 +114,19 @@ impl AppDetection {
     }
 }
 
+/// What the data path that ran before a restart counted for a URR
+/// ([`Reporting::restore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// Not known (its counters are gone, or nothing was counted since the state was
+    /// written): the counts start again from what was reported.
+    Unknown,
+    /// This much in all; the restarted upfd's data path counts from zero.
+    Total(Usage),
+    /// The restarted upfd reuses that data path: its counters go on.
+    Kept,
+}
+
 /// A flow whose start was reported, waiting for its stop.
 #[derive(Debug, Clone)]
 struct StartedFlow {
@@ -317,17 +330,17 @@ impl Reporting {
             .collect()
     }
 
-    /// Take back a session's URRs' reporting state after a restart. `counted` is what the
-    /// data path that ran before counted for a URR in all (None: unknown, as nothing
-    /// was counted since the state was written): what of it was not reported is carried
-    /// into this data path's counts. Then the data path gets the quotas and thresholds
-    /// left ([`Reporting::start`] without starting anything new).
+    /// Take back a session's URRs' reporting state after a restart. `counted` says what
+    /// the data path that ran before counted for a URR ([`Counted`]): what of it was not
+    /// reported is carried into this data path's counts, unless this data path is that
+    /// one. Then the data path gets the quotas and thresholds left
+    /// ([`Reporting::start`] without starting anything new).
     pub fn restore(
         &mut self,
         fp: &mut dyn FastPath,
         s: &Session,
         saved: &[SavedUrr],
-        counted: impl Fn(&SavedUrr) -> Option<Usage>,
+        counted: impl Fn(&SavedUrr) -> Counted,
     ) {
         for u in saved {
             if !s.urrs.contains_key(&u.urr_id) {
@@ -335,8 +348,22 @@ impl Reporting {
             }
             let (reported, carried) = (u.reported, u.carried);
             let before = match counted(u) {
-                Some(c) => c.plus(&carried),
-                None => reported,
+                // The same counters go on: what was reported and carried stays so.
+                Counted::Kept => {
+                    let st = UrrState {
+                        seqn: u.seqn,
+                        start: u.start,
+                        active_secs: u.active_secs,
+                        quota_reported: u.quota_reported,
+                        reported,
+                        carried,
+                        ..UrrState::default()
+                    };
+                    self.urrs.insert((s.up_seid, u.urr_id), Box::new(st));
+                    continue;
+                }
+                Counted::Total(c) => c.plus(&carried),
+                Counted::Unknown => reported,
             };
             let st = UrrState {
                 seqn: u.seqn,

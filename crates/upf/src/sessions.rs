@@ -100,7 +100,7 @@ impl Sessions {
     pub fn restore(
         &mut self,
         saved: &crate::state::SavedSession,
-        counted: impl Fn(&crate::state::SavedUrr) -> Option<Usage>,
+        counted: impl Fn(&crate::state::SavedUrr) -> crate::report::Counted,
     ) -> Result<(), String> {
         let s = &saved.session;
         let seid = s.up_seid;

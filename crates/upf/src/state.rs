@@ -37,7 +37,7 @@ use crate::fastpath::Usage;
 use crate::rules::Session;
 
 /// Version of the file format; a file of another version is not loaded (a clean start).
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"UPFDSTAT";
 /// A frame larger than this is taken for corruption (a snapshot frame holds one record).
@@ -63,11 +63,14 @@ pub struct Header {
 /// last persisted state are read from there after the new data path took over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterTable {
-    /// Kernel ID of the `urr_state` map.
+    /// Kernel ID of the `sess_pages` map (the sessions' entries: the home URRs' lanes).
     pub map_id: u32,
-    /// Cells per URR (1 + possible CPUs) and octets per cell: the layout read.
-    pub stride: u32,
-    pub cell: u32,
+    /// Kernel ID of the `cells` map (the other URRs' lanes).
+    pub cells_map_id: u32,
+    /// The layout read: lanes per entry or cell, entries and cells per page.
+    pub lanes: u32,
+    pub per_page: u32,
+    pub cells_per_page: u32,
 }
 
 /// One association with a CP function (clause 6.2.6).

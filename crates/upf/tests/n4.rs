@@ -1637,7 +1637,8 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
 
     let saved = state.load("t").unwrap().unwrap();
     let mut m = node_where(TeidAllocator::new(1, 0xffff_ffff), edit);
-    m.restore(&saved, |_, _| None, now).unwrap();
+    m.restore(&saved, |_, _| upf::report::Counted::Unknown, now)
+        .unwrap();
     assert!(
         m.start(now).is_empty(),
         "associated already: no Association Setup"
@@ -2147,7 +2148,8 @@ fn pfds_are_kept_across_a_restore_with_their_indices() {
     p.add_domain("other.example", None).unwrap();
     t.set("local", p.clone(), true).unwrap();
     m.set_pfds(t, &["new".into(), "local".into()]).unwrap();
-    m.restore(&saved, |_, _| None, now).unwrap();
+    m.restore(&saved, |_, _| upf::report::Counted::Unknown, now)
+        .unwrap();
     let after: Vec<_> = ["local", "chat", "video"]
         .iter()
         .map(|id| index(&m, id))

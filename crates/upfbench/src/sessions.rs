@@ -107,28 +107,31 @@ pub fn process_memory(pid: u32) -> Option<(u64, u64)> {
     Some((rss_kb * 1024, bpf_map_memlock(pid)))
 }
 
-/// Sum of `memlock` over the BPF map file descriptors of `pid` (0 if none or unreadable).
+/// Sum of `memlock` over the BPF maps `pid` holds file descriptors of (0 if none or
+/// unreadable), each map once: a process may hold several descriptors of one map (a
+/// library's and its own), and fdinfo gives each the whole map's memory.
 pub fn bpf_map_memlock(pid: u32) -> u64 {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
         return 0;
     };
-    let mut total = 0;
+    let mut maps = std::collections::BTreeMap::new();
     for e in dir.flatten() {
         let Ok(info) = std::fs::read_to_string(e.path()) else {
             continue;
         };
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
         if !info.lines().any(|l| l.starts_with("map_type:")) {
             continue;
         }
-        if let Some(v) = info
-            .lines()
-            .find_map(|l| l.strip_prefix("memlock:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-        {
-            total += v;
+        if let (Some(id), Some(v)) = (field("map_id:"), field("memlock:")) {
+            maps.insert(id, v);
         }
     }
-    total
+    maps.values().sum()
 }
 
 /// The PID of the one process whose comm is `name`.
@@ -181,6 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             p99_ms: l.measured.latency.p99_ms,
             max_ms: l.measured.latency.max_ms,
             bytes_per_session: l.bytes_per_session,
+            map_bytes_per_session: l.bpf_map_bytes.map(|m| m / (l.resident as u64).max(1)),
         })
         .collect();
     if args.json {

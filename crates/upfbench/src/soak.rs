@@ -111,7 +111,7 @@ fn soak(args: &Args, lab: &Lab, upfd_bin: &std::path::Path) -> anyhow::Result<bo
         true,
     )
     .context("attaching the sinks")?;
-    let upfd = Upfd::start(lab, upfd_bin, &args.out, max_sessions)?;
+    let upfd = Upfd::start(lab, upfd_bin, &args.out, max_sessions, 0)?;
     rig.pin_forwarder();
     let pool = crate::capacity::upf::route_ue_pool(lab)?;
     let mut smf = LabSmf::associate(

@@ -163,7 +163,7 @@ fn html_page_holds_every_table_and_inlined_chart() {
         row(&[
             "UL", "64", "90", "2.520", "40.0", "140.0", "420.0", "30.0", "110.0", "100000",
         ]),
-        row(&["1M", "8200", "1.20", "4.80", "45.00", "1350"]),
+        row(&["1M", "8200", "1.20", "4.80", "45.00", "1350", "450"]),
         // The limits beside each trial, the rig's no-drop rate, the scaling cases.
         format!(
             "{}<td>I/O: measured again; FLAGGED: readings 18 % apart</td></tr>",
@@ -291,8 +291,8 @@ fn text_shows_limits_ratios_no_drop_latency_sessions_and_machine() {
         "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps, 0.88 x 1 session, 0.78 x I/O limit beside it (2.65 / 2.73 Mpps), 1.04 x one-miss limit beside it (2.00 / 2.03 Mpps)",
         "dir | packet B | % of no-drop | offered Mpps | p50 µs | p99 µs | p99.9 µs | bare p99 µs | added p99 µs | samples",
         "DL  |       64 |           90 |        2.700 |   44.0 |  154.0 |    462.0 |        30.0 |        124.0 |  100000",
-        "resident sessions | established/s | p50 ms | p99 ms | max ms | bytes/session",
-        "               1M |          8200 |   1.20 |   4.80 |  45.00 |          1350",
+        "resident sessions | established/s | p50 ms | p99 ms | max ms | bytes/session | of which BPF maps",
+        "               1M |          8200 |   1.20 |   4.80 |  45.00 |          1350 |               450",
         "UL 64 B, 1M sessions: 2.60 Mpps = 0.62 x I/O limit 4.20 Mpps, 0.15 x generator limit 17.5 Mpps, 0.84 x 1 session, 0.67 x I/O limit beside it (3.57 / 4.20 Mpps; measured again; FLAGGED: readings 18 % apart), 0.83 x one-miss limit beside it (3.11 / 3.15 Mpps)",
         "dir | packet B | generator limit Mpps | I/O limit Mpps | one-miss limit Mpps | one-miss sessions",
         "UL 64 B, 1k sessions: no-drop rate 2.80 Mpps (1.43 Gbit/s) = 0.91 x the rig's own no-drop rate 3.08 Mpps (bare forwarder, same search)",
@@ -375,6 +375,7 @@ fn charts_of_one_point_each_and_no_limits() {
         p99_ms: 0.0,
         max_ms: 0.0,
         bytes_per_session: None,
+        map_bytes_per_session: None,
     });
     let charts = render_charts(&r).unwrap();
     let sizes: Vec<(&str, u32, u32)> = charts

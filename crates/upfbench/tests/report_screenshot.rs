@@ -41,6 +41,7 @@ fn every_section() -> Report {
         p99_ms: 3.1,
         max_ms: 12.0,
         bytes_per_session: Some(1450),
+        map_bytes_per_session: Some(506),
     });
     r.ping = Some(PingResult::parse(
         "10.45.0.1",

@@ -605,6 +605,26 @@ pub struct Datapath {
     /// The CPUs `spread` hands G-PDUs to (empty: every online CPU), at most
     /// `MAX_SPREAD_CPUS` (64).
     pub spread_cpus: Vec<usize>,
+    /// Sizes of the data path's tables beyond the sessions' own records, for SMFs whose
+    /// sessions carry more than two PDRs, a QER and a URR (docs/configuration.md).
+    pub tables: Tables,
+}
+
+/// Entries of the tables that hold what does not fit in a session's record; each unset
+/// one is sized from `limits.max_sessions`. A full table refuses the session that does
+/// not fit with Cause 75 (No resources available) and says which table is full.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tables {
+    /// PDR lists, PDRs beyond a session's first per direction, and their FARs
+    /// (default `max_sessions` / 4 + 1024).
+    pub cold_entries: Option<u32>,
+    /// SDF filter entries, shared by sessions with the same filters (default
+    /// `max_sessions` / 8 + 1024).
+    pub sdf_entries: Option<u32>,
+    /// QERs and URRs beyond a session's first: each takes 128 octets plus 64 per CPU
+    /// (default `max_sessions` / 64, at least 4096).
+    pub cells: Option<u32>,
 }
 
 impl Default for Datapath {
@@ -620,6 +640,7 @@ impl Default for Datapath {
             protected_addresses: Vec::new(),
             spread: Spread::Off,
             spread_cpus: Vec::new(),
+            tables: Tables::default(),
         }
     }
 }
@@ -673,7 +694,7 @@ pub struct Api {
 }
 
 /// Keeping sessions across restarts (docs/configuration.md, "state").
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
     /// Directory of the state file and its journal. Set: a restart (SIGKILL, a crash,
@@ -684,9 +705,55 @@ pub struct State {
     /// A new snapshot is written when the journal has grown past this many octets.
     #[serde(default)]
     pub journal_limit: Option<u64>,
+    /// A restart takes the running data path as it is when it is this build's with
+    /// these table sizes (no program loaded, no table allocated: nothing is lost);
+    /// false: it always loads a new one and swaps it in (make-before-break).
+    #[serde(default = "yes")]
+    pub reuse_datapath: bool,
+    /// A directory on a BPF filesystem where upfd pins its data path's program arrays
+    /// (under its Node ID): the kernel empties them when no process holds them, and the
+    /// programs left attached would then drop every packet until the next upfd takes
+    /// over (pins.rs).
+    #[serde(default = "pin_directory")]
+    pub pin_directory: std::path::PathBuf,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn pin_directory() -> std::path::PathBuf {
+    "/sys/fs/bpf/upfd".into()
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            directory: None,
+            journal_limit: None,
+            reuse_datapath: true,
+            pin_directory: pin_directory(),
+        }
+    }
 }
 
 impl Config {
+    /// Where this UPF pins its data paths (pins.rs): `state.pin_directory`/its Node ID
+    /// (other characters than letters, digits and `-` as `_`: 192_0_2_7), so that UPFs
+    /// sharing a BPF filesystem never touch each other's pins.
+    pub fn pin_root(&self) -> std::path::PathBuf {
+        let id: String = self
+            .node_id
+            .chars()
+            .map(|c| match c {
+                // A BPF filesystem refuses names with a dot.
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' => c,
+                _ => '_',
+            })
+            .collect();
+        self.state.pin_directory.join(id)
+    }
+
     /// What of this configuration a kept state depends on: a state written under
     /// another is not loaded (its TEIDs, addresses or SEIDs may not fit).
     pub fn state_fingerprint(&self) -> String {
@@ -1280,6 +1347,9 @@ fn allowed(path: &str) -> Option<String> {
         | "buffering.packets_total"
         | "datapath.unknown_teid_to_slowpath_per_sec"
         | "datapath.error_indications_per_sec" => WHOLE,
+        "datapath.tables.cold_entries"
+        | "datapath.tables.sdf_entries"
+        | "datapath.tables.cells" => "a whole number of entries 1-4294967295",
         "datapath.mode" => "none or xdp",
         "datapath.n3_interface" | "datapath.n9_interface" | "datapath.n6_interface" => {
             "an interface name, e.g. eth1"
@@ -1293,6 +1363,8 @@ fn allowed(path: &str) -> Option<String> {
         "datapath.protected_addresses" => "a list of IP addresses, e.g. [10.0.0.2]",
         "api.listen" => "IP:port, e.g. \"127.0.0.1:9100\" or \"0.0.0.0:9100\"",
         "state.directory" => "a directory path, e.g. /var/lib/upfd",
+        "state.reuse_datapath" => "true or false",
+        "state.pin_directory" => "a directory on a BPF filesystem, e.g. /sys/fs/bpf/upfd",
         "cpus" => "a list of CPU numbers, e.g. [0, 1]",
         "cpus[]" => return Some(format!("a CPU number 0-{}", cpus_configured() - 1)),
         "log.level" => "error, warn, info or debug",
@@ -1557,6 +1629,24 @@ impl Config {
                 "limits.max_sessions",
                 format!("{m} is out of range: a whole number 1-4294967295"),
             );
+        }
+        for (key, n) in [
+            (
+                "datapath.tables.cold_entries",
+                self.datapath.tables.cold_entries,
+            ),
+            (
+                "datapath.tables.sdf_entries",
+                self.datapath.tables.sdf_entries,
+            ),
+            ("datapath.tables.cells", self.datapath.tables.cells),
+        ] {
+            if n == Some(0) {
+                return err(
+                    key,
+                    "0 is out of range: a whole number of entries 1-4294967295".into(),
+                );
+            }
         }
         let configured = cpus_configured();
         for (key, list) in [
@@ -2040,6 +2130,18 @@ ue_pools:
             Some(std::path::Path::new("/var/lib/upfd"))
         );
         assert_eq!(c.cpus, [0]);
+        // The pins under the Node ID, without the dots a BPF filesystem refuses.
+        assert_eq!(
+            c.pin_root(),
+            std::path::Path::new("/sys/fs/bpf/upfd").join(c.node_id.replace('.', "_"))
+        );
+        let p = Config::parse(
+            &format!("{GOOD}state: {{ directory: /d, pin_directory: /bpf/x }}\n"),
+            "t.yaml",
+        )
+        .unwrap();
+        assert!(p.pin_root().starts_with("/bpf/x"), "{:?}", p.pin_root());
+        assert!(!p.pin_root().to_string_lossy().contains('.'));
         let e = err(&format!("{GOOD}cpus: [100000]\n"));
         assert!(
             e.starts_with("t.yaml: cpus[0]: 100000 is out of range: a CPU number 0-"),
@@ -2125,6 +2227,27 @@ ue_pools:
             e.starts_with("t.yaml: datapath.protected_addresses: 9 distinct IPv4 addresses"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn table_sizes_are_taken_as_given_and_zero_is_refused_by_its_path() {
+        let c = Config::parse(
+            &format!("{GOOD}datapath:\n  tables: {{ cold_entries: 500000, cells: 250000 }}\n"),
+            "t.yaml",
+        )
+        .unwrap();
+        let t = &c.datapath.tables;
+        assert_eq!(
+            (t.cold_entries, t.sdf_entries, t.cells),
+            (Some(500_000), None, Some(250_000))
+        );
+        let e = err(&format!("{GOOD}datapath:\n  tables: {{ cells: 0 }}\n"));
+        assert!(
+            e.starts_with("t.yaml: datapath.tables.cells: 0 is out of range"),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}datapath:\n  tables: {{ cold: 5 }}\n"));
+        assert!(e.contains("datapath.tables"), "{e}");
     }
 
     #[test]

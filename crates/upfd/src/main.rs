@@ -18,6 +18,7 @@ mod gtpu_sockets;
 mod metrics;
 mod overload;
 mod persist;
+mod pins;
 mod routewatch;
 mod runtime;
 mod slowpath;

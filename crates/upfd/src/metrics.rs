@@ -193,7 +193,7 @@ pub struct Sources<'a> {
     pub attached: &'a [(String, &'static str, AttachMode)],
     pub slow: Option<&'a SlowPath>,
     pub nexthops: Option<&'a crate::routewatch::NextHops>,
-    pub direct: Option<[(usize, usize, usize); 2]>,
+    pub direct: Option<[(usize, usize); 2]>,
 }
 
 /// The Prometheus exposition of upfd's state.
@@ -382,7 +382,7 @@ pub fn render(src: &Sources) -> String {
     if let Some([up, down]) = src.direct {
         e.family(
             "upf_lookup_keys_in_slot",
-            "Lookup keys (uplink: TEIDs; downlink: UE IPv4 addresses) whose rules the data path finds in their direct slot, one memory access; other keys are found through a hash table.",
+            "Lookup keys (uplink: TEIDs; downlink: UE IPv4 addresses) that find their session in the slot they map to, one memory access; other keys are found through a hash table.",
         );
         e.sample("upf_lookup_keys_in_slot", &[("direction", "uplink")], up.0);
         e.sample(
@@ -392,7 +392,7 @@ pub fn render(src: &Sources) -> String {
         );
         e.family(
             "upf_lookup_keys_slot_hashed",
-            "Keys with a direct slot whose rules are in the hash table: changed less than the grace period ago (they move back), or their slot holds another key.",
+            "Keys found through the key tables (a hash table): a TEID the SMF chose, a UE address whose slot holds another session, an IPv6 address, a second TEID or address of a session.",
         );
         e.sample(
             "upf_lookup_keys_slot_hashed",

@@ -9,10 +9,13 @@
 //! 2. load a new data path (not attached: the old one keeps forwarding) and install
 //!    every session into it, with the old data path's counts as they are then; copy the
 //!    old data path's classified flows and learned addresses into it (upf_bpf::adopt);
-//! 3. attach it, replacing the old programs on each interface in one step;
+//! 3. pin its program arrays (pins.rs: without a pin the kernel empties them when upfd
+//!    ends, and the programs left attached drop everything), then attach it, replacing
+//!    the old programs on each interface in one step;
 //! 4. once no packet can still be in the old programs, read their counts again and
 //!    carry what they counted since step 2: the usage reports stay exact; likewise the
-//!    flows and addresses they made or changed since;
+//!    flows and addresses they made or changed since; then remove the old data path's
+//!    pins, which frees it;
 //! 5. write a new snapshot, which names the new data path's counters, on another
 //!    thread: upfd serves N4 meanwhile, its batches going to both journals.
 
@@ -183,6 +186,22 @@ pub fn adopt_apps_again(apps: &mut OldApps, dp: &upf_bpf::datapath::Datapath) {
         c.addrs,
         c.stamps,
         t0.elapsed()
+    );
+}
+
+/// A reused data path (the one the upfd before left running), after every session of
+/// the state was installed in it: what it holds that the state does not know (written
+/// after the journal's last frame: never answered to an SMF) goes.
+pub fn reconcile(dp: &mut upf_bpf::datapath::Datapath) {
+    let t0 = Instant::now();
+    let r = dp.finish_adoption(t0);
+    info!(
+        "state: the running data path reconciled with the state in {:?}: {} session(s), {} cell(s) and {} key(s) it held beyond the state removed, {} cold entries rewritten",
+        t0.elapsed(),
+        r.sessions_removed,
+        r.cells_freed,
+        r.keys_removed,
+        r.cold_replaced
     );
 }
 

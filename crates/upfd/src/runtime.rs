@@ -16,7 +16,7 @@ use upf::fastpath::FastPath;
 use upf::model::Model;
 use upf::n4::{to_ntp, Event, N4Config, Out, N4};
 use upf::procedures::{GtpuAddresses, Limits, Resources};
-use upf::report::unix_now;
+use upf::report::{unix_now, Counted};
 use upf::sessions::Sessions;
 
 use crate::api;
@@ -98,11 +98,12 @@ fn build(
     cfg: &Config,
     teid_seed: u64,
     recovery_time_stamp: u32,
+    running: Option<u32>,
 ) -> anyhow::Result<(Option<Xdp>, N4)> {
     // TEIDs upfd allocates encode a direct slot of the data path's uplink table.
     let teid_index = xdp::teid_index(cfg, teid_seed);
     let xdp = match cfg.datapath.mode {
-        DatapathMode::Xdp => Some(Xdp::start(cfg, teid_index)?),
+        DatapathMode::Xdp => Some(Xdp::start(cfg, teid_index, running)?),
         DatapathMode::None => None,
     };
     let fastpath: Box<dyn FastPath> = match &xdp {
@@ -147,27 +148,54 @@ fn restore_or_start(
     };
     if let Some(saved) = saved {
         let h = &saved.header;
-        let (mut xdp, mut n4) = build(cfg, h.teid_seed, h.recovery_time_stamp)?;
-        let old = persist::old_counters(&saved);
+        let running = saved.counters.as_ref().map(|c| c.map_id);
+        let (mut xdp, mut n4) = build(cfg, h.teid_seed, h.recovery_time_stamp, running)?;
+        let reused = xdp.as_ref().is_some_and(|x| x.reused);
+        // A reused data path's counters go on; a new one's start at zero, and what the
+        // old one counted is carried.
+        let old = if reused {
+            None
+        } else {
+            persist::old_counters(&saved)
+        };
         let before = persist::read_counts(old.as_ref(), &saved);
         let t = Instant::now();
-        match n4.restore(&saved, |seid, u| before.get(&(seid, u.urr_id)).copied(), t) {
+        let counted = |seid: u64, u: &upf::state::SavedUrr| match before.get(&(seid, u.urr_id)) {
+            _ if reused => Counted::Kept,
+            Some(c) => Counted::Total(*c),
+            None => Counted::Unknown,
+        };
+        match n4.restore(&saved, counted, t) {
             Ok(()) => {
                 let mut apps = xdp
                     .as_ref()
+                    .filter(|_| !reused)
                     .and_then(|x| persist::adopt_apps(&saved, &x.dp.borrow()));
+                if reused {
+                    if let Some(x) = &xdp {
+                        persist::reconcile(&mut x.dp.borrow_mut());
+                    }
+                }
+                let pins = &cfg.pin_root();
                 if let Some(x) = &mut xdp {
+                    // Pinned before it forwards: it must outlive this upfd from then on.
+                    x.pin(pins);
                     x.attach()?;
                 }
-                let carried = if let Some(x) = &xdp {
-                    persist::settle_after_swap();
-                    if let Some(a) = &mut apps {
-                        persist::adopt_apps_again(a, &x.dp.borrow());
+                let carried = match &xdp {
+                    Some(x) if !reused => {
+                        persist::settle_after_swap();
+                        if let Some(a) = &mut apps {
+                            persist::adopt_apps_again(a, &x.dp.borrow());
+                        }
+                        persist::carry_rest(&mut n4, old.as_ref(), &saved, &before)
                     }
-                    persist::carry_rest(&mut n4, old.as_ref(), &saved, &before)
-                } else {
-                    0
+                    _ => 0,
                 };
+                // The old data path is off the interfaces and its counts carried.
+                if let Some(x) = &xdp {
+                    x.unpin_others(pins);
+                }
                 let counters = counter_table(&xdp)?;
                 info!(
                     "state: restored {} session(s) of {} association(s) in {:?} (Recovery Time Stamp {} kept; {}{} URR(s) counted during the handover){}",
@@ -175,7 +203,9 @@ fn restore_or_start(
                     saved.associations.len(),
                     t.elapsed(),
                     h.recovery_time_stamp,
-                    if old.is_some() {
+                    if reused {
+                        "the running data path's counters going on, "
+                    } else if old.is_some() {
                         "the previous data path's counts carried, "
                     } else {
                         ""
@@ -208,7 +238,11 @@ fn restore_or_start(
             }
         }
     }
-    let (xdp, mut n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
+    let (mut xdp, mut n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
+    if let Some(x) = &mut xdp {
+        x.pin(&cfg.pin_root());
+        x.unpin_others(&cfg.pin_root());
+    }
     let counters = counter_table(&xdp)?;
     let kept = Kept::start_clean(dir, cfg, fresh_rts, fresh_seed, counters, &mut n4)?;
     Ok((xdp, n4, Some(kept)))
@@ -220,7 +254,7 @@ fn build_attached(
     teid_seed: u64,
     recovery_time_stamp: u32,
 ) -> anyhow::Result<(Option<Xdp>, N4)> {
-    let (mut xdp, n4) = build(cfg, teid_seed, recovery_time_stamp)?;
+    let (mut xdp, n4) = build(cfg, teid_seed, recovery_time_stamp, None)?;
     if let Some(x) = &mut xdp {
         x.attach()?;
     }

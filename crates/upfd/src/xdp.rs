@@ -11,7 +11,9 @@ use anyhow::Context;
 use tokio::io::unix::AsyncFd;
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::{Config as DataPathConfig, Event};
-use upf_bpf::datapath::{parse_event, AttachMode, Capacity, Datapath, Role, Spread as DpSpread};
+use upf_bpf::datapath::{
+    parse_event, Adoption, AttachMode, Capacity, Datapath, Role, Spread as DpSpread,
+};
 
 use crate::config::{Config, DatapathMode, Spread, XdpAttach};
 use crate::routewatch::{NextHopKeeper, RoutingEvent};
@@ -94,7 +96,11 @@ fn online_cpus() -> Vec<u32> {
 fn capacity(cfg: &Config, teid_index: TeidIndex) -> Capacity {
     let max = u32::try_from(cfg.limits.max_sessions).unwrap_or(u32::MAX);
     let base = Capacity::for_sessions(max);
+    let t = &cfg.datapath.tables;
     Capacity {
+        cold_entries: t.cold_entries.unwrap_or(base.cold_entries),
+        sdf_entries: t.sdf_entries.unwrap_or(base.sdf_entries),
+        cells: t.cells.unwrap_or(base.cells),
         teid_index,
         // As many downlink slots as TEID slots: the TEID allocator then gives a session
         // the uplink slot of its UE address's downlink slot, and the data path finds
@@ -126,6 +132,8 @@ pub enum XdpWake {
 /// The XDP side: the data path, the interfaces it runs on, its event ring, the
 /// next-hop cache's keeper and the slow path.
 pub struct Xdp {
+    /// The data path is the one the upfd before left running ([`Xdp::start`]).
+    pub reused: bool,
     pub dp: Rc<RefCell<Datapath>>,
     pub slow: SlowPath,
     pub nexthops: NextHopKeeper,
@@ -137,6 +145,9 @@ pub struct Xdp {
     /// metrics' `upf_xdp_attached`).
     pub modes: Vec<(String, &'static str, AttachMode)>,
     native: bool,
+    /// The pins that keep this data path whole without upfd (pins.rs): removed when upfd
+    /// ends detaching it, forgotten when it ends leaving it forwarding.
+    pins: Option<crate::pins::Pins>,
     // The ring's epoll fd is registered before the ring that owns it is dropped.
     ring_fd: AsyncFd<Fd>,
     ring: upf_bpf::libbpf_rs::RingBuffer<'static>,
@@ -149,13 +160,19 @@ impl Drop for Xdp {
         for (role, i) in &self.attached {
             dp.detach(*role, *i);
         }
+        if let Some(p) = &self.pins {
+            p.remove();
+        }
     }
 }
 
 impl Xdp {
     /// Load the data path with tables for `limits.max_sessions`, configure it and open
     /// its event ring; [`Xdp::attach`] puts it on the interfaces.
-    pub fn start(cfg: &Config, teid_index: TeidIndex) -> anyhow::Result<Xdp> {
+    /// `running`: the `sess_pages` table of the data path the upfd before this one left
+    /// running (the state names it): taken as it is if it is this build's with these
+    /// sizes (`state.reuse_datapath`), see [`Datapath::adopt`].
+    pub fn start(cfg: &Config, teid_index: TeidIndex, running: Option<u32>) -> anyhow::Result<Xdp> {
         let d = &cfg.datapath;
         let n3_name = d.n3_interface.as_deref().unwrap_or_default();
         let n6_name = d.n6_interface.as_deref().unwrap_or_default();
@@ -166,8 +183,29 @@ impl Xdp {
             None => None,
         };
         let dcfg = data_path_config(cfg);
-        let mut dp = Datapath::load(capacity(cfg, teid_index), dcfg.clone())
-            .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?;
+        let cap = capacity(cfg, teid_index);
+        if running.is_some() && !cfg.state.reuse_datapath {
+            info!("xdp: state.reuse_datapath is false: loading a new data path");
+        }
+        let adopted = match running.filter(|_| cfg.state.reuse_datapath) {
+            Some(id) => match Datapath::adopt(cap, id) {
+                Adoption::Adopted(d) => {
+                    info!("xdp: the running data path (table {id}) is this build's: reused as it is, nothing loaded");
+                    Some(*d)
+                }
+                Adoption::Not(why) => {
+                    info!("xdp: the running data path (table {id}) is not reused ({why}): loading a new one");
+                    None
+                }
+            },
+            None => None,
+        };
+        let reused = adopted.is_some();
+        let mut dp = match adopted {
+            Some(d) => d,
+            None => Datapath::load(cap, dcfg.clone())
+                .map_err(|e| anyhow::anyhow!("loading the XDP data path: {e}"))?,
+        };
         dp.configure(dcfg.clone(), n3_if, n6_if, n9_if.unwrap_or(0))
             .map_err(|e| anyhow::anyhow!("configuring the XDP data path: {e}"))?;
         let how = match d.spread {
@@ -217,6 +255,7 @@ impl Xdp {
             d.error_indications_per_sec,
         );
         Ok(Xdp {
+            reused,
             dp: Rc::new(RefCell::new(dp)),
             slow,
             nexthops,
@@ -224,6 +263,7 @@ impl Xdp {
             interfaces,
             modes: Vec::new(),
             native,
+            pins: None,
             ring_fd,
             ring,
             records,
@@ -232,7 +272,8 @@ impl Xdp {
 
     /// Attach the programs to the N3, N6 (and N9) interfaces. A program already there
     /// (the data path of the upfd that ran before) is replaced at once, interface by
-    /// interface: no packet goes unprocessed.
+    /// interface: no packet goes unprocessed. A reused data path's programs are there
+    /// already: the kernel leaves an interface alone when it gets the program it runs.
     pub fn attach(&mut self) -> anyhow::Result<()> {
         let dp = self.dp.borrow();
         for (role, i, name, point) in &self.interfaces {
@@ -260,6 +301,59 @@ impl Xdp {
     /// upfd takes over (state.directory).
     pub fn keep_attached(&mut self) {
         self.attached.clear();
+        self.pins = None;
+    }
+
+    /// Pin what keeps this data path whole when upfd ends (pins.rs, `state.pin_directory`):
+    /// said, not fatal, if it cannot be. A reused data path's pins are there already.
+    pub fn pin(&mut self, root: &std::path::Path) {
+        use std::os::fd::AsFd;
+        let dp = self.dp.borrow();
+        let id = match dp.counter_table() {
+            Ok(t) => t.map_id,
+            Err(e) => {
+                warn!("xdp: the data path's tables: {e}");
+                return;
+            }
+        };
+        let pinned = match crate::pins::pinned(root, id, &crate::pins::PINNED) {
+            Some(p) => Ok(p),
+            None if self.reused => crate::pins::running(id).and_then(|objs| {
+                let fds: Vec<_> = objs.iter().map(|(n, f)| (n.clone(), f.as_fd())).collect();
+                crate::pins::pin(root, id, &fds)
+            }),
+            None => {
+                let s = dp.skel();
+                let fds = [
+                    ("calls", s.maps.calls.as_fd()),
+                    ("calls_cpu", s.maps.calls_cpu.as_fd()),
+                    ("xdp_n3_cpu", s.progs.xdp_n3_cpu.as_fd()),
+                ]
+                .map(|(n, f)| (n.to_string(), f));
+                crate::pins::pin(root, id, &fds)
+            }
+        };
+        drop(dp);
+        match pinned {
+            Ok(p) => {
+                debug!("xdp: the data path's program arrays pinned in {}", p.dir.display());
+                self.pins = Some(p);
+            }
+            Err(e) => warn!(
+                "xdp: state.pin_directory: {e}: when upfd ends, its data path drops every packet until the next upfd takes over, and that one cannot reuse it"
+            ),
+        }
+    }
+
+    /// Remove the pins of the data paths the upfds before this one left (this one has
+    /// replaced them, or reused its own).
+    pub fn unpin_others(&self, root: &std::path::Path) {
+        let n = crate::pins::remove_others(root, self.pins.as_ref().map(|p| p.dir.as_path()));
+        if n > 0 {
+            info!(
+                "xdp: the pins of {n} data path(s) the upfd before left removed: their tables are freed"
+            );
+        }
     }
 
     /// The next thing the XDP side must act on.

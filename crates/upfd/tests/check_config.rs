@@ -258,7 +258,7 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
             g.clone(),
             vec![("UPFD_STATE__DIR", "/tmp")],
             vec![],
-            "environment UPFD_STATE__DIR: state.dir: unknown key: state has directory, journal_limit".into(),
+            "environment UPFD_STATE__DIR: state.dir: unknown key: state has directory, journal_limit, reuse_datapath, pin_directory".into(),
         ),
         (
             "malformed --set",

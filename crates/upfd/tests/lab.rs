@@ -1842,8 +1842,9 @@ fn scas_fuzzed_pfcp_and_gtpu_leave_a_running_upfd_up_and_consistent() {
 /// the generator; without it, 4,000 in bursts of 32), UPF_RESTART_MAX_SESSIONS (`limits.max_sessions`: what upfd allocates at
 /// start), UPF_RESTART_SECS (the traffic's least length; it runs until the restarts
 /// are over and a second more in any case), UPF_RESTART_BINARY (the upfd to start
-/// first, e.g. a wrapper that pins it to a CPU) and UPF_RESTART_ATTEMPTS (rounds of two
-/// restarts each, each round's loss printed; default 1).
+/// first, e.g. a wrapper that pins it to a CPU), UPF_RESTART_UPGRADE_CPUS (the upgraded
+/// upfd's `cpus`, e.g. `0` to keep it off the forwarding CPU) and UPF_RESTART_ATTEMPTS
+/// (rounds of two restarts each, each round's loss printed; default 1).
 #[test]
 fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -1854,16 +1855,33 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
     let _serial = serial();
     let lab = Lab::up("e-rst-").unwrap().down_on_drop();
     let state = common::TempDir::new("upfd-lab-state");
+    // Where upfd pins its data path, so that it forwards while no upfd runs.
+    let bpffs = common::lab::Bpffs::mount("upfd-lab-bpffs");
     let opts = UpfdOptions {
         binary: std::env::var("UPF_RESTART_BINARY").ok().map(Into::into),
         state_dir: Some(state.0.join("state")),
+        pin_directory: Some(bpffs.path().join("upfd")),
         max_sessions: Some(env_or("UPF_RESTART_MAX_SESSIONS", 10_000) as usize),
         ..UpfdOptions::default()
     };
     let upgraded = state.0.join("upfd-upgraded");
     std::fs::copy(env!("CARGO_BIN_EXE_upfd"), &upgraded).expect("copying upfd");
+    // The copy is this build: `reuse_datapath: false` makes it load its own data path
+    // and swap it in, as an upgrade that changed the object does.
     let upgrade = UpfdOptions {
         binary: Some(upgraded),
+        reuse_datapath: false,
+        cpus: std::env::var("UPF_RESTART_UPGRADE_CPUS")
+            .map(|v| {
+                v.split(',')
+                    .map(|c| {
+                        c.trim()
+                            .parse()
+                            .expect("UPF_RESTART_UPGRADE_CPUS: CPU numbers")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         ..opts.clone()
     };
     let mut upfd = LabUpfd::start(&lab, &opts);
@@ -1903,16 +1921,39 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             }
         }
         let began = Instant::now();
-        let (t, (up, swaps)) = std::thread::scope(|sc| {
+        let (t, (up, swaps, mut windows)) = std::thread::scope(|sc| {
             let lab = &lab;
             let (opts, upgrade) = (&opts, &upgrade);
             let (done, done_at) = (&done, &done_at);
             let mut old = upfd;
+            // The data paths pinned (one directory each, under the UPF's Node ID): what
+            // outlives an upfd.
+            let pins = opts
+                .pin_directory
+                .clone()
+                .expect("pin_directory")
+                .join(addr::UPF_N4.to_string().replace('.', "_"));
+            let pinned = move || -> Vec<String> {
+                let mut v: Vec<String> = std::fs::read_dir(&pins)
+                    .map(|d| {
+                        d.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort();
+                v
+            };
             let restarts = sc.spawn(move || {
                 let _done = Done(done, done_at);
                 // Each upfd is stopped only once it forwards the traffic both ways.
                 assert!(forwarding(&old), "traffic through the first upfd");
+                // The veths' losses around each restart (the benchmark's split: every
+                // packet the rig loses is in these counters, as the test checks below).
+                let mut windows = vec![(Instant::now(), LabLoss::read(lab))];
                 assert!(old.drops().is_empty(), "upfd dropped: {:?}", old.drops());
+                let first = pinned();
+                assert_eq!(first.len(), 1, "{first:?}\n{}", old.log());
                 assert!(old.stop(libc::SIGKILL, Duration::from_secs(30)), "SIGKILL");
                 drop(old);
                 let mut up = LabUpfd::start(lab, opts);
@@ -1921,9 +1962,17 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                     "{}",
                     up.log()
                 );
+                // The same build: the running data path is taken as it is.
+                assert!(
+                    up.log().contains("is this build's: reused as it is"),
+                    "{}",
+                    up.log()
+                );
                 assert!(forwarding(&up), "traffic through the restarted upfd");
                 assert!(up.drops().is_empty(), "upfd dropped: {:?}", up.drops());
-                let first = Instant::now();
+                assert_eq!(pinned(), first, "the reused data path's pins kept");
+                let first_at = Instant::now();
+                windows.push((first_at, LabLoss::read(lab)));
                 assert!(up.stop(libc::SIGTERM, Duration::from_secs(60)), "SIGTERM");
                 assert!(
                     up.log()
@@ -1938,8 +1987,14 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
                     "{}",
                     up.log()
                 );
+                assert!(up.log().contains("loading a new"), "{}", up.log());
                 assert!(forwarding(&up), "traffic through the upgraded upfd");
-                (up, [first, Instant::now()])
+                // The replaced data path's pins removed (its tables freed), the new
+                // one's in place.
+                let now = pinned();
+                assert!(now.len() == 1 && now != first, "{now:?} after {first:?}");
+                windows.push((Instant::now(), LabLoss::read(lab)));
+                (up, [first_at, Instant::now()], windows)
             });
             let keep_going = || {
                 let after = done_at
@@ -1963,6 +2018,22 @@ fn restart_under_traffic_keeps_every_session_and_counts_exactly() {
             (t, restarts.join().expect("restarts"))
         });
         upfd = up;
+        windows.push((Instant::now(), LabLoss::read(&lab)));
+        for (w, name) in windows.windows(2).zip([
+            "SIGKILL to the restarted upfd forwarding",
+            "SIGTERM to the upgraded upfd forwarding",
+            "after the restarts, to the traffic's end",
+        ]) {
+            let l = w[1].1.since(&w[0].1);
+            eprintln!(
+                "round {round}: {name} ({:.1} s): lost UL {} before upfd, {} after; DL {} before, {} after",
+                (w[1].0 - w[0].0).as_secs_f64(),
+                l.before_upfd(Direction::Uplink),
+                l.after_upfd(Direction::Uplink),
+                l.before_upfd(Direction::Downlink),
+                l.after_upfd(Direction::Downlink),
+            );
+        }
         eprintln!(
             "round {round}: restarts {:.1} s and {:.1} s into a run of {:.1} s",
             (swaps[0] - began).as_secs_f64(),

@@ -226,10 +226,16 @@ enum Damage {
 
 #[test]
 fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean() {
+    // A newer upfd's state: the next format version.
+    let newer = upf::state::FORMAT + 1;
+    let newer_why = format!(
+        "format version {newer}, this upfd reads {}",
+        upf::state::FORMAT
+    );
     for (damage, why) in [
         (Damage::Flipped, "checksum mismatch"),
         (Damage::CutShort, "cut short"),
-        (Damage::NewerFormat, "format version 2, this upfd reads 1"),
+        (Damage::NewerFormat, newer_why.as_str()),
         (Damage::OtherConfig, "written for another configuration"),
     ] {
         let setup = Setup::new();
@@ -254,7 +260,7 @@ fn a_corrupt_cut_short_newer_or_foreign_state_is_set_aside_and_upfd_starts_clean
                 "10.70.0.0/16"
             }
             Damage::NewerFormat => {
-                b[8..12].copy_from_slice(&2u32.to_le_bytes());
+                b[8..12].copy_from_slice(&newer.to_le_bytes());
                 "10.70.0.0/16"
             }
             Damage::OtherConfig => "10.71.0.0/16",

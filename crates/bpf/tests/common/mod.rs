@@ -211,3 +211,81 @@ pub fn clock_res_ns(clock: libc::clockid_t) -> u64 {
     unsafe { libc::clock_getres(clock, &mut ts) };
     (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).max(1)
 }
+
+/// Keeps the calling thread on the CPU it is on until dropped, then gives it its old
+/// affinity back. BPF_PROG_RUN without live frames runs the program on the caller's CPU,
+/// and the data path's lanes (leases, counts) are per CPU: the reference model is told
+/// which one (`Model::set_cpu`), so the thread must stay there.
+pub struct OneCpu {
+    old: libc::cpu_set_t,
+    pub cpu: usize,
+}
+
+impl OneCpu {
+    pub fn new() -> OneCpu {
+        // SAFETY: cpu_set_t is plain data, filled by the kernel.
+        let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: writes into `old`, which we own.
+        let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&old), &mut old) };
+        assert_eq!(
+            r,
+            0,
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        assert!(
+            cpu >= 0,
+            "sched_getcpu: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a set of one CPU, ours.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: cpu < CPU_SETSIZE (the kernel gave it).
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+        // SAFETY: applies `set` to this thread.
+        let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+        assert_eq!(
+            r,
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        OneCpu {
+            old,
+            cpu: cpu as usize,
+        }
+    }
+}
+
+impl Drop for OneCpu {
+    fn drop(&mut self) {
+        // SAFETY: restores the set read in new.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&self.old), &self.old) };
+    }
+}
+
+/// Run `frame` through the program `fd` once (BPF_PROG_RUN): its XDP verdict.
+pub fn test_run(fd: std::os::fd::BorrowedFd<'_>, frame: &[u8]) -> u32 {
+    use std::os::fd::AsRawFd;
+    let mut out = vec![0u8; 4096];
+    let mut o = libbpf_rs::libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: frame.as_ptr().cast(),
+        data_size_in: frame.len() as u32,
+        data_out: out.as_mut_ptr().cast(),
+        data_size_out: out.len() as u32,
+        repeat: 1,
+        ..Default::default()
+    };
+    // SAFETY: `o` points at `frame` and `out`, which outlive the call.
+    let r = unsafe { libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(fd.as_raw_fd(), &mut o) };
+    assert_eq!(
+        r,
+        0,
+        "BPF_PROG_RUN: {}",
+        std::io::Error::from_raw_os_error(-r)
+    );
+    o.retval
+}

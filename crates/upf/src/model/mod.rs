@@ -9,6 +9,8 @@
 //!
 //! - this file: the installed sessions, their lookup keys, counters and rate state;
 //!   [`FastPath`] for upfd's `datapath.mode: none` and for tests;
+//! - `lease.rs`: QER MBRs, URR counts, quotas and thresholds with per-CPU leases (lanes),
+//!   as bpf/include/lease.h;
 //! - `packet.rs`: reading frames (Ethernet, the outer G-PDU, the inner IP packet);
 //! - `select.rs`: which PDRs a packet meets, and which takes it;
 //! - `pipeline.rs`: what the programs `xdp_n3` and `xdp_n6` do to a frame;
@@ -18,6 +20,7 @@
 
 pub mod app;
 mod encap;
+mod lease;
 mod packet;
 mod pipeline;
 mod select;
@@ -30,9 +33,10 @@ use std::time::Instant;
 use ipnet::IpNet;
 
 use crate::abi::{self, DropReason};
-use crate::fastpath::{AppFlow, Buffered, Config, FastPath, FastPathError, Reinject, Usage};
+use crate::fastpath::{AppFlow, Buffered, Config, Event, FastPath, FastPathError, Reinject, Usage};
 use crate::rules::{interface, Session};
 
+use self::lease::{Layout, Rule};
 use self::select::{candidates, Key};
 
 /// What became of a frame.
@@ -88,11 +92,23 @@ pub fn read_gpdu(frame: &[u8], cfg: &Config) -> GpduRead {
     }
 }
 
-/// A QER's MBR state per direction: the GCRA's theoretical arrival time (ns, 0: idle).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Buckets {
-    tat_ul: u64,
-    tat_dl: u64,
+/// A volume event the data path raises for a URR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeEvent {
+    /// EV_QUOTA: a packet found the quota used up (once until upfd sets a new quota).
+    QuotaExhausted { seid: u64, urr_id: u32 },
+    /// EV_THRESHOLD: a lease took the threshold's pool to zero or below (up to a lease
+    /// per lane before the summed counts reach it).
+    ThresholdReached { seid: u64, urr_id: u32 },
+}
+
+impl From<VolumeEvent> for Event {
+    fn from(e: VolumeEvent) -> Event {
+        match e {
+            VolumeEvent::QuotaExhausted { seid, .. } => Event::QuotaExhausted { seid },
+            VolumeEvent::ThresholdReached { seid, .. } => Event::ThresholdReached { seid },
+        }
+    }
 }
 
 /// The model's lookup keys of a session: what a packet is found by, each with the first
@@ -166,6 +182,8 @@ fn check_limits(s: &Session, k: &SessionKeys) -> Result<(), FastPathError> {
     Ok(())
 }
 
+const NSEC_PER_SEC: u64 = 1_000_000_000;
+
 fn add<K: PartialEq>(keys: &mut Vec<(K, u16)>, key: K, pdr: u16) {
     if !keys.iter().any(|(x, _)| *x == key) {
         keys.push((key, pdr));
@@ -173,8 +191,8 @@ fn add<K: PartialEq>(keys: &mut Vec<(K, u16)>, key: K, pdr: u16) {
 }
 
 /// The reference data path: installed sessions, the keys packets find them by, and
-/// the state the programs keep (MBR buckets, quotas, thresholds, URR counts, the
-/// per-reason counters).
+/// the state the programs keep (per QER and URR a pool and its lanes: MBRs, quotas,
+/// thresholds, URR counts; the per-reason counters).
 #[derive(Debug, Default)]
 pub struct Model {
     config: Config,
@@ -185,11 +203,19 @@ pub struct Model {
     by_teid: HashMap<u32, u64>,
     by_ue: HashMap<IpAddr, u64>,
     routes: HashMap<IpNet, u64>,
-    usage: HashMap<(u64, u32), Usage>,
-    buckets: HashMap<(u64, u32), Buckets>,
-    quota: HashMap<(u64, u32), i64>,
-    /// Volume thresholds armed by upfd (they change no verdict).
-    threshold: HashMap<(u64, u32), i64>,
+    /// Per (session, QER ID): the MBR's pool and lanes (lease.rs).
+    qers: HashMap<(u64, u32), Rule>,
+    /// Per (session, URR ID): the counts (in the lanes), quota and threshold.
+    urrs: HashMap<(u64, u32), Rule>,
+    /// How many lanes a rule has, shared or not ([`Model::set_lanes`]).
+    layout: Layout,
+    /// The CPU the next packet runs on ([`Model::set_cpu`]); its lane is CPU mod lanes.
+    cpu: usize,
+    /// The latest coarse clock a packet was counted at (ns): lane times are read
+    /// against it.
+    clock: u64,
+    /// EV_QUOTA and EV_THRESHOLD raised, oldest first.
+    volume_events: Vec<VolumeEvent>,
     /// Packets and octets per drop reason and outcome (the stats table's indices).
     stats: Vec<(u64, u64)>,
     /// The slow path's GCRA (unknown TEIDs to upfd).
@@ -224,6 +250,33 @@ impl Model {
             signals_volume: true,
             ..Model::new(max_keys, Config::default())
         }
+    }
+
+    /// Lanes per QER and URR: `lanes` (upfd gives min(ncpus, LANES_MAX); clamped to
+    /// 1..=LANES_MAX) for `ncpus` CPUs, shared by several CPUs (no leases) when there
+    /// are more CPUs than lanes. Default: one lane, one CPU. Set before traffic: rules
+    /// keep the lanes they have, and gain empty ones.
+    pub fn set_lanes(&mut self, lanes: usize, ncpus: usize) {
+        let lanes = lanes.clamp(1, abi::LANES_MAX as usize);
+        self.layout = Layout {
+            lanes: lanes as u32,
+            shared: ncpus > lanes,
+        };
+    }
+
+    /// The CPU the next packets run on: they use lane `cpu` mod lanes. Default: 0.
+    pub fn set_cpu(&mut self, cpu: usize) {
+        self.cpu = cpu;
+    }
+
+    /// The lane the current packet runs on.
+    fn lane(&self) -> usize {
+        self.cpu % self.layout.lanes as usize
+    }
+
+    /// EV_QUOTA and EV_THRESHOLD raised since last asked, oldest first, taken out.
+    pub fn take_volume_events(&mut self) -> Vec<VolumeEvent> {
+        std::mem::take(&mut self.volume_events)
     }
 
     /// The counters by index (drop reasons, then `abi::Stat`): packets and octets.
@@ -323,10 +376,16 @@ impl FastPath for Model {
         self.check_keys(seid, &k)?;
         if let Some(old) = old {
             self.unindex(seid, &SessionKeys::of(old));
-            // URRs that no longer exist lose their counters; new ones start at zero.
+            // URRs that no longer exist lose their counters, quotas and thresholds,
+            // QERs their rate state; new ones start at zero (a new cell).
             for u in old.urrs.keys() {
                 if !new.urrs.contains_key(u) {
-                    self.usage.remove(&(seid, *u));
+                    self.urrs.remove(&(seid, *u));
+                }
+            }
+            for q in old.qers.keys() {
+                if !new.qers.contains_key(q) {
+                    self.qers.remove(&(seid, *q));
                 }
             }
         }
@@ -360,36 +419,64 @@ impl FastPath for Model {
         // Everything kept per rule goes with the session (a million sessions churned
         // left 36 octets each behind when thresholds stayed: upfbench soak, heap test).
         for u in session.urrs.keys() {
-            self.usage.remove(&(seid, *u));
-            self.quota.remove(&(seid, *u));
-            self.threshold.remove(&(seid, *u));
+            self.urrs.remove(&(seid, *u));
         }
         for q in session.qers.keys() {
-            self.buckets.remove(&(seid, *q));
+            self.qers.remove(&(seid, *q));
         }
     }
 
+    /// The lanes' counts summed; the first packet the earliest lane's, the last the
+    /// latest lane's, each the start of its lane time unit (2^LANE_TIME_SHIFT ns, read
+    /// against the latest clock counted at) in whole seconds of the clock, rounded down:
+    /// up to 1.05 ms earlier than the packet's own time, so a packet in the first
+    /// 1.05 ms of a second counts in the second before.
     fn usage(&self, seid: u64, urr_id: u32) -> Usage {
-        self.usage.get(&(seid, urr_id)).copied().unwrap_or_default()
+        let mut u = Usage::default();
+        let Some(r) = self.urrs.get(&(seid, urr_id)) else {
+            return u;
+        };
+        let mut times: Option<(u64, u64)> = None;
+        for l in &r.lanes {
+            u.ul_packets += l.packets[0];
+            u.ul_bytes += l.bytes[0];
+            u.dl_packets += l.packets[1];
+            u.dl_bytes += l.bytes[1];
+            if l.first != 0 {
+                let first = lease::lane_time_ns(l.first, self.clock);
+                let last = lease::lane_time_ns(l.last, self.clock);
+                times = Some(times.map_or((first, last), |(f, t)| (f.min(first), t.max(last))));
+            }
+        }
+        if let Some((first, last)) = times {
+            u.first_packet = Some(first / NSEC_PER_SEC);
+            u.last_packet = Some(last / NSEC_PER_SEC);
+        }
+        u
     }
 
+    /// Zeroes the lanes' counts and times (their credit stays, as in the data path).
     fn reset_usage(&mut self, seid: u64, urr_id: u32) {
-        self.usage.remove(&(seid, urr_id));
+        if let Some(r) = self.urrs.get_mut(&(seid, urr_id)) {
+            for l in &mut r.lanes {
+                l.packets = [0; 2];
+                l.bytes = [0; 2];
+                l.first = 0;
+                l.last = 0;
+            }
+        }
     }
 
     fn set_quota(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
-        match remaining {
-            Some(r) => self.quota.insert((seid, urr_id), r),
-            None => self.quota.remove(&(seid, urr_id)),
-        };
+        let r = self.urrs.entry((seid, urr_id)).or_default();
+        r.pool.set_quota(remaining);
     }
 
     fn set_threshold(&mut self, seid: u64, urr_id: u32, remaining: Option<i64>) {
-        // The model signals nothing: report.rs polls its URRs.
-        match remaining {
-            Some(r) => self.threshold.insert((seid, urr_id), r),
-            None => self.threshold.remove(&(seid, urr_id)),
-        };
+        // The model raises EV_THRESHOLD (take_volume_events) but does not claim to
+        // signal volume (signals_volume): report.rs polls its URRs.
+        let r = self.urrs.entry((seid, urr_id)).or_default();
+        r.pool.set_threshold(remaining);
     }
 
     fn signals_volume(&self) -> bool {

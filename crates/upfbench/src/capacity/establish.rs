@@ -28,10 +28,10 @@ impl Run<'_> {
                 self.lab,
                 upfd_bin,
                 out,
-                // upfd sizes its rule tables by sessions of two PDRs, one URR: the
-                // application mix's sessions have six PDRs and three URRs, so each takes
-                // three.
-                p.sessions.max(1000) + p.under_traffic + 3 * p.app_mix_sessions + 1000,
+                p.sessions.max(1000) + p.under_traffic + p.app_mix_sessions + 1000,
+                // upfd sizes its rule tables for sessions of two PDRs, a QER and a URR;
+                // the application mix's have six PDRs and three URRs.
+                p.app_mix_sessions,
             )?);
         }
         Ok(())
@@ -72,6 +72,7 @@ impl Run<'_> {
             p99_ms: est.latency.p99_ms,
             max_ms: est.latency.max_ms,
             bytes_per_session: mem.map(|(rss, maps)| (rss + maps) / plan.sessions),
+            map_bytes_per_session: mem.map(|(_, maps)| maps / plan.sessions),
         });
         self.sessions = gen_sessions(&smf.smf, args.in_order);
         if self.sessions.len() as u64 != plan.sessions {

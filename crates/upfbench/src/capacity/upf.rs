@@ -16,8 +16,23 @@ use crate::smf::{AppPfds, Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
 pub const API: &str = "192.168.4.2:9100";
 
 /// upfd's configuration for the lab: N4 on the N4 veth, N3 on n3, N6 on n6, the XDP data
-/// path, room for `max_sessions`.
-pub fn upfd_config(max_sessions: u64) -> String {
+/// path, room for `max_sessions`, of which `rich` may have six PDRs and three URRs (the
+/// application mix's: four cold PDRs with their FARs, two PDR lists and two URRs beyond
+/// the record's each).
+pub fn upfd_config(max_sessions: u64, rich: u64) -> String {
+    let tables = if rich == 0 {
+        String::new()
+    } else {
+        let n = u32::try_from(max_sessions).unwrap_or(u32::MAX);
+        let base = upf_bpf::datapath::Capacity::for_sessions(n);
+        let more =
+            |base: u32, per: u64| u32::try_from(u64::from(base) + per * rich).unwrap_or(u32::MAX);
+        format!(
+            ", tables: {{ cold_entries: {}, cells: {} }}",
+            more(base.cold_entries, 6),
+            more(base.cells, 2),
+        )
+    };
     format!(
         "# Written by upfbench capacity for its lab.\n\
          node_id: \"{n4}\"\n\
@@ -25,7 +40,7 @@ pub fn upfd_config(max_sessions: u64) -> String {
          gtpu:\n  n3: {{ ipv4: {n3} }}\n\
          ue_pools: []\n\
          limits: {{ max_sessions: {max_sessions} }}\n\
-         datapath: {{ mode: xdp, n3_interface: n3, n6_interface: n6 }}\n\
+         datapath: {{ mode: xdp, n3_interface: n3, n6_interface: n6{tables} }}\n\
          reporting: {{ poll_interval: 1s }}\n\
          api: {{ listen: \"{API}\" }}\n\
          log: {{ level: info }}\n",
@@ -53,10 +68,16 @@ pub struct Upfd {
 }
 
 impl Upfd {
-    pub fn start(lab: &Lab, binary: &Path, dir: &Path, max_sessions: u64) -> anyhow::Result<Upfd> {
+    pub fn start(
+        lab: &Lab,
+        binary: &Path,
+        dir: &Path,
+        max_sessions: u64,
+        rich: u64,
+    ) -> anyhow::Result<Upfd> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let cfg = dir.join("upfd.yaml");
-        std::fs::write(&cfg, upfd_config(max_sessions))
+        std::fs::write(&cfg, upfd_config(max_sessions, rich))
             .with_context(|| format!("writing {}", cfg.display()))?;
         let log = dir.join("upfd.log");
         let logf = std::fs::File::create(&log)?;

@@ -1098,6 +1098,7 @@ mod tests {
             p99_ms: 3.1,
             max_ms: 12.0,
             bytes_per_session: None,
+            map_bytes_per_session: None,
         });
         r
     }

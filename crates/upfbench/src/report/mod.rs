@@ -557,6 +557,10 @@ pub struct SessionRatePoint {
     /// Growth of the UPF's memory per session, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_per_session: Option<u64>,
+    /// Of which the UPF's BPF maps (the kernel's `memlock` of each, as bpftool shows
+    /// it, for the capacity they were created for), bytes per resident session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_bytes_per_session: Option<u64>,
 }
 
 /// What went wrong writing a report, and where.

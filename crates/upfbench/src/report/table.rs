@@ -780,8 +780,9 @@ fn sessions_section(v: &[SessionRatePoint], under: Option<&EstablishUnderTraffic
             "p99 ms",
             "max ms",
             "bytes/session",
+            "of which BPF maps",
         ],
-        &[R, R, R, R, R, R],
+        &[R, R, R, R, R, R, R],
     );
     for p in v {
         t.row(vec![
@@ -791,6 +792,9 @@ fn sessions_section(v: &[SessionRatePoint], under: Option<&EstablishUnderTraffic
             f(p.p99_ms, 2),
             f(p.max_ms, 2),
             p.bytes_per_session
+                .map(|b| b.to_string())
+                .unwrap_or("-".into()),
+            p.map_bytes_per_session
                 .map(|b| b.to_string())
                 .unwrap_or("-".into()),
         ]);

@@ -175,6 +175,7 @@ pub fn sample() -> Report {
             p99_ms: p99,
             max_ms: max,
             bytes_per_session: Some(bytes),
+            map_bytes_per_session: Some(bytes / 3),
         });
     }
     r.establish_under_traffic = Some(EstablishUnderTraffic {

@@ -55,6 +55,13 @@ pub struct UpfdOptions {
     pub binary: Option<std::path::PathBuf>,
     /// `limits.max_sessions` (None: the default, a million).
     pub max_sessions: Option<usize>,
+    /// `state.reuse_datapath`: false makes a restart load a new data path, as after an
+    /// upgrade that changed `bpf/`.
+    pub reuse_datapath: bool,
+    /// `state.pin_directory` (with `state_dir`): on a [`Bpffs`] the test mounted.
+    pub pin_directory: Option<std::path::PathBuf>,
+    /// `cpus`: the CPUs upfd runs on (empty: any).
+    pub cpus: Vec<usize>,
 }
 
 impl Default for UpfdOptions {
@@ -68,6 +75,54 @@ impl Default for UpfdOptions {
             state_dir: None,
             binary: None,
             max_sessions: None,
+            reuse_datapath: true,
+            pin_directory: None,
+            cpus: Vec::new(),
+        }
+    }
+}
+
+/// A BPF filesystem the test mounts where upfd pins its data path (`state.pin_directory`),
+/// as a host has one at /sys/fs/bpf: `ip netns exec` gives upfd a /sys of its own,
+/// without it, but sees this one (mounted in the test's mount namespace, whose mounts it
+/// receives). Unmounted on drop, which frees what is still pinned.
+pub struct Bpffs(TempDir);
+
+impl Bpffs {
+    pub fn mount(tag: &str) -> Bpffs {
+        let dir = TempDir::new(tag);
+        let c = std::ffi::CString::new(dir.0.as_os_str().as_encoded_bytes()).expect("a path");
+        // SAFETY: NUL-terminated strings we own; no data.
+        let r = unsafe {
+            libc::mount(
+                c"bpf".as_ptr(),
+                c.as_ptr(),
+                c"bpf".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(
+            r,
+            0,
+            "mount -t bpf bpf {}: {}",
+            dir.0.display(),
+            std::io::Error::last_os_error()
+        );
+        Bpffs(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0 .0
+    }
+}
+
+impl Drop for Bpffs {
+    fn drop(&mut self) {
+        // Before the directory goes (TempDir's drop, after this).
+        if let Ok(c) = std::ffi::CString::new(self.0 .0.as_os_str().as_encoded_bytes()) {
+            // SAFETY: a NUL-terminated path we own.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
     }
 }
@@ -120,8 +175,19 @@ impl LabUpfd {
         if let Some(n) = o.max_sessions {
             y.push_str(&format!("limits: {{ max_sessions: {n} }}\n"));
         }
+        if !o.cpus.is_empty() {
+            y.push_str(&format!("cpus: {:?}\n", o.cpus));
+        }
         if let Some(d) = &o.state_dir {
-            y.push_str(&format!("state: {{ directory: {d:?} }}\n"));
+            let pins = o
+                .pin_directory
+                .as_ref()
+                .map(|p| format!(", pin_directory: {p:?}"))
+                .unwrap_or_default();
+            y.push_str(&format!(
+                "state: {{ directory: {d:?}, reuse_datapath: {}{pins} }}\n",
+                o.reuse_datapath
+            ));
         }
         let cfg = dir.0.join("upfd.yaml");
         std::fs::write(&cfg, &y).expect("writing upfd.yaml");
