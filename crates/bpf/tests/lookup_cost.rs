@@ -35,7 +35,9 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{downlink_frame, neigh_config, session, set_teid, ue, uplink_frame, urr_template, DN};
+use common::{
+    downlink_frame, neigh_config, session, set_teid, timed_run, ue, uplink_frame, urr_template, DN,
+};
 use rand::{Rng, SeedableRng};
 use upf::fastpath::FastPath;
 use upf::pfd::{AppPfds, PfdTable};
@@ -332,26 +334,6 @@ fn print_profile(dp: &Datapath, name: &str) {
     eprintln!("{name}: ns from the previous mark to: {}", line.join(", "));
     let zero = vec![vec![0u8; per_cpu[0].len()]; per_cpu.len()];
     let _ = m.update_percpu(&0u32.to_ne_bytes(), &zero, libbpf_rs::MapFlags::ANY);
-}
-
-/// One BPF_PROG_RUN of `frame` through program `fd`: its verdict and the time the
-/// kernel measured.
-fn timed_run(fd: std::os::fd::BorrowedFd<'_>, frame: &[u8]) -> (u32, Duration) {
-    use std::os::fd::AsRawFd;
-    let mut out = vec![0u8; 4096];
-    let mut o = libbpf_rs::libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: frame.as_ptr().cast(),
-        data_size_in: frame.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        repeat: 1,
-        ..Default::default()
-    };
-    // SAFETY: `o` points at `frame` and `out`, which outlive the call.
-    let r = unsafe { libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(fd.as_raw_fd(), &mut o) };
-    assert_eq!(r, 0, "BPF_PROG_RUN");
-    (o.retval, Duration::from_nanos(u64::from(o.duration)))
 }
 
 /// Packets counted by every session's URR 1 (the default PDRs') and URR 2 (the first

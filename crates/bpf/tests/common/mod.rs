@@ -268,6 +268,12 @@ impl Drop for OneCpu {
 
 /// Run `frame` through the program `fd` once (BPF_PROG_RUN): its XDP verdict.
 pub fn test_run(fd: std::os::fd::BorrowedFd<'_>, frame: &[u8]) -> u32 {
+    timed_run(fd, frame).0
+}
+
+/// One BPF_PROG_RUN of `frame` through the program `fd`: its XDP verdict and the time
+/// the kernel measured.
+pub fn timed_run(fd: std::os::fd::BorrowedFd<'_>, frame: &[u8]) -> (u32, std::time::Duration) {
     use std::os::fd::AsRawFd;
     let mut out = vec![0u8; 4096];
     let mut o = libbpf_rs::libbpf_sys::bpf_test_run_opts {
@@ -287,5 +293,8 @@ pub fn test_run(fd: std::os::fd::BorrowedFd<'_>, frame: &[u8]) -> u32 {
         "BPF_PROG_RUN: {}",
         std::io::Error::from_raw_os_error(-r)
     );
-    o.retval
+    (
+        o.retval,
+        std::time::Duration::from_nanos(u64::from(o.duration)),
+    )
 }
