@@ -240,8 +240,9 @@ fn restore_or_start(
     }
     let (mut xdp, mut n4) = build_attached(cfg, fresh_seed, fresh_rts)?;
     if let Some(x) = &mut xdp {
-        x.pin(&cfg.pin_root());
-        x.unpin_others(&cfg.pin_root());
+        let pins = cfg.pin_root();
+        x.pin(&pins);
+        x.unpin_others(&pins);
     }
     let counters = counter_table(&xdp)?;
     let kept = Kept::start_clean(dir, cfg, fresh_rts, fresh_seed, counters, &mut n4)?;
