@@ -67,7 +67,9 @@ struct qer_params {
 };
 
 /* The record: four cache lines, written by upfd only, under `seq` (odd while it
- * writes): a packet copies what it reads and checks that seq did not move. */
+ * writes): a packet copies what it reads and checks that seq did not move. Arming the
+ * home URR (its SR_URR_* flags, `epoch`) is not a rule change: single stores, outside
+ * seq, as a cell's URR is armed, so that no packet is dropped while upfd re-arms. */
 struct sess_rec {
 	__u32 seq;
 	__u32 teid;      /* the primary TEID key, host order; 0: none */

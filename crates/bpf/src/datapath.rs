@@ -1037,20 +1037,17 @@ impl Datapath {
     }
 
     /// Change the home URR's flags (SR_URR_*) and bump one of its epochs (quota: the
-    /// high 16 bits; threshold: the low 16) in the record, under its sequence lock.
+    /// high 16 bits; threshold: the low 16) in the record, outside its sequence lock
+    /// (`Pages::set_record_urr`).
     fn rewrite_home_urr(&self, slot: u32, flag: u16, on: bool, quota: bool) -> Option<()> {
-        let mut r = self.entries.record(slot)?;
-        if on {
-            r.flags |= flag;
-        } else {
-            r.flags &= !flag;
-        }
-        r.epoch = if quota {
+        let r = self.entries.record(slot)?;
+        let epoch = if quota {
             r.epoch.wrapping_add(1 << 16)
         } else {
             (r.epoch & 0xffff_0000) | (r.epoch.wrapping_add(1) & 0xffff)
         };
-        self.entries.write_record(slot, &r)
+        let (set, clear) = if on { (flag, 0) } else { (0, flag) };
+        self.entries.set_record_urr(slot, set, clear, epoch)
     }
 
     /// A cold URR's flags and epochs, as the home URR's are in the record.
@@ -1069,8 +1066,24 @@ impl Datapath {
         self.cells.set_cell_urr(cell, flags, epoch)
     }
 
-    /// Set the volume quota a URR may still use (None: no quota): the pool first, then
-    /// the flag and the new epoch (lanes drop credit of the old quota).
+    /// A URR's pool value (`set`) and its flag and epoch (`arm`). Arming, the value
+    /// first: no packet sees the flag over a value it does not belong to. Disarming, the
+    /// flag alone: a packet that read the flags just before still finds the value it
+    /// would have found a moment earlier, not a zero that drops it.
+    fn arm_in_order(
+        on: bool,
+        set: impl FnOnce() -> Option<()>,
+        arm: impl FnOnce() -> Option<()>,
+    ) -> Option<()> {
+        if on {
+            set().and_then(|_| arm())
+        } else {
+            arm()
+        }
+    }
+
+    /// Set the volume quota a URR may still use (None: no quota): the pool and the
+    /// flag with a new epoch (lanes drop credit of the old quota).
     pub fn write_quota(
         &self,
         seid: u64,
@@ -1078,19 +1091,19 @@ impl Datapath {
         remaining: Option<i64>,
     ) -> Result<(), FastPathError> {
         let (slot, place) = self.urr_place(seid, urr_id)?;
+        let on = remaining.is_some();
+        let octets = remaining.unwrap_or(0);
         let done = match place {
-            Place::Home => self
-                .entries
-                .set_quota(slot, remaining.unwrap_or(0))
-                .and_then(|_| {
-                    self.rewrite_home_urr(slot, abi::SR_URR_QUOTA as u16, remaining.is_some(), true)
-                }),
-            Place::Cell(c) => self
-                .cells
-                .set_quota(c, remaining.unwrap_or(0))
-                .and_then(|_| {
-                    self.rewrite_cell_urr(c, abi::URR_Q_VOLUME, remaining.is_some(), true)
-                }),
+            Place::Home => Self::arm_in_order(
+                on,
+                || self.entries.set_quota(slot, octets),
+                || self.rewrite_home_urr(slot, abi::SR_URR_QUOTA as u16, on, true),
+            ),
+            Place::Cell(c) => Self::arm_in_order(
+                on,
+                || self.cells.set_quota(c, octets),
+                || self.rewrite_cell_urr(c, abi::URR_Q_VOLUME, on, true),
+            ),
         };
         done.ok_or_else(|| io(format!("URR {urr_id} of session {seid:#x}: out of range")))
     }
@@ -1104,24 +1117,19 @@ impl Datapath {
         remaining: Option<i64>,
     ) -> Result<(), FastPathError> {
         let (slot, place) = self.urr_place(seid, urr_id)?;
+        let on = remaining.is_some();
+        let octets = remaining.unwrap_or(0);
         let done = match place {
-            Place::Home => self
-                .entries
-                .set_threshold(slot, remaining.unwrap_or(0))
-                .and_then(|_| {
-                    self.rewrite_home_urr(
-                        slot,
-                        abi::SR_URR_THRESHOLD as u16,
-                        remaining.is_some(),
-                        false,
-                    )
-                }),
-            Place::Cell(c) => self
-                .cells
-                .set_threshold(c, remaining.unwrap_or(0))
-                .and_then(|_| {
-                    self.rewrite_cell_urr(c, abi::URR_T_ARMED, remaining.is_some(), false)
-                }),
+            Place::Home => Self::arm_in_order(
+                on,
+                || self.entries.set_threshold(slot, octets),
+                || self.rewrite_home_urr(slot, abi::SR_URR_THRESHOLD as u16, on, false),
+            ),
+            Place::Cell(c) => Self::arm_in_order(
+                on,
+                || self.cells.set_threshold(c, octets),
+                || self.rewrite_cell_urr(c, abi::URR_T_ARMED, on, false),
+            ),
         };
         done.ok_or_else(|| io(format!("URR {urr_id} of session {seid:#x}: out of range")))
     }

@@ -6,7 +6,7 @@
 
 use std::mem::{offset_of, size_of};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{fence, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use upf::fastpath::{FastPathError, Usage};
 
@@ -310,6 +310,21 @@ impl Pages {
         let p = self.pool_at(i)?;
         self.i64_at(p + offset_of!(types::pool, threshold))?
             .store(octets, Ordering::SeqCst);
+        Some(())
+    }
+
+    /// The home URR's flags (SR_URR_QUOTA, SR_URR_THRESHOLD: `set` on, `clear` off) and
+    /// epochs in entry `slot`'s record, as a cell's are: outside the record's sequence
+    /// lock, because re-arming a threshold is not a rule change and a packet must not be
+    /// dropped while upfd does it (a packet reads each field whole). The epochs first:
+    /// a packet that sees the new flags sees their epochs.
+    pub(crate) fn set_record_urr(&self, slot: u32, set: u16, clear: u16, epoch: u32) -> Option<()> {
+        let at = self.at(slot)?;
+        self.u32_at(at + offset_of!(types::sess_rec, epoch))?
+            .store(epoch, Ordering::SeqCst);
+        let f: &AtomicU16 = self.mem.atomic(at + offset_of!(types::sess_rec, flags))?;
+        let v = f.load(Ordering::SeqCst);
+        f.store((v | set) & !clear, Ordering::SeqCst);
         Some(())
     }
 
