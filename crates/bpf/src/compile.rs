@@ -603,6 +603,9 @@ fn pdr_entry(p: &Pdr, pdi: &Pdi, pfds: &PfdTable) -> Result<PdrEntry, FastPathEr
     })
 }
 
+/// The IP version of an SDF entry that matches no packet (bpf/include/sdf.h).
+pub const NO_IP_VERSION: u8 = 0xff;
+
 /// A FAR's entry: Apply Action, and for forwarding the destination, the outer ToS and
 /// the tunnel (a tunnel we cannot build is OHC_UNSUPPORTED: its packets are dropped and
 /// counted, never sent without their outer header).
@@ -737,6 +740,12 @@ pub fn sdf_entries(rule: &SdfRule) -> Vec<types::sdf_match> {
     let Some(flow) = &rule.flow else {
         return vec![base];
     };
+    if flow.inbound {
+        // Direction `in` matches no packet (SdfRule::matches): an IP version no packet
+        // has (bpf/include/sdf.h compares it first).
+        base.ip_version = NO_IP_VERSION;
+        return vec![base];
+    }
     base.ip_version = flow.ip_version().unwrap_or(0);
     if let Some(p) = flow.protocol {
         base.flags |= abi::SDF_F_PROTOCOL;
@@ -1354,8 +1363,10 @@ mod tests {
             } else {
                 (String::new(), String::new())
             };
+            // Direction `in` (free5GC's SMF) now and then: one entry, matching nothing.
+            let dir = if rng.chance(5) { "in" } else { "out" };
             let text = format!(
-                "permit out {proto} from {}{rp} to {}{up}",
+                "permit {dir} {proto} from {}{rp} to {}{up}",
                 gen_address(rng, v6, false),
                 gen_address(rng, v6, true)
             );

@@ -10,7 +10,12 @@
 //!   or V6 and the unspecified address (no CHV4 / CHV6 before Rel-16).
 //! - [`ims`]: a vendor SMF over IPv6 with IMS bearers: three QERs (flow MBR, session
 //!   AMBR, gate) and three URRs on each PDR, Activate Predefined Rules, and the spare top
-//!   bit of the UE IP Address flags set.
+//!   bit of the UE IP Address flags set; URRs created with bit 8 of their IDs set.
+//! - [`free5gc`]: free5GC's SMF: SDF filters with direction `in`; (an early version) a
+//!   FAR with FORW and no Forwarding Parameters.
+//!
+//! And from [`oai`] too: Update FAR with Apply Action NOCP alone (the 4G SPGW-C), URR 0
+//! created and URR 1 named (the 5G SMF with an uplink classifier).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -260,6 +265,76 @@ pub mod oai {
         );
         session_message(mt::SESSION_MODIFICATION_REQUEST, up_seid, seq, &[pdr, far])
     }
+
+    /// Session Modification Request from OAI's 4G SPGW-C when the UE goes idle: Update
+    /// FAR `far_id` with Apply Action NOCP alone (one octet 0x08: neither BUFF, FORW nor
+    /// DROP), meaning "buffer and tell me" (TS 23.214 pairs NOCP with BUFF).
+    pub fn update_far_nocp(seq: u32, up_seid: u64, far_id: u32) -> Vec<u8> {
+        session_message(
+            mt::SESSION_MODIFICATION_REQUEST,
+            up_seid,
+            seq,
+            &[group(
+                t::UPDATE_FAR,
+                &[u32_ie(t::FAR_ID, far_id), ie(t::APPLY_ACTION, &[0x08])],
+            )],
+        )
+    }
+
+    /// Session Establishment Request of OAI's SMF with an uplink classifier (2023): the
+    /// uplink PDR of [`session_establishment`] names URR 1, and the request creates URR
+    /// 0 (volume, periodic every 60 s) instead.
+    pub fn session_establishment_ulcl(
+        seq: u32,
+        node: Ipv4Addr,
+        cp_seid: u64,
+        ue: Ipv4Addr,
+    ) -> Vec<u8> {
+        let pdr = create_pdr(
+            1,
+            0,
+            &[
+                ie(t::SOURCE_INTERFACE, ACCESS),
+                ie(t::FTEID, &[0x04]),
+                ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
+                ue_v4(0x02, ue),
+            ],
+            &[
+                ie(t::OUTER_HEADER_REMOVAL, &[0]),
+                u32_ie(t::FAR_ID, 1),
+                u32_ie(t::URR_ID, 1),
+            ],
+        );
+        let far = forwarding_far(
+            1,
+            &[
+                ie(t::DESTINATION_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
+            ],
+        );
+        let urr = group(
+            t::CREATE_URR,
+            &[
+                u32_ie(t::URR_ID, 0),
+                ie(t::MEASUREMENT_METHOD, &[0x02]),
+                ie(t::REPORTING_TRIGGERS, &[0x01, 0x00]),
+                u32_ie(t::MEASUREMENT_PERIOD, 60),
+            ],
+        );
+        session_message(
+            mt::SESSION_ESTABLISHMENT_REQUEST,
+            0,
+            seq,
+            &[
+                node_id_v4(node),
+                fseid_v4(cp_seid, node),
+                pdr,
+                far,
+                urr,
+                ie(t::PDN_TYPE, &[1]),
+            ],
+        )
+    }
 }
 
 /// A pre-Rel-16 SMF: no CHV4 / CHV6 in the UE IP Address (clause 8.2.62 has them from
@@ -360,6 +435,10 @@ pub mod ims {
         group(t::CREATE_URR, &v)
     }
 
+    /// URR IDs with bit 8 of the first octet set, as the vendor SMF creates them in
+    /// some deployments (volume, time, total).
+    pub const HIGH_URRS: [u32; 3] = [0x8001_0009, 0x8001_000a, 0x8001_000b];
+
     /// Session Establishment Request: an uplink PDR that CHOOSEs an IPv6 F-TEID and a
     /// downlink PDR on the UE's IPv6 address, each with QERs [`QERS`], URRs [`URRS`] and
     /// Activate Predefined Rules `predefined` (one IE per name); the UE IP Address flags
@@ -373,13 +452,28 @@ pub mod ims {
         gnb_teid: u32,
         predefined: &[&str],
     ) -> Vec<u8> {
+        session_establishment_with_urrs(seq, node, cp_seid, ue, gnb, gnb_teid, predefined, URRS)
+    }
+
+    /// The same with URR IDs `urrs` (created and named by both PDRs), e.g. [`HIGH_URRS`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn session_establishment_with_urrs(
+        seq: u32,
+        node: Ipv6Addr,
+        cp_seid: u64,
+        ue: Ipv6Addr,
+        gnb: Ipv6Addr,
+        gnb_teid: u32,
+        predefined: &[&str],
+        urrs: [u32; 3],
+    ) -> Vec<u8> {
         let pdr = |id: u16, pdi: &[Vec<u8>]| {
             let mut rest = Vec::new();
             if id == 1 {
                 rest.push(ie(t::OUTER_HEADER_REMOVAL, &[1]));
             }
             rest.push(u32_ie(t::FAR_ID, u32::from(id)));
-            rest.extend(URRS.iter().map(|u| u32_ie(t::URR_ID, *u)));
+            rest.extend(urrs.iter().map(|u| u32_ie(t::URR_ID, *u)));
             rest.extend(QERS.iter().map(|q| u32_ie(t::QER_ID, *q)));
             rest.extend(
                 predefined
@@ -433,14 +527,14 @@ pub mod ims {
                 far_ul,
                 far_dl,
                 // VOLUM with VOLTH; DURAT with TIMTH; VOLUM with no trigger.
-                urr(1, 0x02, [0x02, 0x00, 0x00], vec![volume_threshold]),
+                urr(urrs[0], 0x02, [0x02, 0x00, 0x00], vec![volume_threshold]),
                 urr(
-                    2,
+                    urrs[1],
                     0x01,
                     [0x04, 0x00, 0x00],
                     vec![u32_ie(t::TIME_THRESHOLD, 3600)],
                 ),
-                urr(3, 0x02, [0x00, 0x00, 0x00], vec![]),
+                urr(urrs[2], 0x02, [0x00, 0x00, 0x00], vec![]),
                 qer(1, Some(FLOW_MBR_KBPS), None),
                 qer(2, Some(100_000), None),
                 qer(3, None, Some(5)),
@@ -460,6 +554,29 @@ pub mod ims {
         update_pdr(seq, up_seid, pdr_id, t::ACTIVATE_PREDEFINED_RULES, name)
     }
 
+    /// Session Modification Request after a handover: Update FAR `far_id` with the new
+    /// gNB tunnel (Update Forwarding Parameters, Outer Header Creation GTP-U/UDP/IPv6).
+    pub fn update_far_tunnel(
+        seq: u32,
+        up_seid: u64,
+        far_id: u32,
+        gnb: Ipv6Addr,
+        gnb_teid: u32,
+    ) -> Vec<u8> {
+        session_message(
+            mt::SESSION_MODIFICATION_REQUEST,
+            up_seid,
+            seq,
+            &[group(
+                t::UPDATE_FAR,
+                &[
+                    u32_ie(t::FAR_ID, far_id),
+                    group(t::UPDATE_FORWARDING_PARAMETERS, &[ohc_v6(gnb_teid, gnb)]),
+                ],
+            )],
+        )
+    }
+
     fn update_pdr(seq: u32, up_seid: u64, pdr_id: u16, ie_type: u16, name: &str) -> Vec<u8> {
         session_message(
             mt::SESSION_MODIFICATION_REQUEST,
@@ -469,6 +586,103 @@ pub mod ims {
                 t::UPDATE_PDR,
                 &[u16_ie(t::PDR_ID, pdr_id), ie(ie_type, name.as_bytes())],
             )],
+        )
+    }
+}
+
+/// free5GC's SMF (Go). Its UPF is go-upf over the gtp5g kernel module.
+pub mod free5gc {
+    use super::*;
+
+    /// The Flow Description of the extra downlink PDR: direction `in`, which TS 29.212
+    /// clause 5.4.2 does not allow; gtp5g takes it and matches no packet with it.
+    pub const FLOW_IN: &str = "permit in ip from 192.0.2.0/24 to assigned";
+
+    /// Session Establishment Request: an uplink PDR (F-TEID chosen by the UPF, IPv4) with
+    /// FAR 1 to the data network, a default downlink PDR 2 and, before it (precedence
+    /// 32), downlink PDR 3 whose SDF filter is [`FLOW_IN`] and which counts in URR 3; both
+    /// downlink PDRs forward with FAR 2 to the gNB. `bare_forw`: FAR 1 is FORW with no
+    /// Forwarding Parameters at all (an early free5GC SMF), else it names the core.
+    pub fn session_establishment(
+        seq: u32,
+        node: Ipv4Addr,
+        cp_seid: u64,
+        ue: Ipv4Addr,
+        gnb: Ipv4Addr,
+        gnb_teid: u32,
+        bare_forw: bool,
+    ) -> Vec<u8> {
+        let ul = create_pdr(
+            1,
+            255,
+            &[
+                ie(t::SOURCE_INTERFACE, ACCESS),
+                ie(t::FTEID, &[0x05]),
+                ie(t::NETWORK_INSTANCE, b"internet"),
+                ue_v4(0x02, ue),
+            ],
+            &[ie(t::OUTER_HEADER_REMOVAL, &[0]), u32_ie(t::FAR_ID, 1)],
+        );
+        let dl = create_pdr(
+            2,
+            255,
+            &[
+                ie(t::SOURCE_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, b"internet"),
+                ue_v4(0x06, ue),
+            ],
+            &[u32_ie(t::FAR_ID, 2)],
+        );
+        // SDF Filter: FD flag, spare octet, length, text (clause 8.2.5).
+        let mut sdf = vec![0x01, 0x00];
+        sdf.extend_from_slice(&(FLOW_IN.len() as u16).to_be_bytes());
+        sdf.extend_from_slice(FLOW_IN.as_bytes());
+        let dl_in = create_pdr(
+            3,
+            32,
+            &[
+                ie(t::SOURCE_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, b"internet"),
+                ue_v4(0x06, ue),
+                ie(t::SDF_FILTER, &sdf),
+            ],
+            &[u32_ie(t::FAR_ID, 2), u32_ie(t::URR_ID, 3)],
+        );
+        let far_ul = if bare_forw {
+            group(
+                t::CREATE_FAR,
+                &[u32_ie(t::FAR_ID, 1), ie(t::APPLY_ACTION, FORW)],
+            )
+        } else {
+            forwarding_far(1, &[ie(t::DESTINATION_INTERFACE, CORE)])
+        };
+        let far_dl = forwarding_far(
+            2,
+            &[ie(t::DESTINATION_INTERFACE, ACCESS), ohc_v4(gnb_teid, gnb)],
+        );
+        let urr = group(
+            t::CREATE_URR,
+            &[
+                u32_ie(t::URR_ID, 3),
+                ie(t::MEASUREMENT_METHOD, &[0x02]),
+                ie(t::REPORTING_TRIGGERS, &[0x00, 0x00]),
+            ],
+        );
+        session_message(
+            mt::SESSION_ESTABLISHMENT_REQUEST,
+            0,
+            seq,
+            &[
+                node_id_v4(node),
+                fseid_v4(cp_seid, node),
+                ul,
+                dl,
+                dl_in,
+                far_ul,
+                far_dl,
+                urr,
+                ie(t::PDN_TYPE, &[1]),
+            ],
         )
     }
 }
@@ -494,6 +708,12 @@ mod tests {
             ims::deactivate(9, 9, 1, "ims-gate"),
             ims::activate(10, 9, 1, "ims-gate"),
             session_deletion(11, 9),
+            oai::update_far_nocp(12, 9, 2),
+            oai::session_establishment_ulcl(13, v4, 5, Ipv4Addr::new(10, 45, 0, 3)),
+            ims::session_establishment_with_urrs(14, v6, 6, v6, v6, 7, &[], ims::HIGH_URRS),
+            ims::update_far_tunnel(15, 9, 2, v6, 8),
+            free5gc::session_establishment(16, v4, 7, Ipv4Addr::new(10, 45, 0, 4), v4, 9, false),
+            free5gc::session_establishment(17, v4, 8, Ipv4Addr::new(10, 45, 0, 5), v4, 9, true),
         ];
         for (i, m) in all.iter().enumerate() {
             let g = pfcp::Message::parse(m).unwrap_or_else(|e| panic!("#{i}: {e}"));

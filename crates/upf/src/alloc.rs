@@ -272,6 +272,23 @@ impl UeIpPools {
         }
     }
 
+    /// Whether the configuration names `ni` in a pool of its own.
+    pub fn has_own(&self, ni: &str) -> bool {
+        self.pools.contains_key(ni)
+    }
+
+    /// The pool an allocation of that IP version for `ni` draws from: `ni`'s own if
+    /// the configuration names `ni`, else the default one (""), whether or not it has a
+    /// prefix of that version. Some(name) if it has one, None if not.
+    pub fn pool_for(&self, ni: &str, v6: bool) -> Option<&str> {
+        let (name, e) = match self.pools.get_key_value(ni) {
+            Some(x) => x,
+            None => self.pools.get_key_value("")?,
+        };
+        let has = if v6 { e.1.is_some() } else { e.0.is_some() };
+        has.then_some(name.as_str())
+    }
+
     pub fn allocate_v4(&mut self, ni: &str) -> Option<Ipv4Addr> {
         match self.pool(ni)?.0.as_mut()?.allocate()? {
             IpAddr::V4(a) => Some(a),

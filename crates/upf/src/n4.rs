@@ -146,6 +146,14 @@ pub enum Event {
         peer: SocketAddr,
         name: String,
     },
+    /// A CP function sent what only the non-strict reading accepts
+    /// ([`crate::procedures::Tolerated`]). Once per kind and peer address;
+    /// [`Stats::tolerated`] counts the requests. `detail` names the first rule.
+    Tolerated {
+        peer: SocketAddr,
+        what: crate::procedures::Tolerated,
+        detail: String,
+    },
     /// PFD Management changed the PFDs (the applications whose PFDs changed; the data
     /// path has them).
     PfdsChanged {
@@ -190,6 +198,9 @@ pub struct Stats {
     pub recovery_time_stamp_changes: u64,
     /// Session requests that named a Network Instance the configuration does not.
     pub unknown_network_instances: u64,
+    /// Session requests accepted with a deviation only the non-strict reading takes,
+    /// by kind (a request with several of one kind counts once).
+    pub tolerated: std::collections::BTreeMap<crate::procedures::Tolerated, u64>,
     /// Session Establishment Requests refused with Cause 74 while overloaded.
     pub congestion_rejections: u64,
     /// Session Report Requests sent (not counting retransmissions), by the Report Type
@@ -271,6 +282,9 @@ pub struct N4 {
     events: Vec<Event>,
     /// Unknown Network Instances reported already (at most [`REPORTED_NAMES`]).
     reported_names: std::collections::HashSet<String>,
+    /// (peer address, kind) of the deviations reported already (at most
+    /// [`REPORTED_NAMES`]).
+    reported_tolerated: std::collections::HashSet<(IpAddr, crate::procedures::Tolerated)>,
     load: LoadControl,
     /// The time of the datagram being handled (for the overload report's validity).
     now: Instant,
@@ -326,6 +340,7 @@ impl N4 {
             stats: Stats::default(),
             events: Vec::new(),
             reported_names: Default::default(),
+            reported_tolerated: Default::default(),
             load: LoadControl::new(cfg_rts),
             now: Instant::now(),
             saved_assocs: Vec::new(),
@@ -1390,11 +1405,13 @@ impl N4 {
             mt::SESSION_ESTABLISHMENT_REQUEST => {
                 let r = self.establishment(from, seq, data);
                 self.note_unknown_names(from);
+                self.note_tolerated(from);
                 Some(r)
             }
             mt::SESSION_MODIFICATION_REQUEST => {
                 let r = self.modification(from, seq, data);
                 self.note_unknown_names(from);
+                self.note_tolerated(from);
                 Some(r)
             }
             mt::SESSION_DELETION_REQUEST => Some(self.deletion(from, seq, data)),
@@ -1522,6 +1539,29 @@ impl N4 {
             });
         }
         (CauseValue::REQUEST_ACCEPTED, None)
+    }
+
+    /// Count and (once per kind and peer) report the deviations a request was accepted
+    /// with.
+    fn note_tolerated(&mut self, from: SocketAddr) {
+        let seen = self.sessions.take_tolerated();
+        let mut counted = Vec::new();
+        for (what, detail) in seen {
+            if counted.contains(&what) {
+                continue;
+            }
+            counted.push(what);
+            *self.stats.tolerated.entry(what).or_default() += 1;
+            if self.reported_tolerated.len() < REPORTED_NAMES
+                && self.reported_tolerated.insert((from.ip(), what))
+            {
+                self.events.push(Event::Tolerated {
+                    peer: from,
+                    what,
+                    detail,
+                });
+            }
+        }
     }
 
     /// Count and (once per name) report the unknown Network Instances of a request.

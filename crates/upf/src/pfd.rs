@@ -189,8 +189,9 @@ fn text(b: &[u8]) -> Result<&str, String> {
 impl AppPfds {
     /// Add one flow description (a TS 29.212 IPFilterRule, "permit out ...").
     pub fn add_flow(&mut self, fd: &str) -> Result<(), String> {
-        let rule =
-            SdfRule::from_flow_description(fd).map_err(|e| format!("flow description: {e}"))?;
+        let rule = SdfRule::from_flow_description(fd)
+            .and_then(|r| r.require_out().map(|_| r))
+            .map_err(|e| format!("flow description: {e}"))?;
         if self.flows.len() >= abi::APP_MAX_FLOWS as usize {
             return Err(format!(
                 "more than {} flow descriptions for one application",

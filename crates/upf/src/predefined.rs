@@ -19,7 +19,7 @@
 //! that names one gives the PDR its Application ID (the PDR's own wins, as its own FAR
 //! does), so the PDR matches that application's traffic (clause 5.11).
 
-use pfcp::ie::{CauseValue, SdfFilter};
+use pfcp::ie::{CauseValue, FailedRuleId, SdfFilter};
 
 use crate::procedures::Rejection;
 use crate::rules::*;
@@ -176,6 +176,7 @@ impl Predefined {
             }
             for f in &r.sdf_filters {
                 crate::sdf::SdfRule::from_ie(f)
+                    .and_then(|r| r.require_out())
                     .map_err(|e| format!("predefined rule {name:?}: SDF filter: {e}"))?;
             }
         }
@@ -315,14 +316,37 @@ impl Predefined {
         a.rules
     }
 
-    /// Refuse a FAR, QER or URR the CP function creates with a predefined ID: those name
-    /// rules of this configuration.
-    pub fn check_created_id(&self, rule_type: u8, id: u32) -> Result<(), Rejection> {
-        if !self.is_empty() && id & PREDEFINED != 0 {
+    /// A FAR, QER or URR the CP function creates with bit 8 of its ID's first octet set
+    /// (clauses 8.2.74, 8.2.75, 8.2.54 give that bit to predefined rules). A Create
+    /// always defines a dynamic rule, and a vendor IMS SMF creates URRs such as
+    /// 0x80010009 and names them from its PDRs: accepted, unless the ID is one of this
+    /// configuration's predefined rules (the session could not name both) or `strict`
+    /// (the clauses' reading, whenever predefined rules are configured).
+    pub fn check_created_id(&self, rule_type: u8, id: u32, strict: bool) -> Result<(), Rejection> {
+        if id & PREDEFINED == 0 || self.is_empty() {
+            return Ok(());
+        }
+        let configured = match rule_type {
+            FailedRuleId::FAR => self.fars.iter().any(|f| f.id == id),
+            FailedRuleId::QER => self.qers.iter().any(|q| q.id == id),
+            _ => self.urrs.iter().any(|u| u.id == id),
+        };
+        if configured {
             return Err(Rejection::rule(
                 rule_type,
                 id,
-                "an ID with bit 8 of its first octet set names a predefined rule (clauses 8.2.74, 8.2.75, 8.2.54)",
+                format!(
+                    "ID {id:#x} is a predefined rule of this UPF's configuration \
+                     (predefined_rules, ID {})",
+                    id & !PREDEFINED
+                ),
+            ));
+        }
+        if strict {
+            return Err(Rejection::rule(
+                rule_type,
+                id,
+                "an ID with bit 8 of its first octet set names a predefined rule (clauses 8.2.74, 8.2.75, 8.2.54; n4.strict)",
             ));
         }
         Ok(())
@@ -360,10 +384,12 @@ fn sync<R: Clone>(
             rules.insert(i, r.clone());
         }
     }
+    // Only instances of predefined rules go: a rule the CP function created with bit 8
+    // set (`check_created_id`) stays until it is removed.
     let gone: Vec<u32> = rules
         .keys()
         .copied()
-        .filter(|i| i & PREDEFINED != 0 && !named.contains(i))
+        .filter(|i| !named.contains(i) && defined.iter().any(|r| id(r) == *i))
         .collect();
     for i in &gone {
         rules.remove(i);

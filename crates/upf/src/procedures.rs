@@ -144,6 +144,73 @@ impl Default for Limits {
     }
 }
 
+/// What a session request did that TS 29.244 (or TS 29.212) does not allow and a real
+/// CP function sends, accepted because not [`Resources::strict`] (docs/interop.md,
+/// "Deliberate differences"). The N4 node counts the requests per kind and says once per
+/// kind and peer what upfd made of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tolerated {
+    /// An SDF filter with direction `in` (free5GC's SMF): it matches no packet, as in
+    /// free5GC's UPF.
+    SdfDirectionIn,
+    /// Apply Action NOCP without DROP, FORW or BUFF (OAI's SPGW-C): buffered with a
+    /// notification, as BUFF and NOCP.
+    NocpAlone,
+    /// A FAR, QER or URR created with bit 8 of its ID set (a vendor IMS SMF): a dynamic
+    /// rule of that ID.
+    PredefinedBitInCreate,
+    /// A PDR naming a URR the session does not have (OAI's SMF with an uplink
+    /// classifier): the reference is dropped.
+    DanglingUrr,
+    /// FORW without Forwarding Parameters (an early free5GC SMF): uplink G-PDUs leave
+    /// decapsulated for their destination, downlink packets are dropped, as in
+    /// free5GC's UPF.
+    ForwWithoutParameters,
+}
+
+impl Tolerated {
+    /// Every kind, in metric order.
+    pub const ALL: [Tolerated; 5] = [
+        Tolerated::SdfDirectionIn,
+        Tolerated::NocpAlone,
+        Tolerated::PredefinedBitInCreate,
+        Tolerated::DanglingUrr,
+        Tolerated::ForwWithoutParameters,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Tolerated::SdfDirectionIn => "sdf_direction_in",
+            Tolerated::NocpAlone => "nocp_alone",
+            Tolerated::PredefinedBitInCreate => "predefined_bit_in_create",
+            Tolerated::DanglingUrr => "dangling_urr",
+            Tolerated::ForwWithoutParameters => "forw_without_parameters",
+        }
+    }
+
+    /// What upfd does with it, for the log.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Tolerated::SdfDirectionIn => {
+                "an SDF filter with direction \"in\" (TS 29.212 clause 5.4.2 allows \"out\" only) matches no packet, as in free5GC's UPF"
+            }
+            Tolerated::NocpAlone => {
+                "Apply Action NOCP without BUFF is taken as BUFF and NOCP: packets are buffered and the first one notified"
+            }
+            Tolerated::PredefinedBitInCreate => {
+                "a rule created with bit 8 of its ID set (clause 8.2.74 gives that bit to predefined rules) is a dynamic rule of that ID"
+            }
+            Tolerated::DanglingUrr => {
+                "a PDR's reference to a URR the session does not have is dropped: the PDR is counted by its other URRs"
+            }
+            Tolerated::ForwWithoutParameters => {
+                "FORW without Forwarding Parameters: uplink G-PDUs leave decapsulated for their destination, downlink packets are dropped (counted as unsupported), as in free5GC's UPF"
+            }
+        }
+    }
+}
+
 /// What the UP function hands out, and what it records during one request so that a
 /// failed request can give everything back.
 #[derive(Debug)]
@@ -163,6 +230,9 @@ pub struct Resources {
     /// [`Resources::take_unknown_network_instances`]).
     pub network_instances: Vec<String>,
     unknown_network_instances: Vec<NetworkInstance>,
+    /// What the current request did that only non-strict reading accepts, with a detail
+    /// (which rule).
+    tolerated: Vec<(Tolerated, String)>,
     /// The predefined rules CP functions may activate (clause 5.19).
     pub predefined: Predefined,
     /// The applications PDRs may name (PDI Application ID, clause 5.11): configured
@@ -191,6 +261,7 @@ impl Resources {
             strict: false,
             network_instances: Vec::new(),
             unknown_network_instances: Vec::new(),
+            tolerated: Vec::new(),
             predefined: Predefined::default(),
             pfds: Arc::default(),
             taken_teids: Vec::new(),
@@ -208,6 +279,34 @@ impl Resources {
             self.ue_ips.release(a);
         }
         self.ue_hint = None;
+        self.tolerated.clear();
+    }
+
+    /// What requests did that only the non-strict reading accepts (see [`Tolerated`]),
+    /// since the last call.
+    pub fn take_tolerated(&mut self) -> Vec<(Tolerated, String)> {
+        std::mem::take(&mut self.tolerated)
+    }
+
+    /// Note a deviation the current request made (not strict).
+    fn tolerate(&mut self, what: Tolerated, detail: String) {
+        self.tolerated.push((what, detail));
+    }
+
+    /// A FAR, QER or URR ID a Create names: see [`Predefined::check_created_id`]; an
+    /// accepted ID with bit 8 set is noted.
+    fn check_created_id(&mut self, rule_type: u8, id: u32) -> Result<(), Rejection> {
+        self.predefined
+            .check_created_id(rule_type, id, self.strict)?;
+        if id & crate::predefined::PREDEFINED != 0 {
+            let what = match rule_type {
+                FailedRuleId::FAR => "FAR",
+                FailedRuleId::QER => "QER",
+                _ => "URR",
+            };
+            self.tolerate(Tolerated::PredefinedBitInCreate, format!("{what} {id:#x}"));
+        }
+        Ok(())
     }
 
     /// Network Instances that requests named and the configuration does not (accepted
@@ -431,17 +530,34 @@ impl Resources {
         let (choose_v4, choose_v6) = self.ue_ip_choices(u)?;
         let mut ipv4 = u.ipv4.filter(|a| !a.is_unspecified());
         let mut ipv6 = u.ipv6.filter(|a| !a.is_unspecified());
-        let exhausted = || {
-            Rejection::cause(
-                CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED,
-                "no UE address left in the pool",
-            )
+        // Cause 79 either way (the SMF gets no address), the log says which.
+        let exhausted = |pools: &UeIpPools, v6: bool| {
+            let version = if v6 { "IPv6" } else { "IPv4" };
+            let why = match pools.pool_for(ni, v6) {
+                Some("") => format!("no UE address left in the default {version} pool"),
+                Some(p) => format!(
+                    "no UE address left in the {version} pool of network instance {p:?}"
+                ),
+                None if ni.is_empty() => format!(
+                    "no {version} UE pool for a PDI without network instance (ue_pools has no default {version} prefix)"
+                ),
+                None if pools.has_own(ni) => format!(
+                    "no {version} UE pool for network instance {ni:?} (ue_pools has no {version} prefix for it)"
+                ),
+                None => format!(
+                    "no {version} UE pool for network instance {ni:?} (ue_pools has none for it, and no default {version} prefix)"
+                ),
+            };
+            Rejection::cause(CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED, why)
         };
         if choose_v4 && ipv4.is_none() {
             ipv4 = match session.allocated_ue_ips.iter().find(|a| a.is_ipv4()) {
                 Some(IpAddr::V4(a)) => Some(*a),
                 _ => {
-                    let a = self.ue_ips.allocate_v4(ni).ok_or_else(exhausted)?;
+                    let a = match self.ue_ips.allocate_v4(ni) {
+                        Some(a) => a,
+                        None => return Err(exhausted(&self.ue_ips, false)),
+                    };
                     self.taken_ue_ips.push(IpAddr::V4(a));
                     self.ue_hint.get_or_insert(a);
                     session.allocated_ue_ips.push(IpAddr::V4(a));
@@ -453,7 +569,10 @@ impl Resources {
             ipv6 = match session.allocated_ue_ips.iter().find(|a| a.is_ipv6()) {
                 Some(IpAddr::V6(a)) => Some(*a),
                 _ => {
-                    let a = self.ue_ips.allocate_v6(ni).ok_or_else(exhausted)?;
+                    let a = match self.ue_ips.allocate_v6(ni) {
+                        Some(a) => a,
+                        None => return Err(exhausted(&self.ue_ips, true)),
+                    };
                     self.taken_ue_ips.push(IpAddr::V6(a));
                     session.allocated_ue_ips.push(IpAddr::V6(a));
                     Some(a)
@@ -529,7 +648,17 @@ fn build_pdi(
         return Err(fail("QFI above 63"));
     }
     for f in &p.sdf_filters {
-        crate::sdf::SdfRule::from_ie(f).map_err(|e| fail(&format!("SDF filter: {e}")))?;
+        let rule =
+            crate::sdf::SdfRule::from_ie(f).map_err(|e| fail(&format!("SDF filter: {e}")))?;
+        if rule.is_inbound() {
+            if res.strict {
+                return Err(fail(&format!(
+                    "SDF filter: {} (n4.strict)",
+                    crate::sdf::SdfErrorKind::Direction
+                )));
+            }
+            res.tolerate(Tolerated::SdfDirectionIn, format!("PDR {pdr_id}"));
+        }
     }
     Ok((
         Pdi {
@@ -676,10 +805,25 @@ fn build_forwarding(
     })
 }
 
-fn check_action(far_id: u32, a: &ApplyAction, has_forwarding: bool) -> Result<(), Rejection> {
+/// Check a FAR's Apply Action (clause 8.2.26) against its Forwarding Parameters. Not
+/// strict, two things real CP functions send are read as their UPFs read them
+/// ([`Tolerated`]): NOCP alone becomes BUFF and NOCP, and FORW without Forwarding
+/// Parameters stays as it is (the data path then forwards only decapsulated G-PDUs).
+fn check_action(
+    res: &mut Resources,
+    far_id: u32,
+    a: &mut ApplyAction,
+    has_forwarding: bool,
+) -> Result<(), Rejection> {
     let fail = |why: &str| Rejection::rule(FailedRuleId::FAR, far_id, why);
     if a.dupl {
         return Err(fail("duplication (DUPL) is not supported"));
+    }
+    if a.nocp && !a.drop && !a.forw && !a.buff && !res.strict {
+        // OAI's SPGW-C starts buffering with notification so (TS 23.214: NOCP goes
+        // with BUFF); its SPGW-U notifies and drops, this UPF keeps the packets.
+        a.buff = true;
+        res.tolerate(Tolerated::NocpAlone, format!("FAR {far_id}"));
     }
     if [a.drop, a.forw, a.buff].iter().filter(|x| **x).count() != 1 {
         return Err(fail(
@@ -687,17 +831,20 @@ fn check_action(far_id: u32, a: &ApplyAction, has_forwarding: bool) -> Result<()
         ));
     }
     if a.forw && !has_forwarding {
-        return Err(Rejection::ie(
-            CauseValue::CONDITIONAL_IE_MISSING,
-            types::FORWARDING_PARAMETERS,
-            "FORW without Forwarding Parameters",
-        ));
+        if res.strict {
+            return Err(Rejection::ie(
+                CauseValue::CONDITIONAL_IE_MISSING,
+                types::FORWARDING_PARAMETERS,
+                "FORW without Forwarding Parameters (n4.strict)",
+            ));
+        }
+        res.tolerate(Tolerated::ForwWithoutParameters, format!("FAR {far_id}"));
     }
     Ok(())
 }
 
-fn build_far(c: &CreateFar) -> Result<Far, Rejection> {
-    let action = ApplyAction::from_flags(&c.apply_action);
+fn build_far(res: &mut Resources, c: &CreateFar) -> Result<Far, Rejection> {
+    let mut action = ApplyAction::from_flags(&c.apply_action);
     if !c.duplicating_parameters.is_empty() {
         return Err(Rejection::rule(
             FailedRuleId::FAR,
@@ -709,7 +856,7 @@ fn build_far(c: &CreateFar) -> Result<Far, Rejection> {
         Some(f) => Some(build_forwarding(c.far_id, f)?),
         None => None,
     };
-    check_action(c.far_id, &action, forwarding.is_some())?;
+    check_action(res, c.far_id, &mut action, forwarding.is_some())?;
     Ok(Far {
         id: c.far_id,
         action,
@@ -1035,9 +1182,8 @@ fn add_rules(
         })?;
     }
     for c in fars {
-        res.predefined
-            .check_created_id(FailedRuleId::FAR, c.far_id)?;
-        let f = build_far(c)?;
+        res.check_created_id(FailedRuleId::FAR, c.far_id)?;
+        let f = build_far(res, c)?;
         let fail = |why: &str| Rejection::rule(FailedRuleId::FAR, c.far_id, why);
         let ni = f
             .forwarding
@@ -1049,16 +1195,14 @@ fn add_rules(
         })?;
     }
     for c in qers {
-        res.predefined
-            .check_created_id(FailedRuleId::QER, c.qer_id)?;
+        res.check_created_id(FailedRuleId::QER, c.qer_id)?;
         let q = build_qer(c)?;
         insert_unique(&mut s.qers, c.qer_id, q, || {
             Rejection::rule(FailedRuleId::QER, c.qer_id, "QER ID already in use")
         })?;
     }
     for c in urrs {
-        res.predefined
-            .check_created_id(FailedRuleId::URR, c.urr_id)?;
+        res.check_created_id(FailedRuleId::URR, c.urr_id)?;
         let u = build_urr(c)?;
         insert_unique(&mut s.urrs, c.urr_id, u, || {
             Rejection::rule(FailedRuleId::URR, c.urr_id, "URR ID already in use")
@@ -1119,6 +1263,7 @@ pub fn establish(
         },
     )?;
     res.predefined.settle(&mut s);
+    drop_dangling_urrs(res, &mut s);
     validate(&s, &res.limits, &res.gtpu)?;
     Ok((s, created))
 }
@@ -1257,7 +1402,7 @@ fn update_far(
         }
         f.forwarding = Some(fw);
     }
-    check_action(f.id, &f.action, f.forwarding.is_some())?;
+    check_action(res, f.id, &mut f.action, f.forwarding.is_some())?;
     s.fars.insert(u.far_id, f);
     Ok(())
 }
@@ -1490,8 +1635,31 @@ pub fn modify(
     }
     fx.removed_urrs.extend(res.predefined.settle(&mut s));
     retain_held(&mut s);
+    drop_dangling_urrs(res, &mut s);
     validate(&s, &res.limits, &res.gtpu)?;
     Ok((s, fx))
+}
+
+/// Not strict: a PDR's references to URRs the session does not have are dropped and
+/// noted (OAI's SMF with an uplink classifier creates URR 0 and names URR 1; UPG-VPP
+/// accepts it). Strict: kept, so that [`validate`] refuses them.
+fn drop_dangling_urrs(res: &mut Resources, s: &mut Session) {
+    if res.strict {
+        return;
+    }
+    let urrs = &s.urrs;
+    for p in s.pdrs.values_mut() {
+        if p.urr_ids.iter().all(|u| urrs.contains_key(u)) {
+            continue;
+        }
+        for u in p.urr_ids.iter().filter(|u| !urrs.contains_key(u)) {
+            res.tolerated.push((
+                Tolerated::DanglingUrr,
+                format!("PDR {} names URR {u}", p.id),
+            ));
+        }
+        p.urr_ids.retain(|u| urrs.contains_key(u));
+    }
 }
 
 /// Drop TEIDs and CHOOSE IDs no PDR or Traffic Endpoint uses any more.

@@ -35,7 +35,10 @@
 //!   and the protocols that have ports (TCP, UDP, SCTP, DCCP, UDP-Lite). A packet without
 //!   ports (non-first fragment, ICMP, ...) never matches a rule with ports (RFC 6733).
 //!
-//! Rejected with a precise [`SdfError`]: `deny`, direction `in`, options (`frag`,
+//! Direction `in` is parsed and matches no packet ([`FlowDescription::inbound`]: what
+//! free5GC's UPF does with what its SMF sends); [`SdfRule::require_out`] refuses it.
+//!
+//! Rejected with a precise [`SdfError`]: `deny`, other directions, options (`frag`,
 //! `ipoptions`, `tcpoptions`, `established`, `setup`, `tcpflags`, `icmptypes`: TS 29.212
 //! clause 5.4.2 allows none), `assigned` as source, mixed IP versions, anything else.
 //! Keywords are matched without regard to case.
@@ -422,6 +425,12 @@ pub struct FlowDescription {
     pub remote: Endpoint,
     /// The `to` side: the UE end.
     pub ue: Endpoint,
+    /// Direction `in` (RFC 6733: from the terminal), which TS 29.212 clause 5.4.2 does
+    /// not allow. free5GC's SMF sends it; its UPF takes it and matches it against no
+    /// packet (gtp5g `sdf_filter_match` compares the rule's direction with OUT), and
+    /// so does [`SdfRule::matches`]. Sessions refuse it under `n4.strict`, PFDs and
+    /// predefined rules always ([`SdfRule::require_out`]).
+    pub inbound: bool,
 }
 
 impl FlowDescription {
@@ -475,7 +484,7 @@ impl FlowDescription {
     }
 
     fn matches(&self, p: &PacketFields, dir: Direction, ue: Option<&UeAddresses>) -> bool {
-        if self.ip_version().is_some_and(|v| v != p.version) {
+        if self.inbound || self.ip_version().is_some_and(|v| v != p.version) {
             return false;
         }
         if self.protocol.is_some_and(|proto| proto != p.protocol) {
@@ -496,11 +505,16 @@ impl FromStr for FlowDescription {
     }
 }
 
-/// The canonical text: `permit out PROTO from REMOTE [PORTS] to UE [PORTS]`, with
-/// decimal protocols and explicit prefix lengths; it parses back to the same value.
+/// The canonical text: `permit out PROTO from REMOTE [PORTS] to UE [PORTS]` (`in` if
+/// [`FlowDescription::inbound`]), with decimal protocols and explicit prefix lengths;
+/// it parses back to the same value.
 impl fmt::Display for FlowDescription {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("permit out ")?;
+        f.write_str(if self.inbound {
+            "permit in "
+        } else {
+            "permit out "
+        })?;
         match self.protocol {
             None => f.write_str("ip")?,
             Some(p) => write!(f, "{p}")?,
@@ -606,7 +620,8 @@ impl<'a> Parser<'a> {
             return Err(SdfError::new(SdfErrorKind::Action, pos, action));
         }
         let (pos, dir) = self.expect("the direction \"out\"")?;
-        if !dir.eq_ignore_ascii_case("out") {
+        let inbound = dir.eq_ignore_ascii_case("in");
+        if !inbound && !dir.eq_ignore_ascii_case("out") {
             return Err(SdfError::new(SdfErrorKind::Direction, pos, dir));
         }
         let (pos, proto) = self.expect("a protocol")?;
@@ -633,6 +648,7 @@ impl<'a> Parser<'a> {
             protocol,
             remote,
             ue,
+            inbound,
         })
     }
 
@@ -904,6 +920,20 @@ impl SdfRule {
         Ok(rule)
     }
 
+    /// Whether the Flow Description has direction `in` ([`FlowDescription::inbound`]).
+    pub fn is_inbound(&self) -> bool {
+        self.flow.as_ref().is_some_and(|f| f.inbound)
+    }
+
+    /// Refuse direction `in` where TS 29.212 clause 5.4.2 is the only reading: PFDs,
+    /// predefined rules, and sessions under `n4.strict`.
+    pub fn require_out(&self) -> Result<(), SdfError> {
+        if self.is_inbound() {
+            return Err(SdfError::new(SdfErrorKind::Direction, 7, "in"));
+        }
+        Ok(())
+    }
+
     /// Parses a Flow Description's text (same as [`FlowDescription::parse`]).
     pub fn parse_flow_description(text: &str) -> Result<FlowDescription, SdfError> {
         FlowDescription::parse(text)
@@ -964,9 +994,11 @@ impl SdfRule {
     /// The (remote port range, UE port range) pairs the rule's ports make: the table
     /// entries a data path with one port range per side needs for it (1 without ports).
     pub fn port_range_pairs(&self) -> usize {
-        self.flow
-            .as_ref()
-            .map_or(1, |f| f.remote.ports.len().max(1) * f.ue.ports.len().max(1))
+        match &self.flow {
+            // One entry that matches nothing (direction `in`).
+            Some(f) if !f.inbound => f.remote.ports.len().max(1) * f.ue.ports.len().max(1),
+            _ => 1,
+        }
     }
 }
 
@@ -1308,6 +1340,7 @@ mod tests {
                     address: Address::Assigned,
                     ..Endpoint::ANY
                 },
+                inbound: false,
             }
         );
         assert_eq!(
@@ -1319,6 +1352,7 @@ mod tests {
                     ..Endpoint::ANY
                 },
                 ue: Endpoint::ANY,
+                inbound: false,
             }
         );
         assert_eq!(fd(CAPTURED[2]).remote.address, prefix("cafe::1/128"));
@@ -1455,13 +1489,34 @@ mod tests {
         assert_eq!(fd("permit out ip from any 53 to any").protocol, None);
     }
 
+    /// Direction `in` (free5GC's SMF): parsed, printed back as sent, matches no packet
+    /// of either direction, refused by `require_out`.
+    #[test]
+    fn inbound_flow_descriptions_match_nothing() {
+        let text = "permit in ip from any to assigned";
+        let f = fd(text);
+        assert!(f.inbound);
+        assert_eq!(f.to_string(), "permit in ip from any to assigned");
+        assert_eq!(fd(&f.to_string()), f);
+        let rule = SdfRule::from_flow_description(text).unwrap();
+        let out = SdfRule::from_flow_description("permit out ip from any to assigned").unwrap();
+        let up = pkt("10.45.0.2", "198.51.100.7", 17, Some(4000), Some(53));
+        let down = pkt("198.51.100.7", "10.45.0.2", 17, Some(53), Some(4000));
+        for (p, dir) in [(&up, UL), (&down, DL), (&up, DL), (&down, UL)] {
+            assert!(out.matches(p, dir), "{dir:?}");
+            assert!(!rule.matches(p, dir), "{dir:?}");
+        }
+        let e = rule.require_out().unwrap_err();
+        assert_eq!((e.kind, e.token.as_str()), (SdfErrorKind::Direction, "in"));
+        assert!(out.require_out().is_ok());
+    }
+
     #[test]
     fn rejected_flow_descriptions() {
         use SdfErrorKind as K;
         let cases: &[(&str, SdfErrorKind, usize, &str)] = &[
             ("", K::Missing("the action \"permit\""), 0, ""),
             ("deny out ip from any to assigned", K::Action, 0, "deny"),
-            ("permit in ip from any to assigned", K::Direction, 7, "in"),
             (
                 "permit both ip from any to assigned",
                 K::Direction,

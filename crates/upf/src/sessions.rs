@@ -209,6 +209,12 @@ impl Sessions {
         self.res.take_unknown_network_instances()
     }
 
+    /// What requests were accepted with only because not strict (see
+    /// [`crate::procedures::Resources::take_tolerated`]).
+    pub fn take_tolerated(&mut self) -> Vec<(crate::procedures::Tolerated, String)> {
+        self.res.take_tolerated()
+    }
+
     /// The TEIDs and UE addresses the sessions hold.
     pub fn resources(&self) -> &Resources {
         &self.res

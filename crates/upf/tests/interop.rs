@@ -808,3 +808,456 @@ fn ims_bearers_with_three_qers_three_urrs_and_a_predefined_rule() {
         m => panic!("{m:?}"),
     }
 }
+
+/// The one (kind, detail) event of `what` among the node's events, if any.
+fn tolerated_events(n: &mut N4) -> Vec<(upf::procedures::Tolerated, String)> {
+    n.take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Tolerated { what, detail, .. } => Some((what, detail)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tolerated_count(n: &N4, what: upf::procedures::Tolerated) -> u64 {
+    n.stats().tolerated.get(&what).copied().unwrap_or(0)
+}
+
+fn failed_rule(rule_type: u8, id: u32) -> Option<pfcp::ie::FailedRuleId> {
+    Some(pfcp::ie::FailedRuleId { rule_type, id })
+}
+
+/// free5GC's SMF: downlink PDR 3 (precedence 32, before the default PDR 2) has the SDF
+/// filter `permit in ...`. Accepted, and it matches no packet, as in free5GC's UPF
+/// (gtp5g compares a filter's direction with OUT): a downlink packet from the filter's
+/// network goes by PDR 2 and URR 3 counts nothing. Counted per request, said once per
+/// peer. Strict: Cause 73 naming PDR 3.
+#[test]
+fn sdf_filter_with_direction_in_matches_no_packet() {
+    use pfcp_samples::quirks::free5gc;
+    use upf::procedures::Tolerated;
+    let (mut n, model) = node(|_| {}, false);
+    let t0 = Instant::now();
+    associate(&mut n, t0);
+    let r = establish(
+        &mut n,
+        &free5gc::session_establishment(2, SMF_IP, 0x21, UE, GNB, 0x77, false),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    assert!(forwards(&model, teid_of(&n, seid), 1));
+    let from_filtered_net = eth(capture::ip_udp_packet(
+        IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9)),
+        IpAddr::V4(UE),
+        5000,
+        4000,
+        &[3; 20],
+    ));
+    let v = model.borrow_mut().process_n6(&from_filtered_net, 2);
+    assert!(matches!(v, Verdict::Redirect { ifindex: 3, .. }), "{v:?}");
+    use upf::fastpath::FastPath;
+    let u3 = model.borrow().usage(seid, 3);
+    assert_eq!(
+        (u3.ul_packets, u3.dl_packets),
+        (0, 0),
+        "PDR 3 matched nothing"
+    );
+    assert_eq!(
+        tolerated_events(&mut n),
+        vec![(Tolerated::SdfDirectionIn, "PDR 3".to_string())]
+    );
+    // A second session: counted again, not said again.
+    let r = establish(
+        &mut n,
+        &free5gc::session_establishment(
+            3,
+            SMF_IP,
+            0x22,
+            Ipv4Addr::new(10, 45, 0, 3),
+            GNB,
+            0x78,
+            false,
+        ),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    assert_eq!(tolerated_events(&mut n), vec![]);
+    assert_eq!(tolerated_count(&n, Tolerated::SdfDirectionIn), 2);
+
+    let (mut n, _) = node(|c| c.strict = true, false);
+    associate(&mut n, t0);
+    let r = establish(
+        &mut n,
+        &free5gc::session_establishment(2, SMF_IP, 0x21, UE, GNB, 0x77, false),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        failed_rule(pfcp::ie::FailedRuleId::PDR, 3)
+    );
+    assert!(n.sessions().is_empty());
+    assert_eq!(tolerated_count(&n, Tolerated::SdfDirectionIn), 0);
+}
+
+/// An early free5GC SMF: FAR 1 of the uplink PDR is FORW without Forwarding Parameters.
+/// Accepted; as in free5GC's UPF (gtp5g decapsulates a G-PDU whose FAR has no
+/// parameters and routes it), uplink packets leave for their destination. A later
+/// Update FAR can still bring parameters. Strict: Cause 67 (Conditional IE missing),
+/// Offending IE Forwarding Parameters.
+#[test]
+fn forw_without_forwarding_parameters_forwards_the_uplink() {
+    use pfcp_samples::quirks::free5gc;
+    use upf::procedures::Tolerated;
+    let (mut n, model) = node(|_| {}, false);
+    let t0 = Instant::now();
+    associate(&mut n, t0);
+    let r = establish(
+        &mut n,
+        &free5gc::session_establishment(2, SMF_IP, 0x21, UE, GNB, 0x77, true),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    assert!(n
+        .sessions()
+        .get(seid)
+        .unwrap()
+        .fars
+        .get(&1)
+        .unwrap()
+        .forwarding
+        .is_none());
+    assert!(forwards(&model, teid_of(&n, seid), 1), "both directions");
+    let events = tolerated_events(&mut n);
+    assert!(
+        events.contains(&(Tolerated::ForwWithoutParameters, "FAR 1".to_string())),
+        "{events:?}"
+    );
+    assert_eq!(tolerated_count(&n, Tolerated::ForwWithoutParameters), 1);
+
+    let (mut n, _) = node(|c| c.strict = true, false);
+    associate(&mut n, t0);
+    let mut est = free5gc::session_establishment(2, SMF_IP, 0x21, UE, GNB, 0x77, true);
+    // Without the `in` filter's PDR, so that the FAR is what strict refuses.
+    let pfcp::msg::Msg::SessionEstablishmentRequest(mut req) = Msg::parse(&est).unwrap().1 else {
+        panic!()
+    };
+    req.create_pdrs.retain(|p| p.pdr_id != 3);
+    req.create_urrs.clear();
+    est = pfcp::msg::emit(
+        &pfcp::HeaderRepr::session(
+            pfcp::message::message_type::SESSION_ESTABLISHMENT_REQUEST,
+            0,
+            2,
+        ),
+        &req,
+    );
+    let r = establish(&mut n, &est, t0);
+    assert_eq!(r.cause, CauseValue::CONDITIONAL_IE_MISSING, "{r:?}");
+    assert_eq!(r.offending_ie, Some(pfcp::ie::types::FORWARDING_PARAMETERS));
+    assert!(n.sessions().is_empty());
+}
+
+/// OAI's 4G SPGW-C sends Update FAR with Apply Action NOCP alone when the UE goes idle.
+/// Accepted as BUFF and NOCP: the next downlink packet is buffered (OAI's SPGW-U
+/// notifies and drops it; upfd keeps it for when the UE is back). Strict: Cause 73
+/// naming FAR 2.
+#[test]
+fn apply_action_nocp_alone_buffers_with_notification() {
+    use upf::procedures::Tolerated;
+    let (mut n, model) = node(|_| {}, false);
+    let t0 = Instant::now();
+    let seid = oai_session(&mut n, 8805, t0);
+    assert!(forwards(&model, teid_of(&n, seid), 1));
+    match ask(&mut n, at(8805), &oai::update_far_nocp(4, seid, 2), t0) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
+        }
+        m => panic!("{m:?}"),
+    }
+    let a = n.sessions().get(seid).unwrap().fars.get(&2).unwrap().action;
+    assert!(a.buff && a.nocp && !a.forw && !a.drop, "{a:?}");
+    let v = model.borrow_mut().process_n6(&downlink(), 2);
+    assert!(matches!(v, Verdict::Buffer(_)), "{v:?}");
+    assert_eq!(
+        tolerated_events(&mut n),
+        vec![(Tolerated::NocpAlone, "FAR 2".to_string())]
+    );
+
+    let (mut n, model) = node(|c| c.strict = true, false);
+    let seid = oai_session_strict(&mut n, t0);
+    match ask(&mut n, at(8805), &oai::update_far_nocp(4, seid, 2), t0) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+            assert_eq!(
+                r.failed_rule_id,
+                failed_rule(pfcp::ie::FailedRuleId::FAR, 2)
+            );
+        }
+        m => panic!("{m:?}"),
+    }
+    let v = model.borrow_mut().process_n6(&downlink(), 2);
+    assert!(
+        matches!(v, Verdict::Redirect { ifindex: 3, .. }),
+        "unchanged: {v:?}"
+    );
+}
+
+/// OAI's session where strict accepts it: its F-TEID with an address family (strict
+/// refuses CH alone), from 8805.
+fn oai_session_strict(n: &mut N4, now: Instant) -> u64 {
+    oai_session_with(n, 8805, now, |est| {
+        // F-TEID IE (type 21, length 1, flags CH) -> length 1, flags CH | V4.
+        let at = est
+            .windows(5)
+            .position(|w| w == [0x00, 0x15, 0x00, 0x01, 0x04])
+            .expect("the CH-alone F-TEID");
+        est[at + 4] = 0x05;
+    })
+}
+
+/// OAI's SMF with an uplink classifier creates URR 0 and names URR 1 in its PDR.
+/// Accepted (UPG-VPP accepts it): the dangling reference is dropped, URR 0 stays, the
+/// session forwards; counted per request, said once per peer. Strict: Cause 73 naming
+/// PDR 1, "refers to URR 1, which does not exist".
+#[test]
+fn a_pdr_naming_a_urr_that_was_not_created() {
+    use upf::procedures::Tolerated;
+    let (mut n, _) = node(|_| {}, false);
+    let t0 = Instant::now();
+    associate(&mut n, t0);
+    for (k, ue) in [UE, Ipv4Addr::new(10, 45, 0, 3)].into_iter().enumerate() {
+        let r = establish(
+            &mut n,
+            &oai::session_establishment_ulcl(2 + k as u32, SMF_IP, 0x31 + k as u64, ue),
+            t0,
+        );
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+        let s = n.sessions().get(r.up_fseid.unwrap().seid).unwrap();
+        assert!(s.pdrs.get(&1).unwrap().urr_ids.is_empty());
+        assert!(s.urrs.contains_key(&0));
+    }
+    assert_eq!(
+        tolerated_events(&mut n),
+        vec![(Tolerated::DanglingUrr, "PDR 1 names URR 1".to_string())]
+    );
+    assert_eq!(tolerated_count(&n, Tolerated::DanglingUrr), 2);
+
+    let (mut n, _) = node(|c| c.strict = true, false);
+    associate(&mut n, t0);
+    let mut est = oai::session_establishment_ulcl(2, SMF_IP, 0x31, UE);
+    let at = est
+        .windows(5)
+        .position(|w| w == [0x00, 0x15, 0x00, 0x01, 0x04])
+        .unwrap();
+    est[at + 4] = 0x05;
+    let r = establish(&mut n, &est, t0);
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        failed_rule(pfcp::ie::FailedRuleId::PDR, 1)
+    );
+    assert!(n.sessions().is_empty());
+}
+
+/// The vendor IMS SMF's association (Node ID IPv6).
+fn ims_associate(n: &mut N4, smf: SocketAddr, t0: Instant) {
+    use pfcp::ie::types as t;
+    let mut node = vec![1];
+    node.extend_from_slice(&v6(SMF_V6).octets());
+    let setup = quirks::node_message(
+        pfcp::message::message_type::ASSOCIATION_SETUP_REQUEST,
+        1,
+        &[
+            quirks::ie(t::NODE_ID, &node),
+            quirks::ie(t::RECOVERY_TIME_STAMP, &T0.to_be_bytes()),
+        ],
+    );
+    match ask(n, smf, &setup, t0) {
+        Msg::AssociationSetupResponse(r) => assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED),
+        m => panic!("{m:?}"),
+    }
+}
+
+/// The vendor IMS SMF creates URRs 0x80010009-0x8001000b (bit 8 set) and names them
+/// from its PDRs, with predefined rules configured. A Create defines a dynamic rule:
+/// accepted, counted in those URRs, and the session's later Update FAR and deletion go
+/// through (they failed with "FAR that does not exist" while the establishment was
+/// refused). A Create with the ID of a configured predefined URR is refused whatever
+/// the setting; strict refuses any ID with bit 8 set (clause 8.2.74's reading).
+#[test]
+fn rules_created_with_bit_8_set_are_dynamic() {
+    use pfcp_samples::quirks::ims;
+    use upf::procedures::Tolerated;
+    let res = |r: &mut Resources| {
+        ims_predefined(r);
+        r.gtpu.access_v6 = Some(v6(N3_V6));
+    };
+    let smf = SocketAddr::new(IpAddr::V6(v6(SMF_V6)), 8805);
+    let t0 = Instant::now();
+    let est = |seq, urrs| {
+        ims::session_establishment_with_urrs(
+            seq,
+            v6(SMF_V6),
+            0x99,
+            v6(UE_V6),
+            v6(GNB_V6),
+            0x1234,
+            &[],
+            urrs,
+        )
+    };
+    let (mut n, model) = node_with(|_| {}, res, false);
+    ims_associate(&mut n, smf, t0);
+    let r = match ask(&mut n, smf, &est(2, ims::HIGH_URRS), t0) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    let teid = r.created_pdrs[0].local_fteid.unwrap().teid.unwrap();
+    {
+        let s = n.sessions().get(seid).unwrap();
+        assert_eq!(s.pdrs.get(&1).unwrap().urr_ids.as_slice(), ims::HIGH_URRS);
+        assert!(ims::HIGH_URRS.iter().all(|u| s.urrs.contains_key(u)));
+    }
+    let (up, down) = ims_traffic(&model, teid, 1_000_000_000);
+    assert!(matches!(up, Verdict::Redirect { ifindex: 6, .. }), "{up:?}");
+    assert!(
+        matches!(down, Verdict::Redirect { ifindex: 3, .. }),
+        "{down:?}"
+    );
+    {
+        use upf::fastpath::FastPath;
+        let u = model.borrow().usage(seid, ims::HIGH_URRS[0]);
+        assert_eq!((u.ul_packets, u.dl_packets), (1, 1));
+    }
+    let events = tolerated_events(&mut n);
+    assert_eq!(
+        events,
+        vec![(
+            Tolerated::PredefinedBitInCreate,
+            "URR 0x80010009".to_string()
+        )]
+    );
+    match ask(
+        &mut n,
+        smf,
+        &ims::update_far_tunnel(3, seid, 2, v6(GNB_V6), 0x4321),
+        t0,
+    ) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
+        }
+        m => panic!("{m:?}"),
+    }
+    match ask(&mut n, smf, &quirks::session_deletion(4, seid), t0) {
+        Msg::SessionDeletionResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+            let ids: Vec<u32> = r.usage_reports.iter().map(|u| u.urr_id).collect();
+            assert!(ims::HIGH_URRS.iter().all(|u| ids.contains(u)), "{ids:?}");
+        }
+        m => panic!("{m:?}"),
+    }
+
+    // The ID of the configured predefined URR 1.
+    let pre = upf::predefined::PREDEFINED;
+    let r = match ask(&mut n, smf, &est(5, [1, 2, pre | 1]), t0) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        failed_rule(pfcp::ie::FailedRuleId::URR, pre | 1)
+    );
+
+    let (mut n, _) = node_with(|c| c.strict = true, res, false);
+    ims_associate(&mut n, smf, t0);
+    let r = match ask(&mut n, smf, &est(2, ims::HIGH_URRS), t0) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        failed_rule(pfcp::ie::FailedRuleId::URR, ims::HIGH_URRS[0])
+    );
+}
+
+/// The refusals of a UE address nobody can give (issue 27, item 7): a network instance
+/// whose pool has IPv4 only, asked for `::`; one with no pool at all, on a UPF without a
+/// default pool; a full pool. Each is Cause 79 with a reason (the log line's) naming
+/// the network instance and the IP version, as docs/configuration.md shows.
+#[test]
+fn a_ue_address_of_a_version_without_a_pool_names_both() {
+    let reasons = |n: &mut N4| -> Vec<String> {
+        n.take_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Rejected { reason, .. } => Some(reason),
+                _ => None,
+            })
+            .collect()
+    };
+    let (mut n, _) = node_with(
+        |_| {},
+        |r| {
+            r.ue_ips = UeIpPools::default();
+            r.ue_ips.add("ims", "10.46.0.0/30".parse().unwrap());
+        },
+        false,
+    );
+    let t0 = Instant::now();
+    associate(&mut n, t0);
+    let _ = reasons(&mut n);
+    let r = establish(
+        &mut n,
+        &legacy::session_establishment(2, SMF_IP, 1, "ims", true),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
+    let r = establish(
+        &mut n,
+        &legacy::session_establishment(3, SMF_IP, 2, "web", false),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED);
+    // A /30 has two addresses to give.
+    for k in 0..3u32 {
+        let r = establish(
+            &mut n,
+            &legacy::session_establishment(4 + k, SMF_IP, 3 + u64::from(k), "ims", false),
+            t0,
+        );
+        let want = if k < 2 {
+            CauseValue::REQUEST_ACCEPTED
+        } else {
+            CauseValue::ALL_DYNAMIC_ADDRESSES_OCCUPIED
+        };
+        assert_eq!(r.cause, want, "session {k}");
+    }
+    let got = reasons(&mut n);
+    let want = [
+        "no IPv6 UE pool for network instance \"ims\" (ue_pools has no IPv6 prefix for it)",
+        "no IPv4 UE pool for network instance \"web\" (ue_pools has none for it, and no default IPv4 prefix)",
+        "no UE address left in the IPv4 pool of network instance \"ims\"",
+    ];
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(g.contains(w), "{g:?} should say {w:?}");
+    }
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/configuration.md"
+    ))
+    .unwrap();
+    assert!(
+        docs.contains(want[0]),
+        "docs/configuration.md shows {:?}",
+        want[0]
+    );
+}

@@ -1041,11 +1041,8 @@ fn unsupported_features_are_refused_cleanly() {
             id: 1
         })
     );
-    let mut e = establishment(0x42, None);
-    e.create_fars[0].forwarding_parameters = None;
-    let r = establish(&mut n, SMF, 4, &e, now);
-    assert_eq!(r.cause, CauseValue::CONDITIONAL_IE_MISSING);
-    assert_eq!(r.offending_ie, Some(types::FORWARDING_PARAMETERS));
+    // FORW without Forwarding Parameters is accepted as free5GC's UPF takes it, and
+    // refused with Cause 67 under n4.strict: crates/upf/tests/interop.rs tests both.
     assert!(n.sessions().is_empty());
     assert_eq!(n.sessions().resources().teids.in_use(), 0);
 }

@@ -29,6 +29,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("upf_n4_timeouts_total", "counter"),
     ("upf_n4_recovery_time_stamp_changes_total", "counter"),
     ("upf_n4_unknown_network_instances_total", "counter"),
+    ("upf_n4_tolerated_total", "counter"),
     ("upf_n4_load_percent", "gauge"),
     ("upf_n4_overloaded", "gauge"),
     ("upf_n4_congestion_rejections_total", "counter"),
@@ -330,6 +331,14 @@ pub fn render(src: &Sources) -> String {
         "Session requests naming a Network Instance the configuration does not (accepted, n4.strict: false).",
         st.unknown_network_instances,
     );
+    e.family(
+        "upf_n4_tolerated_total",
+        "Session requests accepted with what TS 29.244 does not allow and real CP functions send (n4.strict: false; docs/interop.md), by deviation.",
+    );
+    for what in upf::procedures::Tolerated::ALL {
+        let n = st.tolerated.get(&what).copied().unwrap_or(0);
+        e.sample("upf_n4_tolerated_total", &[("deviation", what.label())], n);
+    }
     e.single(
         "upf_n4_load_percent",
         "The Load Metric reported to CP functions: the larger of the session table's and the N4 receive queue's fill.",

@@ -777,6 +777,11 @@ impl Daemon {
             Event::UnknownNetworkInstance { peer, name } => info!(
                 "n4: {peer} named Network Instance {name:?}, which no network_instances or ue_pools entry names: accepted (n4.strict refuses; upf_n4_unknown_network_instances_total counts the requests)"
             ),
+            Event::Tolerated { peer, what, detail } => info!(
+                "n4: {peer} sent what TS 29.244 does not allow ({detail}): accepted, {} (n4.strict refuses; upf_n4_tolerated_total{{deviation=\"{}\"}} counts the requests)",
+                what.meaning(),
+                what.label()
+            ),
             Event::PfdsChanged { peer, applications } => info!(
                 "n4: PFD Management from {peer}: PFDs of {} application(s) changed{}",
                 applications.len(),

@@ -241,7 +241,10 @@ mod recorded {
 /// against upfd: every answer matches. Before upfd read them as docs/interop.md says,
 /// OAI's sessions were refused (CH alone) or deleted by its heartbeats, the second
 /// unspecified UE address was refused, the IMS session was refused (three QERs, then
-/// Activate Predefined Rules).
+/// Activate Predefined Rules). And the second round (issue 27): free5GC's `permit in`
+/// filter and its FAR with FORW and no Forwarding Parameters, OAI's Update FAR with NOCP
+/// alone and its PDR naming a URR it did not create, the IMS SMF's URR IDs with bit 8
+/// set followed by an Update FAR: each refused before.
 #[test]
 fn replay_captures_of_real_smfs_quirks_against_upfd() {
     use pfcp_samples::quirks::{self, ims, legacy, oai};
@@ -333,6 +336,90 @@ fn replay_captures_of_real_smfs_quirks_against_upfd() {
             recorded::deletion(4, 0x71),
         ),
     ];
+    let gnb = Ipv4Addr::new(10, 0, 0, 1);
+    let free5gc_flow = |bare: bool| {
+        use pfcp_samples::quirks::free5gc;
+        vec![
+            (
+                oai::association_setup_request(1, smf, t0),
+                recorded::association(1),
+            ),
+            (
+                free5gc::session_establishment(2, smf, 0x81, ue, gnb, 0x55, bare),
+                recorded::establishment(2, 0x81, 0x4001, &[(1, fteid(0xa1), None)]),
+            ),
+            (
+                quirks::session_deletion(3, 0x4001),
+                recorded::deletion(3, 0x81),
+            ),
+        ]
+    };
+    let oai_round_two = vec![
+        (
+            oai::association_setup_request(1, smf, t0),
+            recorded::association(1),
+        ),
+        (
+            oai::session_establishment(2, smf, 0x51, ue),
+            recorded::establishment(2, 0x51, 0x1001, &[(1, fteid(0x77), None)]),
+        ),
+        (
+            oai::session_modification_downlink(3, 0x1001, ue, gnb, 0x99),
+            recorded::modification(3, 0x51),
+        ),
+        (
+            oai::update_far_nocp(4, 0x1001, 2),
+            recorded::modification(4, 0x51),
+        ),
+        (
+            oai::session_establishment_ulcl(5, smf, 0x52, Ipv4Addr::new(10, 45, 0, 10)),
+            recorded::establishment(5, 0x52, 0x1002, &[(1, fteid(0x78), None)]),
+        ),
+        (
+            quirks::session_deletion(6, 0x1001),
+            recorded::deletion(6, 0x51),
+        ),
+        (
+            quirks::session_deletion(7, 0x1002),
+            recorded::deletion(7, 0x52),
+        ),
+    ];
+    let ims_high_urrs = vec![
+        (
+            oai::association_setup_request(1, smf, t0),
+            recorded::association(1),
+        ),
+        (
+            ims::session_establishment_with_urrs(
+                2,
+                v6("2001:db8:4::4"),
+                0x72,
+                v6("cafe::9"),
+                v6("2001:db8:10::1"),
+                0x1234,
+                &["ims-policy"],
+                ims::HIGH_URRS,
+            ),
+            recorded::establishment(
+                2,
+                0x72,
+                0x3002,
+                &[(
+                    1,
+                    Some(pfcp::ie::FTeid::new(0x92, None, Some(v6("2001:db8:7::7")))),
+                    None,
+                )],
+            ),
+        ),
+        (
+            ims::update_far_tunnel(3, 0x3002, 2, v6("2001:db8:10::2"), 0x4321),
+            recorded::modification(3, 0x72),
+        ),
+        (
+            quirks::session_deletion(4, 0x3002),
+            recorded::deletion(4, 0x72),
+        ),
+    ];
     let dir = common::TempDir::new("quirks-replay");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -343,6 +430,10 @@ fn replay_captures_of_real_smfs_quirks_against_upfd() {
         ("oai", oai_flow),
         ("legacy", legacy_flow),
         ("ims", ims_flow),
+        ("free5gc-sdf-in", free5gc_flow(false)),
+        ("free5gc-forw-bare", free5gc_flow(true)),
+        ("oai-nocp-and-dangling-urr", oai_round_two),
+        ("ims-urr-ids-bit-8", ims_high_urrs),
     ] {
         let file = dir.0.join(format!("{name}.pcap"));
         write_capture(&file, &flow);
