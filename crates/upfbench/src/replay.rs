@@ -25,9 +25,12 @@
 //!      under test instead of the original UPF's, and a new TEID if two original UPFs
 //!      used the same one (their sessions now share one UPF).
 //! 3. Each response is compared with the original: message type, Cause, number of Created
-//!    PDRs, and, where the request asked for CHOOSE or CHV4/CHV6, that the response carries
-//!    an allocated F-TEID or UE address. Heartbeat responses, and responses to requests the
-//!    capture holds no response for, are compared on type only.
+//!    PDRs that report an allocation, and, where the request asked for CHOOSE or
+//!    CHV4/CHV6, that the response carries an allocated F-TEID or UE address. Created PDRs
+//!    that carry the PDR ID alone, or only echo the F-TEID or UE address the SMF chose
+//!    (free5GC's go-upf), are not allocations (TS 29.244 Table 7.5.3.1-1): a difference in
+//!    them is informational. Heartbeat responses, and responses to requests the capture
+//!    holds no response for, are compared on type only.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
@@ -707,15 +710,110 @@ fn cause_text(c: Option<CauseValue>) -> String {
     }
 }
 
+/// What a Created PDR (TS 29.244 Table 7.5.3.1-1, 7.5.5.1-1) says, judged against the
+/// Create PDR of the same ID in the request it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CreatedKind {
+    /// The PDR ID alone (older Open5GS UPFs, for every PDR).
+    Bare,
+    /// Only the F-TEID or UE address the SMF chose itself, given back (free5GC's go-upf
+    /// echoes the UE address).
+    Echo,
+    /// Something the UP function allocated (CHOOSE, CHV4/CHV6), or that differs from what
+    /// the SMF sent: what the table asks a Created PDR for.
+    Allocation,
+}
+
+fn created_kind(c: &CreatedPdr, asked: Option<&CreatePdr>) -> CreatedKind {
+    if c.local_fteid.is_none() && c.ue_ip_address.is_empty() {
+        return CreatedKind::Bare;
+    }
+    let Some(p) = asked else {
+        return CreatedKind::Allocation;
+    };
+    let fteid_echoed = match (c.local_fteid, p.pdi.local_fteid) {
+        (None, _) => true,
+        (Some(got), Some(sent)) => {
+            sent.choose.is_none()
+                && got.teid == sent.teid
+                && got.ipv4.is_none_or(|a| sent.ipv4 == Some(a))
+                && got.ipv6.is_none_or(|a| sent.ipv6 == Some(a))
+        }
+        (Some(_), None) => false,
+    };
+    // Pre-Rel-16 SMFs ask with the unspecified address (docs/interop.md).
+    let chosen_by_smf = |u: &UeIpAddress| {
+        !u.choose_v4
+            && !u.choose_v6
+            && !u.ipv4.is_some_and(|a| a.is_unspecified())
+            && !u.ipv6.is_some_and(|a| a.is_unspecified())
+    };
+    let ue_echoed = c.ue_ip_address.iter().all(|got| {
+        p.pdi.ue_ip_address.iter().any(|sent| {
+            chosen_by_smf(sent)
+                && (got.ipv4.is_some() || got.ipv6.is_some())
+                && got.ipv4.is_none_or(|a| sent.ipv4 == Some(a))
+                && got.ipv6.is_none_or(|a| sent.ipv6 == Some(a))
+        })
+    });
+    if fteid_echoed && ue_echoed {
+        CreatedKind::Echo
+    } else {
+        CreatedKind::Allocation
+    }
+}
+
+/// How many Created PDRs of `response` are of `kind`, judged against `request`.
+fn count_created(request: Option<&Msg>, response: &Msg, kind: CreatedKind) -> usize {
+    let asked = request.map(create_pdrs).unwrap_or(&[]);
+    created_pdrs(response)
+        .unwrap_or(&[])
+        .iter()
+        .filter(|c| created_kind(c, asked.iter().find(|p| p.pdr_id == c.pdr_id)) == kind)
+        .count()
+}
+
+/// A response compared with the original one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Comparison {
+    /// What the UPF under test answered otherwise: a mismatch.
+    pub differences: Vec<String>,
+    /// Differences that are not mismatches (Created PDRs echoing what the SMF chose).
+    pub informational: Vec<String>,
+}
+
 /// The differences between the response of the UPF under test and the original one.
 pub fn compare(request: &[u8], original: Option<&[u8]>, ours: &[u8]) -> Vec<String> {
-    let mut d = Vec::new();
+    compare_responses(request, request, original, ours).differences
+}
+
+/// Compare `ours`, the answer to `sent`, with `original`, the recorded UPF's answer to
+/// `original_request` (the capture's octets of the same request, before rewriting).
+pub fn compare_responses(
+    original_request: &[u8],
+    sent: &[u8],
+    original: Option<&[u8]>,
+    ours: &[u8],
+) -> Comparison {
+    let mut c = Comparison::default();
+    compare_into(original_request, sent, original, ours, &mut c);
+    c
+}
+
+fn compare_into(
+    original_request: &[u8],
+    request: &[u8],
+    original: Option<&[u8]>,
+    ours: &[u8],
+    c: &mut Comparison,
+) {
+    let d = &mut c.differences;
     let req_type = request.get(1).copied().unwrap_or(0);
     let ours = match Msg::parse(ours) {
         Ok((_, m)) => m,
         Err(e) => {
             d.push(format!("response does not decode: {e}"));
-            return d;
+            return;
         }
     };
     let orig = original.and_then(|o| Msg::parse(o).ok().map(|(_, m)| m));
@@ -726,11 +824,11 @@ pub fn compare(request: &[u8], original: Option<&[u8]>, ours: &[u8]) -> Vec<Stri
             type_name(ours.message_type()),
             type_name(expected_type)
         ));
-        return d;
+        return;
     }
-    let Some(orig) = orig else { return d };
+    let Some(orig) = orig else { return };
     if req_type == mt::HEARTBEAT_REQUEST {
-        return d;
+        return;
     }
     let (c_ours, c_orig) = (cause_of(&ours), cause_of(&orig));
     if c_ours != c_orig {
@@ -740,20 +838,26 @@ pub fn compare(request: &[u8], original: Option<&[u8]>, ours: &[u8]) -> Vec<Stri
             cause_text(c_orig)
         ));
     }
-    // Created PDRs are compared by those that report an allocation (an F-TEID or a UE
-    // address). Older Open5GS UPFs also return a Created PDR carrying only the PDR ID for
-    // every PDR whose F-TEID the SMF chose; TS 29.244 Table 7.5.3.1-1 asks for a Created
-    // PDR only when the UP function allocated something, so such bare entries are a
-    // deliberate difference, not a mismatch (docs/interop.md).
-    if let (Some(a), Some(b)) = (created_pdrs(&ours), created_pdrs(&orig)) {
-        let allocating = |v: &[pfcp::msg::CreatedPdr]| {
-            v.iter()
-                .filter(|c| c.local_fteid.is_some() || !c.ue_ip_address.is_empty())
-                .count()
-        };
-        let (a, b) = (allocating(a), allocating(b));
+    // Created PDRs are compared by those that report an allocation. TS 29.244 Table
+    // 7.5.3.1-1 asks for a Created PDR only when the UP function allocated an F-TEID or
+    // a UE address; older Open5GS UPFs also return one with the PDR ID alone for every
+    // PDR, and free5GC's go-upf one echoing the UE address the SMF chose. free5GC's SMF
+    // reads no Created PDR (it picks F-TEIDs and UE addresses itself), so neither kind
+    // is a mismatch (docs/interop.md); an echo is reported as informational.
+    if created_pdrs(&ours).is_some() && created_pdrs(&orig).is_some() {
+        let sent_req = Msg::parse(request).ok().map(|(_, m)| m);
+        let orig_req = Msg::parse(original_request).ok().map(|(_, m)| m);
+        let a = count_created(sent_req.as_ref(), &ours, CreatedKind::Allocation);
+        let b = count_created(orig_req.as_ref(), &orig, CreatedKind::Allocation);
         if a != b {
             d.push(format!("{a} Created PDRs with an allocation, original {b}"));
+        }
+        let a = count_created(sent_req.as_ref(), &ours, CreatedKind::Echo);
+        let b = count_created(orig_req.as_ref(), &orig, CreatedKind::Echo);
+        if a != b {
+            c.informational.push(format!(
+                "{a} Created PDRs echo the F-TEID or UE address the SMF chose, original {b} (TS 29.244 Table 7.5.3.1-1 asks for none): informational"
+            ));
         }
     }
     if c_ours.is_some_and(CauseValue::is_acceptance) {
@@ -793,7 +897,6 @@ pub fn compare(request: &[u8], original: Option<&[u8]>, ours: &[u8]) -> Vec<Stri
             }
         }
     }
-    d
 }
 
 /// Replay `plan` against `cfg.upf`. Calls `each` with every outcome as it is known.
@@ -890,6 +993,8 @@ pub async fn replay(
 
     let mut outcomes = Vec::new();
     let mut summary = Summary::default();
+    // Responses whose Created PDRs echo what the SMF chose, unlike the original's.
+    let mut echo_frames: Vec<usize> = Vec::new();
     for tx in &plan.transactions {
         let Some((local_ip, n4)) = sockets.get(&tx.smf) else {
             continue;
@@ -955,11 +1060,18 @@ pub async fn replay(
         match n4.transact(&bytes).await {
             Ok(resp) => {
                 let orig = tx.response.as_ref().map(|(_, b)| b.as_slice());
-                let diffs = compare(&bytes, orig, &resp.bytes);
+                let Comparison {
+                    differences: diffs,
+                    informational,
+                } = compare_responses(&tx.request, &bytes, orig, &resp.bytes);
                 learn(&mut map, tx, &bytes, orig, &resp.bytes, n4);
                 if tx.response.is_none() {
                     o.notes
                         .push("no original response in the capture: compared on type only".into());
+                }
+                if !informational.is_empty() {
+                    echo_frames.push(tx.frame);
+                    o.notes.extend(informational);
                 }
                 if diffs.is_empty() {
                     summary.matched += 1;
@@ -976,6 +1088,17 @@ pub async fn replay(
         }
         each(&o);
         outcomes.push(o);
+    }
+    if !echo_frames.is_empty() {
+        let frames: Vec<String> = echo_frames.iter().map(|f| f.to_string()).collect();
+        let (n, differ, frame) = match echo_frames.len() {
+            1 => (1, "response differs", "frame"),
+            n => (n, "responses differ", "frames"),
+        };
+        notes.push(format!(
+            "{n} {differ} from the original in Created PDRs that echo the F-TEID or UE address the SMF chose ({frame} {}): informational, not a mismatch (TS 29.244 Table 7.5.3.1-1 asks for a Created PDR only for what the UP function allocated)",
+            frames.join(", ")
+        ));
     }
     let mut seids: Vec<(SocketAddr, u64, u64)> =
         map.seids.iter().map(|((u, s), n)| (*u, *s, *n)).collect();

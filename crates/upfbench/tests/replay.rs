@@ -1,6 +1,7 @@
 //! The capture replayer's mechanics against the in-process fake UPF: pairing requests with
 //! the original responses, dropping repeated copies, per-SMF local addresses, and mapping
-//! UP SEIDs, allocated F-TEIDs and UE addresses from the original UPF's to the fake's. The
+//! UP SEIDs, allocated F-TEIDs and UE addresses from the original UPF's to the fake's;
+//! Created PDRs that only echo what the SMF chose (informational, not a mismatch). The
 //! fake is a test double: where it answers unlike the original UPF, mismatches are
 //! expected and checked to be exactly those. Loopback only; every wait is bounded, and
 //! generous: a busy machine makes a replay slower, never different.
@@ -19,7 +20,7 @@ use pfcp::ie::{
 };
 use pfcp::message::message_type as mt;
 use pfcp::{CauseValue, HeaderRepr, Ie, Message};
-use upfbench::replay::{replay, Plan, ReplayConfig, Role, Verdict};
+use upfbench::replay::{compare_responses, replay, Plan, ReplayConfig, Role, Verdict};
 use upfbench::smf::fake_upf::{FakeUpf, FakeUpfConfig};
 
 fn pcaps() -> Option<PathBuf> {
@@ -655,4 +656,288 @@ fn a_capture_that_starts_mid_session_is_not_replayable_not_mismatched() {
     assert!(stdout.contains("the capture has no Association Setup Request from this SMF"));
     let st = upf.stats();
     assert_eq!((st.modified, st.deleted), (0, 0), "neither was sent");
+}
+
+// Captures of a UPF that echoes in Created PDRs what the SMF chose (issue 27, item 9),
+// written here as an SMF's `tcpdump` would hold it.
+
+fn ip4(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+fn assoc_req(seq: u32, smf: &str) -> Message {
+    msg(
+        HeaderRepr::node(mt::ASSOCIATION_SETUP_REQUEST, seq),
+        vec![
+            Ie::NodeId(NodeId::Ipv4(ip4(smf)).into()),
+            Ie::RecoveryTimeStamp(1),
+            Ie::CpFunctionFeatures(Flags(vec![0])),
+        ],
+    )
+}
+
+fn assoc_rsp(seq: u32, upf: &str) -> Message {
+    msg(
+        HeaderRepr::node(mt::ASSOCIATION_SETUP_RESPONSE, seq),
+        vec![
+            Ie::NodeId(NodeId::Ipv4(ip4(upf)).into()),
+            Ie::Cause(CauseValue::REQUEST_ACCEPTED),
+            Ie::RecoveryTimeStamp(2),
+            Ie::UpFunctionFeatures(Flags::from_bits(&[up_function_features::FTUP], 2)),
+        ],
+    )
+}
+
+/// A Create PDR with FAR 1 and this PDI.
+fn create_pdr(id: u16, pdi: Vec<Ie>) -> Ie {
+    Ie::CreatePdr(vec![
+        Ie::PdrId(id),
+        Ie::Precedence(255),
+        Ie::Pdi(pdi),
+        Ie::FarId(1),
+    ])
+}
+
+fn ue(addr: &str, destination: bool) -> Ie {
+    Ie::UeIpAddress(UeIpAddress {
+        ipv4: Some(ip4(addr)),
+        destination,
+        ..UeIpAddress::default()
+    })
+}
+
+/// FAR 1: forward to the core.
+fn far_forw() -> Ie {
+    Ie::CreateFar(vec![
+        Ie::FarId(1),
+        Ie::ApplyAction(Flags::from_bits(&[apply_action::FORW], 2)),
+        Ie::ForwardingParameters(vec![Ie::DestinationInterface(Interface::CORE)]),
+    ])
+}
+
+fn est_req(seq: u32, smf: &str, cp_seid: u64, mut ies: Vec<Ie>) -> Message {
+    let mut all = vec![
+        Ie::NodeId(NodeId::Ipv4(ip4(smf)).into()),
+        Ie::FSeid(FSeid {
+            spare: 0,
+            seid: cp_seid,
+            ipv4: Some(ip4(smf)),
+            ipv6: None,
+        }),
+    ];
+    all.append(&mut ies);
+    msg(
+        HeaderRepr::session(mt::SESSION_ESTABLISHMENT_REQUEST, 0, seq),
+        all,
+    )
+}
+
+/// Accepted, UP SEID `up`, with these Created PDRs.
+fn est_rsp(seq: u32, cp_seid: u64, upf: &str, up: u64, created: Vec<Ie>) -> Message {
+    let mut ies = vec![
+        Ie::NodeId(NodeId::Ipv4(ip4(upf)).into()),
+        Ie::Cause(CauseValue::REQUEST_ACCEPTED),
+        Ie::FSeid(FSeid {
+            spare: 0,
+            seid: up,
+            ipv4: Some(ip4(upf)),
+            ipv6: None,
+        }),
+    ];
+    ies.extend(created);
+    msg(
+        HeaderRepr::session(mt::SESSION_ESTABLISHMENT_RESPONSE, cp_seid, seq),
+        ies,
+    )
+}
+
+fn session_req(t: u8, seq: u32, up: u64, ies: Vec<Ie>) -> Message {
+    msg(HeaderRepr::session(t, up, seq), ies)
+}
+
+/// Accepted, and these IEs (Created PDRs of a modification).
+fn session_rsp(t: u8, seq: u32, cp_seid: u64, mut ies: Vec<Ie>) -> Message {
+    ies.insert(0, Ie::Cause(CauseValue::REQUEST_ACCEPTED));
+    msg(HeaderRepr::session(t, cp_seid, seq), ies)
+}
+
+/// free5GC's SMF picks every F-TEID and UE address itself; its go-upf (v1.2.4 to v1.2.12,
+/// internal/pfcp/session.go) answers a Created PDR echoing the PDI's UE address for every
+/// PDR that has one, and some UPFs echo the SMF's F-TEID too. Here PDR 1 gets both echoed,
+/// PDR 2 its UE address, PDR 3 an F-TEID the UPF allocated (CHOOSE), and the modification's
+/// new PDR 4 its F-TEID echoed.
+fn echoing_upf_flow() -> Vec<(usize, capture::Datagram)> {
+    let upf_ip = ip4("10.0.0.7");
+    let ul = FTeid::new(0x10, Some(upf_ip), None);
+    let est = est_req(
+        2,
+        "10.0.0.4",
+        0x21,
+        vec![
+            create_pdr(
+                1,
+                vec![
+                    Ie::SourceInterface(Interface::ACCESS),
+                    Ie::FTeid(ul),
+                    ue("10.60.0.1", false),
+                ],
+            ),
+            create_pdr(
+                2,
+                vec![Ie::SourceInterface(Interface::CORE), ue("10.60.0.1", true)],
+            ),
+            create_pdr(
+                3,
+                vec![
+                    Ie::SourceInterface(Interface::ACCESS),
+                    Ie::FTeid(FTeid::choose(true, false, None)),
+                ],
+            ),
+            far_forw(),
+        ],
+    );
+    let est_rsp = est_rsp(
+        2,
+        0x21,
+        "10.0.0.7",
+        0x700,
+        vec![
+            Ie::CreatedPdr(vec![Ie::PdrId(1), Ie::FTeid(ul), ue("10.60.0.1", false)]),
+            Ie::CreatedPdr(vec![Ie::PdrId(2), ue("10.60.0.1", true)]),
+            Ie::CreatedPdr(vec![
+                Ie::PdrId(3),
+                Ie::FTeid(FTeid::new(0x5555, Some(upf_ip), None)),
+            ]),
+        ],
+    );
+    let n9 = FTeid::new(0x11, Some(upf_ip), None);
+    let modify = session_req(
+        mt::SESSION_MODIFICATION_REQUEST,
+        3,
+        0x700,
+        vec![create_pdr(
+            4,
+            vec![Ie::SourceInterface(Interface::CORE), Ie::FTeid(n9)],
+        )],
+    );
+    let mod_rsp = session_rsp(
+        mt::SESSION_MODIFICATION_RESPONSE,
+        3,
+        0x21,
+        vec![Ie::CreatedPdr(vec![Ie::PdrId(4), Ie::FTeid(n9)])],
+    );
+    let del = session_req(mt::SESSION_DELETION_REQUEST, 4, 0x700, vec![]);
+    let del_rsp = session_rsp(mt::SESSION_DELETION_RESPONSE, 4, 0x21, vec![]);
+    vec![
+        dgram(1, SMF, UPF, &assoc_req(1, "10.0.0.4")),
+        dgram(2, UPF, SMF, &assoc_rsp(1, "10.0.0.7")),
+        dgram(3, SMF, UPF, &est),
+        dgram(4, UPF, SMF, &est_rsp),
+        dgram(5, SMF, UPF, &modify),
+        dgram(6, UPF, SMF, &mod_rsp),
+        dgram(7, SMF, UPF, &del),
+        dgram(8, UPF, SMF, &del_rsp),
+    ]
+}
+
+/// Created PDRs that only echo the F-TEID or UE address the SMF chose are no
+/// allocation (TS 29.244 Table 7.5.3.1-1): the fake sends none for them, as upfd, and
+/// that is informational, not a mismatch. The PDR that asked CHOOSE is still compared.
+#[tokio::test]
+async fn created_pdrs_echoing_what_the_smf_chose_are_informational() {
+    let upf = FakeUpf::start(FakeUpfConfig::default()).await.unwrap();
+    let plan = Plan::from_datagrams(&echoing_upf_flow());
+    let report = replay(&plan, &cfg(upf.addr(), [127, 0, 42, 101]), |_| {})
+        .await
+        .unwrap();
+    let lines: Vec<String> = report.outcomes.iter().map(|o| o.line()).collect();
+    assert_eq!(
+        report.summary.to_string(),
+        "replay: 4 requests, 4 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+        "{lines:#?}"
+    );
+    assert_eq!(upf.stats().rejected, 0);
+    // Said once for the replay, and on each response.
+    assert!(
+        report.notes.iter().any(|n| n.starts_with(
+            "2 responses differ from the original in Created PDRs that echo the F-TEID or UE address the SMF chose (frames 3, 5): informational"
+        )),
+        "{:#?}",
+        report.notes
+    );
+    let echo = |k: usize| {
+        report.outcomes[k]
+            .notes
+            .iter()
+            .find(|n| n.contains("Created PDRs echo"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        echo(1)
+            .starts_with("0 Created PDRs echo the F-TEID or UE address the SMF chose, original 2 "),
+        "{}",
+        echo(1)
+    );
+    assert!(
+        echo(2)
+            .starts_with("0 Created PDRs echo the F-TEID or UE address the SMF chose, original 1 "),
+        "{}",
+        echo(2)
+    );
+}
+
+/// The same comparison on single responses: an echo is informational, but a Created PDR
+/// whose F-TEID differs from the one the SMF chose is an allocation, and one missing is a
+/// mismatch; so is an allocation the UPF under test did not make for CHOOSE.
+#[test]
+fn a_created_pdr_unlike_what_the_smf_chose_is_an_allocation() {
+    let flow = echoing_upf_flow();
+    let est = flow[2].1.payload.clone();
+    let est_rsp = |created: Vec<Ie>| est_rsp(2, 0x21, "10.0.0.7", 0x700, created).emit();
+    let upf_ip = ip4("10.0.0.7");
+    let allocated = Ie::CreatedPdr(vec![
+        Ie::PdrId(3),
+        Ie::FTeid(FTeid::new(0x5555, Some(upf_ip), None)),
+    ]);
+    let ours = est_rsp(vec![allocated.clone()]);
+    // The original echoed PDR 1's F-TEID: informational.
+    let echoed = est_rsp(vec![
+        Ie::CreatedPdr(vec![
+            Ie::PdrId(1),
+            Ie::FTeid(FTeid::new(0x10, Some(upf_ip), None)),
+        ]),
+        allocated.clone(),
+    ]);
+    let c = compare_responses(&est, &est, Some(&echoed), &ours);
+    assert!(c.differences.is_empty(), "{c:?}");
+    assert_eq!(c.informational.len(), 1, "{c:?}");
+    // The original gave PDR 1 another TEID than the SMF's: that is an allocation.
+    let replaced = est_rsp(vec![
+        Ie::CreatedPdr(vec![
+            Ie::PdrId(1),
+            Ie::FTeid(FTeid::new(0x99, Some(upf_ip), None)),
+        ]),
+        allocated.clone(),
+    ]);
+    let c = compare_responses(&est, &est, Some(&replaced), &ours);
+    assert_eq!(
+        c.differences,
+        vec!["1 Created PDRs with an allocation, original 2".to_string()]
+    );
+    assert!(c.informational.is_empty(), "{c:?}");
+    // Ours echoes and allocates nothing for CHOOSE: a mismatch, the echo informational.
+    let ours_echo = est_rsp(vec![Ie::CreatedPdr(vec![
+        Ie::PdrId(2),
+        ue("10.60.0.1", true),
+    ])]);
+    let c = compare_responses(&est, &est, Some(&ours), &ours_echo);
+    assert_eq!(
+        c.differences,
+        vec![
+            "0 Created PDRs with an allocation, original 1".to_string(),
+            "PDR 3 asked CHOOSE: no allocated F-TEID in a Created PDR".to_string()
+        ]
+    );
+    assert_eq!(c.informational.len(), 1, "{c:?}");
 }
