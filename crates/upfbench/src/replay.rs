@@ -31,6 +31,12 @@
 //!    (free5GC's go-upf), are not allocations (TS 29.244 Table 7.5.3.1-1): a difference in
 //!    them is informational. Heartbeat responses, and responses to requests the capture
 //!    holds no response for, are compared on type only.
+//! 4. A capture may hold several UPFs ([`Plan::upfs`]). One UPF under test can stand in
+//!    for all of them at once only when each SMF talks to one of them; an SMF that talks
+//!    to several ([`Plan::shared_smfs`]: an uplink classifier and its anchors) would set
+//!    up its association again for each. [`Plan::for_upf`] keeps one UPF's requests;
+//!    [`replay_each_upf`] replays each UPF's part against a fresh UPF under test; the CLI
+//!    replays the first such UPF, or the one `--capture-upf` names, and counts per UPF.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
@@ -102,6 +108,8 @@ pub struct Plan {
     pub roles: Vec<(SocketAddr, Role)>,
     /// Repeated requests with identical octets, replayed once.
     pub duplicates: usize,
+    /// The UPF each of those repeated requests went to.
+    duplicate_upfs: Vec<SocketAddr>,
     /// Observations worth printing (ambiguous roles, undecodable messages ...).
     pub notes: Vec<String>,
 }
@@ -237,6 +245,7 @@ impl Plan {
                 if let Some(&i) = latest.get(&key) {
                     if plan.transactions[i].request == *bytes {
                         plan.duplicates += 1;
+                        plan.duplicate_upfs.push(*dst);
                         continue;
                     }
                 }
@@ -282,6 +291,156 @@ impl Plan {
         }
         v
     }
+
+    /// The UP endpoints that have requests to replay, in order of their first request:
+    /// the UPFs of the capture, each known by the address its SMFs sent to.
+    pub fn upfs(&self) -> Vec<SocketAddr> {
+        let mut v: Vec<SocketAddr> = Vec::new();
+        for t in &self.transactions {
+            if !v.contains(&t.upf) {
+                v.push(t.upf);
+            }
+        }
+        v
+    }
+
+    /// The part of the plan that `upf` of the capture answered: its requests only.
+    pub fn for_upf(&self, upf: SocketAddr) -> Plan {
+        Plan {
+            transactions: self
+                .transactions
+                .iter()
+                .filter(|t| t.upf == upf)
+                .cloned()
+                .collect(),
+            roles: self.roles.clone(),
+            duplicates: self.duplicate_upfs.iter().filter(|u| **u == upf).count(),
+            duplicate_upfs: self
+                .duplicate_upfs
+                .iter()
+                .filter(|u| **u == upf)
+                .copied()
+                .collect(),
+            notes: self.notes.clone(),
+        }
+    }
+
+    /// SMFs that send requests to more than one UPF of the capture (an SMF with an uplink
+    /// classifier and its anchors; SMFs associated with every UPF). One UPF under test
+    /// cannot answer for all of their UPFs at once: it would see the SMF set up its
+    /// association again for each (or, for an FQDN Node ID sent from several addresses,
+    /// refuse all but the first as a takeover), and the sessions of one PDU session, with
+    /// one UE address, side by side. An SMF is its address, or its Node ID when that is an
+    /// FQDN (not rewritten, so several addresses sending one FQDN are one SMF to the UPF
+    /// under test).
+    pub fn shared_smfs(&self) -> Vec<SharedSmf> {
+        let mut v: Vec<SharedSmf> = Vec::new();
+        let mut fqdn: HashMap<SocketAddr, String> = HashMap::new();
+        for t in &self.transactions {
+            if let Some(name) = fqdn_node_id(&t.request) {
+                fqdn.entry(t.smf).or_insert(name);
+            }
+        }
+        for t in &self.transactions {
+            let smf = fqdn
+                .get(&t.smf)
+                .cloned()
+                .unwrap_or_else(|| t.smf.to_string());
+            let i = match v.iter().position(|s| s.smf == smf) {
+                Some(i) => i,
+                None => {
+                    v.push(SharedSmf {
+                        smf,
+                        upfs: Vec::new(),
+                    });
+                    v.len() - 1
+                }
+            };
+            if !v[i].upfs.contains(&t.upf) {
+                v[i].upfs.push(t.upf);
+            }
+        }
+        v.retain(|s| s.upfs.len() > 1);
+        v
+    }
+
+    /// The UPF of the capture that `sel` names.
+    pub fn find_upf(&self, sel: &CaptureUpf) -> Result<SocketAddr, String> {
+        let upfs = self.upfs();
+        let hits: Vec<SocketAddr> = upfs
+            .iter()
+            .copied()
+            .filter(|u| match sel {
+                CaptureUpf::Ip(ip) => u.ip() == *ip,
+                CaptureUpf::Addr(a) => u == a,
+            })
+            .collect();
+        let list = || {
+            upfs.iter()
+                .map(|u| u.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match hits.as_slice() {
+            [one] => Ok(*one),
+            [] if upfs.is_empty() => Err(format!(
+                "the capture has no UPF with requests to replay, none at {sel}"
+            )),
+            [] => Err(format!(
+                "no UPF of the capture at {sel}; its UPFs: {}",
+                list()
+            )),
+            _ => Err(format!(
+                "several UPFs of the capture at {sel}: give the port too ({})",
+                list()
+            )),
+        }
+    }
+}
+
+/// An SMF of the capture that talks to several of its UPFs ([`Plan::shared_smfs`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SharedSmf {
+    /// Its address, or its FQDN Node ID.
+    pub smf: String,
+    pub upfs: Vec<SocketAddr>,
+}
+
+/// A UPF of the capture, as `--capture-upf` names it: an address, with or without port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureUpf {
+    Ip(IpAddr),
+    Addr(SocketAddr),
+}
+
+impl std::str::FromStr for CaptureUpf {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            return Ok(CaptureUpf::Addr(a));
+        }
+        s.parse::<IpAddr>()
+            .map(CaptureUpf::Ip)
+            .map_err(|_| format!("{s:?} is neither IP nor IP:PORT"))
+    }
+}
+
+impl std::fmt::Display for CaptureUpf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CaptureUpf::Ip(a) => write!(f, "{a}"),
+            CaptureUpf::Addr(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+/// The Node ID of a request when it is an FQDN.
+fn fqdn_node_id(request: &[u8]) -> Option<String> {
+    let m = Message::parse(request).ok()?;
+    m.ies.iter().find_map(|ie| match ie {
+        Ie::NodeId(n) if matches!(n.node_id, NodeId::Fqdn(_)) => Some(n.node_id.to_string()),
+        _ => None,
+    })
 }
 
 /// How to replay.
@@ -374,13 +533,50 @@ pub struct Summary {
     pub not_replayable: usize,
 }
 
-impl std::fmt::Display for Summary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Summary {
+    /// The counts of these outcomes.
+    pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Summary {
+        let mut s = Summary::default();
+        for o in outcomes {
+            s.requests += 1;
+            match o.verdict {
+                Verdict::Matched => s.matched += 1,
+                Verdict::Mismatched(_) => s.mismatched += 1,
+                Verdict::TimedOut => s.timed_out += 1,
+                Verdict::NotReplayable(_) => s.not_replayable += 1,
+            }
+        }
+        s
+    }
+
+    fn counts(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "replay: {} requests, {} responses matched, {} mismatched, {} timed out, {} not replayable",
+            "{} requests, {} responses matched, {} mismatched, {} timed out, {} not replayable",
             self.requests, self.matched, self.mismatched, self.timed_out, self.not_replayable
         )
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "replay: ")?;
+        self.counts(f)
+    }
+}
+
+/// The counts of the requests to one UPF of the capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UpfSummary {
+    /// The UPF of the capture (the address its SMFs sent to).
+    pub upf: SocketAddr,
+    pub summary: Summary,
+}
+
+impl std::fmt::Display for UpfSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "replay of UPF {}: ", self.upf)?;
+        self.summary.counts(f)
     }
 }
 
@@ -396,6 +592,43 @@ pub struct ReplayReport {
     pub fteids: Vec<(IpAddr, u32, FTeid)>,
     pub notes: Vec<String>,
     pub summary: Summary,
+}
+
+impl ReplayReport {
+    /// The counts per UPF of the capture, in order of their first request.
+    pub fn per_upf(&self) -> Vec<UpfSummary> {
+        let mut upfs: Vec<SocketAddr> = Vec::new();
+        for o in &self.outcomes {
+            if !upfs.contains(&o.upf) {
+                upfs.push(o.upf);
+            }
+        }
+        upfs.into_iter()
+            .map(|upf| UpfSummary {
+                upf,
+                summary: Summary::of(self.outcomes.iter().filter(|o| o.upf == upf)),
+            })
+            .collect()
+    }
+}
+
+/// The replay of one UPF's part of a capture against a UPF under test of its own.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpfReport {
+    /// The UPF of the capture.
+    pub upf: SocketAddr,
+    /// The UPF under test that answered in its place.
+    pub under_test: SocketAddr,
+    pub report: ReplayReport,
+}
+
+impl UpfReport {
+    pub fn summary(&self) -> UpfSummary {
+        UpfSummary {
+            upf: self.upf,
+            summary: self.report.summary,
+        }
+    }
 }
 
 /// What the rewriting learnt so far.
@@ -919,6 +1152,15 @@ pub async fn replay(
         t1: cfg.timeout,
         n1: cfg.retransmissions,
     };
+    for shared in plan.shared_smfs() {
+        let upfs: Vec<String> = shared.upfs.iter().map(|u| u.to_string()).collect();
+        notes.push(format!(
+            "SMF {} sends to {} UPFs of the capture ({}), all replayed against the one UPF under test: it sees that SMF associate again for each; replay one UPF at a time (--capture-upf)",
+            shared.smf,
+            upfs.len(),
+            upfs.join(", ")
+        ));
+    }
     let smfs = plan.smfs();
     let mut sockets: HashMap<SocketAddr, (Ipv4Addr, N4)> = HashMap::new();
     let mut locals = Vec::new();
@@ -1116,6 +1358,36 @@ pub async fn replay(
     })
 }
 
+/// Replay each UPF's part of `plan` in turn ([`Plan::upfs`], [`Plan::for_upf`]), each
+/// against a fresh UPF under test: `fresh(upf)` starts one for the capture's `upf` and
+/// gives its address and a guard, dropped when that part is done. Each part's SMFs
+/// replay from `cfg.local_base` again; nothing learnt in one part carries into the next.
+pub async fn replay_each_upf<G, F, Fut>(
+    plan: &Plan,
+    cfg: &ReplayConfig,
+    mut fresh: F,
+    mut each: impl FnMut(&Outcome),
+) -> io::Result<Vec<UpfReport>>
+where
+    F: FnMut(SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = io::Result<(SocketAddr, G)>>,
+{
+    let mut reports = Vec::new();
+    for upf in plan.upfs() {
+        let (under_test, guard) = fresh(upf).await?;
+        let mut c = cfg.clone();
+        c.upf = under_test;
+        let report = replay(&plan.for_upf(upf), &c, &mut each).await?;
+        drop(guard);
+        reports.push(UpfReport {
+            upf,
+            under_test,
+            report,
+        });
+    }
+    Ok(reports)
+}
+
 fn learn_n3(map: &mut Mapper, n3: &[pfcp::ie::UserPlaneIpResourceInformation]) {
     if map.n3_from_cli {
         return;
@@ -1239,14 +1511,91 @@ pub struct Args {
     /// IPv4 and IPv6).
     #[arg(long)]
     pub upf_n3: Vec<IpAddr>,
+    /// Replay only the requests to this UPF of the capture (IP, or IP:PORT when several
+    /// UPFs share an IP): the address its SMFs sent to.
+    ///
+    /// A capture may hold several UPFs: an SMF with an uplink classifier and its anchors,
+    /// SMFs of several slices each associated with every UPF, or a V-UPF and an H-UPF. When
+    /// every SMF of the capture talks to one UPF only, all are replayed against the UPF
+    /// under test at once (each SMF from its own local address). When an SMF talks to
+    /// several, one UPF under test cannot answer for them at once (that SMF sets up its
+    /// association again for each, or is refused as a takeover when its FQDN Node ID comes
+    /// from several addresses; one PDU session's sessions sit side by side): only the
+    /// first UPF of the capture is replayed, a note says which and gives the --capture-upf
+    /// of each other one; replay each against a fresh UPF.
+    /// With several UPFs, a `replay of UPF ADDR:` line counts each UPF's requests before
+    /// the closing `replay:` line.
+    #[arg(long, value_name = "ADDR")]
+    pub capture_upf: Option<CaptureUpf>,
     /// Also print matched requests and how each request was rewritten.
     #[arg(long, short)]
     pub verbose: bool,
 }
 
+/// The part of `whole` to replay, and what to say about the choice.
+fn choose_part(whole: Plan, sel: Option<&CaptureUpf>) -> anyhow::Result<(Plan, Vec<String>)> {
+    let upfs = whole.upfs();
+    let count = |u: SocketAddr| whole.transactions.iter().filter(|t| t.upf == u).count();
+    let others = |chosen: SocketAddr| {
+        upfs.iter()
+            .filter(|u| **u != chosen)
+            .map(|u| format!("--capture-upf {u} ({} requests)", count(*u)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(sel) = sel {
+        let upf = whole.find_upf(sel).map_err(anyhow::Error::msg)?;
+        let mut notes = Vec::new();
+        if upfs.len() > 1 {
+            notes.push(format!(
+                "replaying the {} requests to UPF {upf} only, of the capture's {} UPFs; the {}: {}",
+                count(upf),
+                upfs.len(),
+                if upfs.len() == 2 { "other" } else { "others" },
+                others(upf)
+            ));
+        }
+        return Ok((whole.for_upf(upf), notes));
+    }
+    let shared = whole.shared_smfs();
+    if upfs.len() < 2 || shared.is_empty() {
+        return Ok((whole, Vec::new()));
+    }
+    let first = upfs[0];
+    let who: Vec<String> = shared
+        .iter()
+        .map(|s| {
+            let u: Vec<String> = s.upfs.iter().map(|u| u.to_string()).collect();
+            format!("SMF {} sends to {}", s.smf, u.join(", "))
+        })
+        .collect();
+    let notes = vec![
+        format!(
+            "the capture has {} UPFs and {}: one UPF under test cannot answer for them at once",
+            upfs.len(),
+            who.join("; ")
+        ),
+        format!(
+            "replaying the first UPF, {first} ({} requests); for the {}, run again against a fresh UPF with {}",
+            count(first),
+            if upfs.len() == 2 { "other" } else { "others" },
+            others(first)
+        ),
+    ];
+    Ok((whole.for_upf(first), notes))
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let plan =
+    let whole =
         Plan::from_file(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let several_upfs = whole.upfs().len() > 1;
+    let (plan, choice) = choose_part(whole, args.capture_upf.as_ref())?;
+    {
+        let mut out = io::stdout().lock();
+        for n in &choice {
+            writeln!(out, "note: {n}")?;
+        }
+    }
     let mut cfg = ReplayConfig::new(args.upf);
     cfg.local_base = args.local_base;
     cfg.local_port = args.local_port;
@@ -1279,6 +1628,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     for n in &report.notes {
         writeln!(out, "note: {n}")?;
+    }
+    if several_upfs {
+        for s in report.per_upf() {
+            writeln!(out, "{s}")?;
+        }
     }
     writeln!(out, "{}", report.summary)?;
     let s = report.summary;

@@ -1,10 +1,11 @@
 //! The capture replayer's mechanics against the in-process fake UPF: pairing requests with
 //! the original responses, dropping repeated copies, per-SMF local addresses, and mapping
 //! UP SEIDs, allocated F-TEIDs and UE addresses from the original UPF's to the fake's;
-//! Created PDRs that only echo what the SMF chose (informational, not a mismatch). The
-//! fake is a test double: where it answers unlike the original UPF, mismatches are
-//! expected and checked to be exactly those. Loopback only; every wait is bounded, and
-//! generous: a busy machine makes a replay slower, never different.
+//! captures of several UPFs replayed one UPF at a time, and Created PDRs that only echo
+//! what the SMF chose (informational, not a mismatch). The fake is a test double: where
+//! it answers unlike the original UPF, mismatches are expected and checked to be exactly
+//! those. Loopback only; every wait is bounded, and generous: a busy machine makes a
+//! replay slower, never different.
 
 mod common;
 
@@ -20,7 +21,9 @@ use pfcp::ie::{
 };
 use pfcp::message::message_type as mt;
 use pfcp::{CauseValue, HeaderRepr, Ie, Message};
-use upfbench::replay::{compare_responses, replay, Plan, ReplayConfig, Role, Verdict};
+use upfbench::replay::{
+    compare_responses, replay, replay_each_upf, Plan, ReplayConfig, Role, SharedSmf, Verdict,
+};
 use upfbench::smf::fake_upf::{FakeUpf, FakeUpfConfig};
 
 fn pcaps() -> Option<PathBuf> {
@@ -658,8 +661,8 @@ fn a_capture_that_starts_mid_session_is_not_replayable_not_mismatched() {
     assert_eq!((st.modified, st.deleted), (0, 0), "neither was sent");
 }
 
-// Captures of a UPF that echoes in Created PDRs what the SMF chose (issue 27, item 9),
-// written here as an SMF's `tcpdump` would hold it.
+// Captures of several UPFs, and of a UPF that echoes in Created PDRs what the SMF chose
+// (issue 27, items 8 and 9). Each is written here as an SMF's `tcpdump` would hold it.
 
 fn ip4(s: &str) -> Ipv4Addr {
     s.parse().unwrap()
@@ -940,4 +943,623 @@ fn a_created_pdr_unlike_what_the_smf_chose_is_an_allocation() {
         ]
     );
     assert_eq!(c.informational.len(), 1, "{c:?}");
+}
+
+/// Frames numbered in order, from (from, to, message).
+fn frames(v: Vec<(String, String, Message)>) -> Vec<(usize, capture::Datagram)> {
+    v.iter()
+        .enumerate()
+        .map(|(k, (from, to, m))| dgram(k + 1, from, to, m))
+        .collect()
+}
+
+const ULCL: &str = "10.0.0.7:8805";
+const PSA: &str = "10.0.0.8:8805";
+
+/// free5GC's SMF with an uplink classifier (10.0.0.7) and its anchor (10.0.0.8), one PDU
+/// session through both: the SMF picks every F-TEID and the UE address, and its go-upf
+/// UPFs echo the UE address in Created PDRs. One SMF, two associations, the same CP SEID
+/// and UE address in both sessions.
+fn ulcl_flow() -> Vec<(usize, capture::Datagram)> {
+    let s = |a: &str| a.to_string();
+    let session = |seq: u32, upf: &str, fteids: [u32; 2], up: u64| {
+        let ip = ip4(upf.split(':').next().unwrap());
+        let req = est_req(
+            seq,
+            "10.0.0.4",
+            0x1,
+            vec![
+                create_pdr(
+                    1,
+                    vec![
+                        Ie::SourceInterface(Interface::ACCESS),
+                        Ie::FTeid(FTeid::new(fteids[0], Some(ip), None)),
+                        ue("10.60.0.1", false),
+                    ],
+                ),
+                create_pdr(
+                    2,
+                    vec![
+                        Ie::SourceInterface(Interface::CORE),
+                        Ie::FTeid(FTeid::new(fteids[1], Some(ip), None)),
+                        ue("10.60.0.1", true),
+                    ],
+                ),
+                far_forw(),
+            ],
+        );
+        let rsp = est_rsp(
+            seq,
+            0x1,
+            &ip.to_string(),
+            up,
+            vec![
+                Ie::CreatedPdr(vec![Ie::PdrId(1), ue("10.60.0.1", false)]),
+                Ie::CreatedPdr(vec![Ie::PdrId(2), ue("10.60.0.1", true)]),
+            ],
+        );
+        (req, rsp)
+    };
+    let (psa_est, psa_est_rsp) = session(3, PSA, [0x20, 0x21], 0x800);
+    let (ulcl_est, ulcl_est_rsp) = session(4, ULCL, [0x10, 0x11], 0x700);
+    let modify = session_req(
+        mt::SESSION_MODIFICATION_REQUEST,
+        5,
+        0x700,
+        vec![Ie::UpdateFar(vec![
+            Ie::FarId(1),
+            Ie::UpdateForwardingParameters(vec![Ie::OuterHeaderCreation(
+                OuterHeaderCreation::gtpu_ipv4(0x99, ip4("10.0.0.1")),
+            )]),
+        ])],
+    );
+    let rsp = |t, seq| session_rsp(t, seq, 0x1, vec![]);
+    let del = |seq, up| session_req(mt::SESSION_DELETION_REQUEST, seq, up, vec![]);
+    frames(vec![
+        (s(SMF), s(ULCL), assoc_req(1, "10.0.0.4")),
+        (s(ULCL), s(SMF), assoc_rsp(1, "10.0.0.7")),
+        (s(SMF), s(PSA), assoc_req(2, "10.0.0.4")),
+        (s(PSA), s(SMF), assoc_rsp(2, "10.0.0.8")),
+        (s(SMF), s(PSA), psa_est),
+        (s(PSA), s(SMF), psa_est_rsp),
+        (s(SMF), s(ULCL), ulcl_est),
+        (s(ULCL), s(SMF), ulcl_est_rsp),
+        (s(SMF), s(ULCL), modify),
+        (s(ULCL), s(SMF), rsp(mt::SESSION_MODIFICATION_RESPONSE, 5)),
+        (s(SMF), s(ULCL), del(6, 0x700)),
+        (s(ULCL), s(SMF), rsp(mt::SESSION_DELETION_RESPONSE, 6)),
+        (s(SMF), s(PSA), del(7, 0x800)),
+        (s(PSA), s(SMF), rsp(mt::SESSION_DELETION_RESPONSE, 7)),
+    ])
+}
+
+/// Three SMFs (10.0.k.4) and three UPFs (10.0.k.7), a slice each, as Open5GS has them
+/// (the UPF allocates the F-TEID). With `every_upf`, each SMF associates with every UPF
+/// and SMF 3 also has a session on UPF 1; else each SMF knows its own UPF only.
+fn slicing_flow(every_upf: bool) -> Vec<(usize, capture::Datagram)> {
+    let smf = |k: u8| format!("10.0.{k}.4:8805");
+    let upf = |k: u8| format!("10.0.{k}.7:8805");
+    let ip = |k: u8, h: u8| Ipv4Addr::new(10, 0, k, h).to_string();
+    let mut v = Vec::new();
+    let mut seq = [0u32; 4];
+    for k in 1..=3u8 {
+        for u in 1..=3u8 {
+            if every_upf || u == k {
+                seq[k as usize] += 1;
+                let n = seq[k as usize];
+                v.push((smf(k), upf(u), assoc_req(n, &ip(k, 4))));
+                v.push((upf(u), smf(k), assoc_rsp(n, &ip(u, 7))));
+            }
+        }
+    }
+    // (SMF, UPF, CP SEID, UP SEID, modified)
+    let mut sessions = vec![
+        (1u8, 1u8, 0x11u64, 0x1100u64, true),
+        (2, 2, 0x21, 0x2200, true),
+        (3, 3, 0x31, 0x3300, true),
+    ];
+    if every_upf {
+        sessions.push((3, 1, 0x32, 0x1101, false));
+    }
+    let next = |seq: &mut [u32; 4], k: u8| {
+        seq[k as usize] += 1;
+        seq[k as usize]
+    };
+    for &(k, u, cp, up, _) in &sessions {
+        let n = next(&mut seq, k);
+        let ue_addr = format!("10.{}.0.{}", 60 + k, up & 0xff);
+        let req = est_req(
+            n,
+            &ip(k, 4),
+            cp,
+            vec![
+                create_pdr(
+                    1,
+                    vec![
+                        Ie::SourceInterface(Interface::ACCESS),
+                        Ie::FTeid(FTeid::choose(true, false, None)),
+                    ],
+                ),
+                create_pdr(
+                    2,
+                    vec![Ie::SourceInterface(Interface::CORE), ue(&ue_addr, true)],
+                ),
+                far_forw(),
+            ],
+        );
+        let fteid = FTeid::new(up as u32, Some(ip4(&ip(u, 7))), None);
+        let rsp = est_rsp(
+            n,
+            cp,
+            &ip(u, 7),
+            up,
+            vec![Ie::CreatedPdr(vec![Ie::PdrId(1), Ie::FTeid(fteid)])],
+        );
+        v.push((smf(k), upf(u), req));
+        v.push((upf(u), smf(k), rsp));
+    }
+    for &(k, u, cp, up, modified) in &sessions {
+        if !modified {
+            continue;
+        }
+        let n = next(&mut seq, k);
+        let fteid = FTeid::new(up as u32, Some(ip4(&ip(u, 7))), None);
+        let req = session_req(
+            mt::SESSION_MODIFICATION_REQUEST,
+            n,
+            up,
+            vec![Ie::UpdatePdr(vec![
+                Ie::PdrId(1),
+                Ie::Pdi(vec![
+                    Ie::SourceInterface(Interface::ACCESS),
+                    Ie::FTeid(fteid),
+                ]),
+            ])],
+        );
+        v.push((smf(k), upf(u), req));
+        v.push((
+            upf(u),
+            smf(k),
+            session_rsp(mt::SESSION_MODIFICATION_RESPONSE, n, cp, vec![]),
+        ));
+    }
+    for &(k, u, cp, up, _) in &sessions {
+        let n = next(&mut seq, k);
+        v.push((
+            smf(k),
+            upf(u),
+            session_req(mt::SESSION_DELETION_REQUEST, n, up, vec![]),
+        ));
+        v.push((
+            upf(u),
+            smf(k),
+            session_rsp(mt::SESSION_DELETION_RESPONSE, n, cp, vec![]),
+        ));
+    }
+    frames(v)
+}
+
+/// A fresh fake UPF per part of a capture, kept for their counts afterwards.
+type Fakes = std::rc::Rc<std::cell::RefCell<Vec<(SocketAddr, FakeUpf)>>>;
+
+async fn fresh_fake(fakes: Fakes, upf: SocketAddr) -> std::io::Result<(SocketAddr, ())> {
+    let fake = FakeUpf::start(FakeUpfConfig::default()).await?;
+    let addr = fake.addr();
+    fakes.borrow_mut().push((upf, fake));
+    Ok((addr, ()))
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// An SMF with an uplink classifier and an anchor: replayed together, the one UPF under
+/// test would get that SMF's association twice and the UE address in two sessions; each
+/// UPF's part is replayed against a fresh UPF instead, in order of its first request,
+/// and counted on its own line.
+#[tokio::test]
+async fn an_uplink_classifier_and_its_anchor_replay_one_upf_at_a_time() {
+    let plan = Plan::from_datagrams(&ulcl_flow());
+    assert_eq!(plan.upfs(), vec![addr(ULCL), addr(PSA)]);
+    assert_eq!(
+        plan.shared_smfs(),
+        vec![SharedSmf {
+            smf: SMF.to_string(),
+            upfs: vec![addr(ULCL), addr(PSA)]
+        }]
+    );
+    let frames_of = |p: &Plan| p.transactions.iter().map(|t| t.frame).collect::<Vec<_>>();
+    assert_eq!(frames_of(&plan.for_upf(addr(ULCL))), vec![1, 7, 9, 11]);
+    assert_eq!(frames_of(&plan.for_upf(addr(PSA))), vec![3, 5, 13]);
+    assert!(plan.for_upf(addr(PSA)).shared_smfs().is_empty());
+
+    let fakes = Fakes::default();
+    let mut c = cfg(addr("127.0.0.1:9"), [127, 0, 43, 101]);
+    c.local_port = 0;
+    let f = fakes.clone();
+    let reports = replay_each_upf(&plan, &c, move |u| fresh_fake(f.clone(), u), |_| {})
+        .await
+        .unwrap();
+    let lines: Vec<String> = reports.iter().map(|r| r.summary().to_string()).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "replay of UPF 10.0.0.7:8805: 4 requests, 4 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay of UPF 10.0.0.8:8805: 3 requests, 3 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+        ],
+        "{:#?}",
+        reports.iter().flat_map(|r| r.report.outcomes.iter().map(|o| o.line())).collect::<Vec<_>>()
+    );
+    let fakes = fakes.take();
+    assert_eq!(fakes.len(), 2);
+    for (r, (upf, fake)) in reports.iter().zip(fakes.iter()) {
+        assert_eq!(r.upf, *upf);
+        assert_eq!(r.under_test, fake.addr());
+        let st = fake.stats();
+        let modified = u64::from(*upf == addr(ULCL));
+        assert_eq!(
+            (
+                st.associations,
+                st.established,
+                st.modified,
+                st.deleted,
+                st.rejected
+            ),
+            (1, 1, modified, 1, 0),
+            "{upf}"
+        );
+        // Each part's one SMF replays from the first local address.
+        assert_eq!(r.report.locals.len(), 1);
+        assert_eq!(r.report.locals[0].1.ip(), IpAddr::V4(c.local_base));
+        // go-upf's echoed UE addresses: informational.
+        assert!(r.report.notes.iter().any(|n| n.contains("informational")));
+    }
+    // Replayed all at once, the replay says why that cannot stand for both UPFs.
+    let upf = FakeUpf::start(FakeUpfConfig::default()).await.unwrap();
+    let whole = replay(&plan, &cfg(upf.addr(), [127, 0, 44, 101]), |_| {})
+        .await
+        .unwrap();
+    assert!(
+        whole.notes.iter().any(|n| n.starts_with(
+            "SMF 10.0.0.4:8805 sends to 2 UPFs of the capture (10.0.0.7:8805, 10.0.0.8:8805)"
+        )),
+        "{:#?}",
+        whole.notes
+    );
+    assert_eq!(upf.stats().associations, 2, "one SMF associated twice");
+}
+
+/// Three SMFs, each associated with three UPFs: each UPF's part holds the associations
+/// of all three SMFs (each from its own local address) and the sessions it served.
+#[tokio::test]
+async fn three_smfs_with_three_upfs_replay_per_upf() {
+    let plan = Plan::from_datagrams(&slicing_flow(true));
+    let upfs = vec![
+        addr("10.0.1.7:8805"),
+        addr("10.0.2.7:8805"),
+        addr("10.0.3.7:8805"),
+    ];
+    assert_eq!(plan.upfs(), upfs);
+    let shared = plan.shared_smfs();
+    assert_eq!(
+        shared.iter().map(|s| s.smf.as_str()).collect::<Vec<_>>(),
+        vec!["10.0.1.4:8805", "10.0.2.4:8805", "10.0.3.4:8805"]
+    );
+    assert!(shared.iter().all(|s| s.upfs == upfs));
+    let fakes = Fakes::default();
+    let mut c = cfg(addr("127.0.0.1:9"), [127, 0, 45, 101]);
+    c.local_port = 0;
+    let f = fakes.clone();
+    let reports = replay_each_upf(&plan, &c, move |u| fresh_fake(f.clone(), u), |_| {})
+        .await
+        .unwrap();
+    let lines: Vec<String> = reports.iter().map(|r| r.summary().to_string()).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "replay of UPF 10.0.1.7:8805: 8 requests, 8 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay of UPF 10.0.2.7:8805: 6 requests, 6 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay of UPF 10.0.3.7:8805: 6 requests, 6 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+        ],
+        "{:#?}",
+        reports.iter().flat_map(|r| r.report.outcomes.iter().map(|o| o.line())).collect::<Vec<_>>()
+    );
+    let fakes = fakes.borrow();
+    let counts: Vec<(u64, u64, u64, u64, u64)> = fakes
+        .iter()
+        .map(|(_, f)| {
+            let s = f.stats();
+            (
+                s.associations,
+                s.established,
+                s.modified,
+                s.deleted,
+                s.rejected,
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        vec![(3, 2, 1, 2, 0), (3, 1, 1, 1, 0), (3, 1, 1, 1, 0)]
+    );
+    for r in &reports {
+        // The three SMFs, from three local addresses, in order of their first request.
+        let smfs: Vec<String> = r.report.locals.iter().map(|(s, _)| s.to_string()).collect();
+        assert_eq!(
+            smfs,
+            vec!["10.0.1.4:8805", "10.0.2.4:8805", "10.0.3.4:8805"]
+        );
+        let locals: Vec<IpAddr> = r.report.locals.iter().map(|(_, l)| l.ip()).collect();
+        assert_eq!(
+            locals,
+            [101u8, 102, 103]
+                .map(|h| IpAddr::V4(Ipv4Addr::new(127, 0, 45, h)))
+                .to_vec()
+        );
+        // Every session request found its session at the fresh UPF.
+        assert!(r
+            .report
+            .outcomes
+            .iter()
+            .flat_map(|o| &o.notes)
+            .all(|n| !n.contains("unknown")));
+    }
+    // UPF 1's part: SMF 1's session, then SMF 3's, in capture order.
+    let order: Vec<(u8, String)> = reports[0]
+        .report
+        .outcomes
+        .iter()
+        .filter(|o| o.message_type != mt::ASSOCIATION_SETUP_REQUEST)
+        .map(|o| (o.message_type, o.smf.to_string()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            (mt::SESSION_ESTABLISHMENT_REQUEST, "10.0.1.4:8805".into()),
+            (mt::SESSION_ESTABLISHMENT_REQUEST, "10.0.3.4:8805".into()),
+            (mt::SESSION_MODIFICATION_REQUEST, "10.0.1.4:8805".into()),
+            (mt::SESSION_DELETION_REQUEST, "10.0.1.4:8805".into()),
+            (mt::SESSION_DELETION_REQUEST, "10.0.3.4:8805".into()),
+        ]
+    );
+}
+
+fn write_pcap(path: &std::path::Path, flow: &[(usize, capture::Datagram)]) {
+    let mut w =
+        capture::PcapWriter::new(std::fs::File::create(path).unwrap(), capture::linktype::RAW)
+            .unwrap();
+    for (_, d) in flow {
+        let pkt = capture::ip_udp_packet(d.src, d.dst, d.sport, d.dport, &d.payload);
+        w.write(0, &pkt).unwrap();
+    }
+}
+
+fn cli_replay(
+    file: &std::path::Path,
+    upf: SocketAddr,
+    base: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"));
+    c.arg("replay")
+        .arg(file)
+        .args(["--upf", &upf.to_string()])
+        .args(["--local-base", base, "--local-port", "0"])
+        .args(CLI_TIMERS)
+        .args(extra);
+    run_bounded(c, 4 * SETTLE)
+}
+
+/// The CLI on a capture whose SMF talks to two UPFs: it replays the first, says so and
+/// how to replay the other, and counts per UPF; `--capture-upf` picks the other.
+#[test]
+fn the_cli_replays_one_upf_of_an_uplink_classifier_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ulcl.pcap");
+    write_pcap(&file, &ulcl_flow());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let first = rt
+        .block_on(FakeUpf::start(FakeUpfConfig::default()))
+        .unwrap();
+    let out = cli_replay(&file, first.addr(), "127.0.73.101", &[]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    eprintln!("{stdout}");
+    assert!(out.status.success(), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "note: the capture has 2 UPFs and SMF 10.0.0.4:8805 sends to 10.0.0.7:8805, 10.0.0.8:8805: one UPF under test cannot answer for them at once",
+            "note: replaying the first UPF, 10.0.0.7:8805 (4 requests); for the other, run again against a fresh UPF with --capture-upf 10.0.0.8:8805 (3 requests)",
+        ],
+        "{stdout}"
+    );
+    assert_eq!(
+        lines[lines.len() - 2..],
+        [
+            "replay of UPF 10.0.0.7:8805: 4 requests, 4 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay: 4 requests, 4 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+        ],
+        "{stdout}"
+    );
+    let st = first.stats();
+    assert_eq!((st.associations, st.established, st.deleted), (1, 1, 1));
+
+    let second = rt
+        .block_on(FakeUpf::start(FakeUpfConfig::default()))
+        .unwrap();
+    let out = cli_replay(
+        &file,
+        second.addr(),
+        "127.0.74.101",
+        &["--capture-upf", "10.0.0.8"],
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    eprintln!("{stdout}");
+    assert!(out.status.success(), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "note: replaying the 3 requests to UPF 10.0.0.8:8805 only, of the capture's 2 UPFs; the other: --capture-upf 10.0.0.7:8805 (4 requests)"
+    );
+    assert_eq!(
+        lines[lines.len() - 2..],
+        [
+            "replay of UPF 10.0.0.8:8805: 3 requests, 3 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay: 3 requests, 3 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+        ],
+        "{stdout}"
+    );
+    let st = second.stats();
+    assert_eq!(
+        (st.associations, st.established, st.modified, st.deleted),
+        (1, 1, 0, 1)
+    );
+
+    // A UPF the capture does not have: exit 2, and the capture's UPFs named.
+    let out = cli_replay(
+        &file,
+        second.addr(),
+        "127.0.74.101",
+        &["--capture-upf", "10.0.0.9"],
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("no UPF of the capture at 10.0.0.9; its UPFs: 10.0.0.7:8805, 10.0.0.8:8805"),
+        "{stderr}"
+    );
+    assert_eq!(second.stats().requests, 3, "nothing more sent");
+}
+
+/// Several UPFs whose SMFs each talk to one of them (a slice per SMF, like V-SMF/V-UPF
+/// and H-SMF/H-UPF in roaming): the CLI replays them all at once and counts per UPF.
+#[test]
+fn the_cli_replays_upfs_of_their_own_smfs_at_once_and_counts_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("slices.pcap");
+    write_pcap(&file, &slicing_flow(false));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let upf = rt
+        .block_on(FakeUpf::start(FakeUpfConfig::default()))
+        .unwrap();
+    let out = cli_replay(&file, upf.addr(), "127.0.75.101", &[]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{stdout}");
+    assert!(!stdout.contains("note:"), "{stdout}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        vec![
+            "replay of UPF 10.0.1.7:8805: 4 requests, 4 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay of UPF 10.0.2.7:8805: 4 requests, 4 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay of UPF 10.0.3.7:8805: 4 requests, 4 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay: 12 requests, 12 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+        ]
+    );
+    let st = upf.stats();
+    assert_eq!(
+        (st.associations, st.established, st.deleted, st.rejected),
+        (3, 3, 3, 0)
+    );
+}
+
+/// One SMF with an FQDN Node ID and an N4 address per UPF (10.0.0.4 towards 10.0.0.7,
+/// 10.0.0.5 towards 10.0.0.8), the UPFs allocating F-TEIDs. The replay keeps an FQDN as
+/// sent, so one UPF under test would see that Node ID associate from two addresses (upfd
+/// refuses the second as a takeover): the two endpoints are one SMF with two UPFs.
+fn fqdn_smf_flow() -> Vec<(usize, capture::Datagram)> {
+    let node = || Ie::NodeId(NodeId::Fqdn(pfcp::ie::Name::labels("smf.5gc.example")).into());
+    let mut v = Vec::new();
+    for (k, (smf, upf)) in [("10.0.0.4:8805", ULCL), ("10.0.0.5:8805", PSA)]
+        .into_iter()
+        .enumerate()
+    {
+        let (s, u) = (smf.to_string(), upf.to_string());
+        let upf_ip = upf.split(':').next().unwrap();
+        let smf_ip = ip4(smf.split(':').next().unwrap());
+        let mut assoc = assoc_req(1, "0.0.0.0");
+        assoc.ies[0] = node();
+        let mut est = est_req(
+            2,
+            "0.0.0.0",
+            0x40 + k as u64,
+            vec![
+                create_pdr(
+                    1,
+                    vec![
+                        Ie::SourceInterface(Interface::ACCESS),
+                        Ie::FTeid(FTeid::choose(true, false, None)),
+                    ],
+                ),
+                far_forw(),
+            ],
+        );
+        est.ies[0] = node();
+        est.ies[1] = Ie::FSeid(FSeid {
+            spare: 0,
+            seid: 0x40 + k as u64,
+            ipv4: Some(smf_ip),
+            ipv6: None,
+        });
+        let up = 0x900 + k as u64;
+        let fteid = FTeid::new(0x77, Some(ip4(upf_ip)), None);
+        v.push((s.clone(), u.clone(), assoc));
+        v.push((u.clone(), s.clone(), assoc_rsp(1, upf_ip)));
+        v.push((s.clone(), u.clone(), est));
+        v.push((
+            u.clone(),
+            s.clone(),
+            est_rsp(
+                2,
+                0x40 + k as u64,
+                upf_ip,
+                up,
+                vec![Ie::CreatedPdr(vec![Ie::PdrId(1), Ie::FTeid(fteid)])],
+            ),
+        ));
+        v.push((
+            s.clone(),
+            u.clone(),
+            session_req(mt::SESSION_DELETION_REQUEST, 3, up, vec![]),
+        ));
+        v.push((
+            u,
+            s,
+            session_rsp(mt::SESSION_DELETION_RESPONSE, 3, 0x40 + k as u64, vec![]),
+        ));
+    }
+    frames(v)
+}
+
+#[tokio::test]
+async fn one_fqdn_node_id_from_two_addresses_is_one_smf_with_two_upfs() {
+    let plan = Plan::from_datagrams(&fqdn_smf_flow());
+    assert_eq!(plan.smfs().len(), 2);
+    assert_eq!(
+        plan.shared_smfs(),
+        vec![SharedSmf {
+            smf: "smf.5gc.example".into(),
+            upfs: vec![addr(ULCL), addr(PSA)]
+        }]
+    );
+    let fakes = Fakes::default();
+    let mut c = cfg(addr("127.0.0.1:9"), [127, 0, 46, 101]);
+    c.local_port = 0;
+    let f = fakes.clone();
+    let reports = replay_each_upf(&plan, &c, move |u| fresh_fake(f.clone(), u), |_| {})
+        .await
+        .unwrap();
+    let lines: Vec<String> = reports.iter().map(|r| r.summary().to_string()).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "replay of UPF 10.0.0.7:8805: 3 requests, 3 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+            "replay of UPF 10.0.0.8:8805: 3 requests, 3 responses matched, 0 mismatched, 0 timed out, 0 not replayable",
+        ]
+    );
+    for (_, fake) in fakes.borrow().iter() {
+        let st = fake.stats();
+        assert_eq!((st.associations, st.established, st.deleted), (1, 1, 1));
+    }
 }
