@@ -565,6 +565,39 @@ static __always_inline int buffer_packet(struct xdp_md *ctx, const struct pkt *k
 	return XDP_DROP;
 }
 
+/* A packet for a FAR with Redirect Information (TS 29.244 clause 5.4.7): an uplink TCP
+ * segment goes to upfd, which answers as the server would (crates/upf/src/redirect.rs);
+ * nothing else of the flow can be HTTP, and nothing is forwarded. */
+static __always_inline int redirect_packet(struct xdp_md *ctx, const struct pkt *k)
+{
+	struct event *e;
+	__u32 len = k->f.len;
+
+	if (!k->up || k->f.proto != 6)
+		return drop(DROP_REDIRECT_NOT_HTTP, len);
+	if (len > EVENT_MAX_PACKET)
+		return drop(DROP_REDIRECT_NOT_HTTP, len);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e) + EVENT_MAX_PACKET, 0);
+	if (!e)
+		return drop(DROP_BUFFER_FULL, len);
+	e->type = EV_REDIRECT;
+	e->len = len;
+	e->seid = k->rec.seid;
+	e->far_id = k->far.id;
+	e->pdr_id = k->pdr.id;
+	e->urr = 0;
+	e->nocp = 0;
+	e->home = 0;
+	e->ts_ns = k->now;
+	if (len == 0 || bpf_xdp_load_bytes(ctx, k->o.inner, (void *)(e + 1), len)) {
+		bpf_ringbuf_discard(e, 0);
+		return drop(DROP_BUFFER_FULL, len);
+	}
+	bpf_ringbuf_submit(e, 0);
+	count(STAT_REDIRECTED, len);
+	return XDP_DROP;
+}
+
 /* Outer Header Removal must match how the packet came (8.2.64): a G-PDU's own header
  * (GTP-U/UDP/IPv4, /IPv6, or either) removed, a plain packet's none. */
 static __always_inline int removal_fits(const struct pkt *k)
@@ -751,6 +784,8 @@ static __always_inline int rules_stage(struct xdp_md *ctx, void *calls_map)
 		return buffer_packet(ctx, k);
 	if (!(action & FAR_FORW) || !removal_fits(k))
 		return drop(DROP_UNSUPPORTED, len);
+	if (k->far.flags & FAR_F_REDIRECT)
+		return redirect_packet(ctx, k);
 	int v = enforce_qers(cfg, k);
 
 	if (v)

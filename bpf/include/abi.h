@@ -59,7 +59,8 @@ enum far_ohc {
 
 /* struct far's flags. */
 enum far_flag {
-	FAR_F_TOS = 0x01, /* tos holds the Transport Level Marking for the outer header */
+	FAR_F_TOS = 0x01,      /* tos holds the Transport Level Marking for the outer header */
+	FAR_F_REDIRECT = 0x02, /* Redirect Information: uplink TCP to upfd (EV_REDIRECT), the rest dropped */
 };
 
 /* struct sess_rec's flags (include/upf_maps.h): what the session's record holds. */
@@ -199,6 +200,7 @@ enum event_type {
 	EV_QUOTA = 2,     /* a URR's volume quota ran out */
 	EV_THRESHOLD = 3, /* a URR's volume threshold was reached (up to a lease per lane early) */
 	EV_APP_START = 4, /* a flow of an application started (struct app_event) */
+	EV_REDIRECT = 5,  /* an uplink TCP segment for a redirecting FAR (upfd answers it) */
 };
 
 /* Why the data path dropped a packet: named and counted per reason with its octets (as
@@ -223,6 +225,7 @@ enum drop_reason {
 	DROP_TO_UPF,           /* uplink to the UPF's own or a protected address (N3, N4, API) */
 	DROP_CORE_PROTOCOL,    /* uplink carrying GTP-U, GTP-C or PFCP: smuggled into the core */
 	DROP_RULES_CHANGING,   /* the session's record was being rewritten at every read */
+	DROP_REDIRECT_NOT_HTTP, /* a packet of a redirected flow that cannot be HTTP (not uplink TCP) */
 	DROP_MAX,
 };
 
@@ -234,6 +237,7 @@ enum stat_index {
 	STAT_FORWARDED_DOWNLINK,          /* encapsulated towards the access network */
 	STAT_FORWARDED_N9,                /* G-PDUs relayed to another UPF */
 	STAT_BUFFERED,                    /* handed to upfd for a buffering FAR */
+	STAT_REDIRECTED,                  /* handed to upfd for a redirecting FAR (TCP) */
 	STAT_TO_SLOWPATH,                 /* GTP-U for upfd: echo, unknown TEID, ... */
 	STAT_PASSED_TO_KERNEL,            /* not for the UPF, or next hop unresolved */
 	STAT_ICMP_SENT,                   /* ICMP errors sent */

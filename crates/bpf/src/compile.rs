@@ -629,6 +629,9 @@ pub fn far(f: &Far, addrs: &Addresses) -> types::far {
         return v;
     };
     v.dest = fw.destination_interface;
+    if fw.redirect.is_some() {
+        v.flags |= abi::FAR_F_REDIRECT as u8;
+    }
     if let Some(t) = fw.transport_level_marking {
         v.flags |= abi::FAR_F_TOS as u8;
         v.tos = (t >> 8) as u8;

@@ -2037,6 +2037,16 @@ pub fn parse_event(b: &[u8], pfds: &PfdTable) -> Option<Event> {
                 packet,
             })
         }
+        abi::EV_REDIRECT => {
+            let packet = b.get(h..h.checked_add(e.len as usize)?)?.to_vec();
+            Event::Redirected(Buffered {
+                seid: e.seid,
+                far_id: e.far_id,
+                pdr_id: u16::try_from(e.pdr_id).ok()?,
+                nocp: false,
+                packet,
+            })
+        }
         abi::EV_QUOTA => Event::QuotaExhausted { seid: e.seid },
         abi::EV_THRESHOLD => Event::ThresholdReached { seid: e.seid },
         _ => return None,

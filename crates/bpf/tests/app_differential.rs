@@ -1489,6 +1489,7 @@ fn xdp_classifies_as_the_reference_model() {
                     }
                 }
                 Verdict::Buffer(_) => panic!("no FAR buffers: {}", ctx()),
+                Verdict::ToRedirect(_) => panic!("no FAR redirects: {}", ctx()),
             };
             // URR counts of every session, after each frame: which PDR matched.
             for (seid, u, b) in &usage_before {

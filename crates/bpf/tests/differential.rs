@@ -366,6 +366,15 @@ impl Gen {
                 3 => Some("elsewhere".into()),
                 _ => Some("internet".into()),
             };
+            // Redirect Information (TS 29.244 8.2.20): uplink TCP to upfd, the rest
+            // dropped as redirect_not_http (a downlink FAR with it too, now and then).
+            if self.chance(if uplink { 0.08 } else { 0.02 }) {
+                fw.redirect = Some(pfcp::ie::RedirectInformation {
+                    address_type: 2,
+                    server_address: pfcp::ie::Text(b"http://portal.example/".to_vec()),
+                    other_server_address: None,
+                });
+            }
             forwarding = Some(fw);
         }
         Far {
@@ -792,6 +801,18 @@ fn xdp_agrees_with_the_reference_pipeline() {
                     );
                     "buffer".into()
                 }
+                Verdict::ToRedirect(b) => {
+                    assert_eq!(action, 1, "{}", ctx());
+                    let ev = events.borrow();
+                    assert_eq!(ev.len(), 1, "one segment handed up: {}", ctx());
+                    assert_eq!(
+                        upf_bpf::datapath::parse_event(&ev[0], &upf::pfd::PfdTable::new()),
+                        Some(Event::Redirected(b.clone())),
+                        "redirected: {}",
+                        ctx()
+                    );
+                    "redirect".into()
+                }
             };
             *by_verdict.entry(key).or_default() += 1;
             done += 1;
@@ -826,6 +847,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
         "encap",
         "encap v6",
         "buffer",
+        "redirect",
+        "drop redirect_not_http",
         "pass",
         "drop no_pdr",
         "drop spoofed_source",

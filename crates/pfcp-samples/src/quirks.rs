@@ -281,6 +281,54 @@ pub mod oai {
         )
     }
 
+    /// Session Establishment Request of OAI's SMF steering the UE to a captive portal:
+    /// [`session_establishment`] whose FAR 1 forwards with Redirect Information
+    /// (clause 8.2.20: Redirect Address Type `address_type`, Redirect Server Address
+    /// `address`).
+    pub fn session_establishment_redirect(
+        seq: u32,
+        node: Ipv4Addr,
+        cp_seid: u64,
+        ue: Ipv4Addr,
+        address_type: u8,
+        address: &str,
+    ) -> Vec<u8> {
+        let mut redirect = vec![address_type];
+        redirect.extend_from_slice(&(address.len() as u16).to_be_bytes());
+        redirect.extend_from_slice(address.as_bytes());
+        let pdr = create_pdr(
+            1,
+            0,
+            &[
+                ie(t::SOURCE_INTERFACE, ACCESS),
+                ie(t::FTEID, &[0x05]),
+                ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
+                ue_v4(0x02, ue),
+            ],
+            &[ie(t::OUTER_HEADER_REMOVAL, &[0]), u32_ie(t::FAR_ID, 1)],
+        );
+        let far = forwarding_far(
+            1,
+            &[
+                ie(t::DESTINATION_INTERFACE, CORE),
+                ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
+                ie(t::REDIRECT_INFORMATION, &redirect),
+            ],
+        );
+        session_message(
+            mt::SESSION_ESTABLISHMENT_REQUEST,
+            0,
+            seq,
+            &[
+                node_id_v4(node),
+                fseid_v4(cp_seid, node),
+                pdr,
+                far,
+                ie(t::PDN_TYPE, &[1]),
+            ],
+        )
+    }
+
     /// Session Establishment Request of OAI's SMF with an uplink classifier (2023): the
     /// uplink PDR of [`session_establishment`] names URR 1, and the request creates URR
     /// 0 (volume, periodic every 60 s) instead.
@@ -709,6 +757,14 @@ mod tests {
             ims::activate(10, 9, 1, "ims-gate"),
             session_deletion(11, 9),
             oai::update_far_nocp(12, 9, 2),
+            oai::session_establishment_redirect(
+                18,
+                v4,
+                9,
+                Ipv4Addr::new(10, 45, 0, 6),
+                2,
+                "http://portal.example/",
+            ),
             oai::session_establishment_ulcl(13, v4, 5, Ipv4Addr::new(10, 45, 0, 3)),
             ims::session_establishment_with_urrs(14, v6, 6, v6, v6, 7, &[], ims::HIGH_URRS),
             ims::update_far_tunnel(15, 9, 2, v6, 8),

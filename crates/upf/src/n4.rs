@@ -303,15 +303,15 @@ pub struct N4 {
 const APP_POLL: Duration = Duration::from_secs(1);
 
 /// Session `seid` as the state keeps it, with its unanswered reports (taken from
-/// `reports`); None: no such session.
+/// `reports`): its records ([`Record::of_session`]); None: no such session.
 fn session_record(
     sessions: &Sessions,
     reports: &mut HashMap<u64, Vec<SavedReport>>,
     seid: u64,
-) -> Option<Record> {
+) -> Option<Vec<Record>> {
     let mut s = sessions.save(seid)?;
     s.reports = reports.remove(&seid).unwrap_or_default();
-    Some(Record::Session(Box::new(s)))
+    Some(Record::of_session(s))
 }
 
 /// Unknown Network Instance names reported one by one; past that, only counted.
@@ -414,7 +414,8 @@ impl N4 {
             sessions
                 .seids()
                 .into_iter()
-                .filter_map(move |seid| session_record(sessions, &mut reports, seid)),
+                .filter_map(move |seid| session_record(sessions, &mut reports, seid))
+                .flatten(),
         )
     }
 
@@ -456,9 +457,9 @@ impl N4 {
         }
         let mut reports = self.saved_reports();
         for seid in changed {
-            out.push(
+            out.extend(
                 session_record(&self.sessions, &mut reports, seid)
-                    .unwrap_or(Record::SessionGone(seid)),
+                    .unwrap_or_else(|| vec![Record::SessionGone(seid)]),
             );
         }
         out

@@ -775,8 +775,8 @@ fn build_forwarding(
     f: &pfcp::msg::ForwardingParameters,
 ) -> Result<Forwarding, Rejection> {
     let fail = |why: &str| Rejection::rule(FailedRuleId::FAR, far_id, why);
-    if f.redirect_information.is_some() {
-        return Err(fail("redirection is not supported"));
+    if let Some(r) = &f.redirect_information {
+        crate::redirect::check(r).map_err(|e| fail(&e))?;
     }
     if f.header_enrichment.is_some() {
         return Err(fail("header enrichment is not supported"));
@@ -802,6 +802,7 @@ fn build_forwarding(
         transport_level_marking: f.transport_level_marking,
         linked_traffic_endpoint: f.linked_traffic_endpoint_id,
         destination_interface_type: f.destination_interface_type,
+        redirect: f.redirect_information.clone(),
     })
 }
 
@@ -814,6 +815,7 @@ fn check_action(
     far_id: u32,
     a: &mut ApplyAction,
     has_forwarding: bool,
+    redirect: bool,
 ) -> Result<(), Rejection> {
     let fail = |why: &str| Rejection::rule(FailedRuleId::FAR, far_id, why);
     if a.dupl {
@@ -829,6 +831,9 @@ fn check_action(
         return Err(fail(
             "Apply Action must set exactly one of DROP, FORW and BUFF",
         ));
+    }
+    if redirect && !a.forw {
+        return Err(fail("Redirect Information needs Apply Action FORW"));
     }
     if a.forw && !has_forwarding {
         if res.strict {
@@ -856,7 +861,8 @@ fn build_far(res: &mut Resources, c: &CreateFar) -> Result<Far, Rejection> {
         Some(f) => Some(build_forwarding(c.far_id, f)?),
         None => None,
     };
-    check_action(res, c.far_id, &mut action, forwarding.is_some())?;
+    let redirect = forwarding.as_ref().is_some_and(|f| f.redirect.is_some());
+    check_action(res, c.far_id, &mut action, forwarding.is_some(), redirect)?;
     Ok(Far {
         id: c.far_id,
         action,
@@ -1358,8 +1364,12 @@ fn update_far(
     if let Some(up) = &u.update_forwarding_parameters {
         let old_ohc = f.forwarding.as_ref().and_then(|x| x.outer_header_creation);
         let mut fw = f.forwarding.clone().unwrap_or_default();
-        if up.redirect_information.is_some() || up.header_enrichment.is_some() {
-            return Err(fail("redirection and header enrichment are not supported"));
+        if up.header_enrichment.is_some() {
+            return Err(fail("header enrichment is not supported"));
+        }
+        if let Some(r) = &up.redirect_information {
+            crate::redirect::check(r).map_err(|e| fail(&e))?;
+            fw.redirect = Some(r.clone());
         }
         if up.forwarding_policy.is_some() {
             return Err(Rejection::ie(
@@ -1402,7 +1412,8 @@ fn update_far(
         }
         f.forwarding = Some(fw);
     }
-    check_action(res, f.id, &mut f.action, f.forwarding.is_some())?;
+    let redirect = f.forwarding.as_ref().is_some_and(|x| x.redirect.is_some());
+    check_action(res, f.id, &mut f.action, f.forwarding.is_some(), redirect)?;
     s.fars.insert(u.far_id, f);
     Ok(())
 }

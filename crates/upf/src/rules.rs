@@ -232,6 +232,12 @@ pub struct Forwarding {
     pub transport_level_marking: Option<u16>,
     pub linked_traffic_endpoint: Option<u8>,
     pub destination_interface_type: Option<u8>,
+    /// Redirect Information (clause 8.2.20, checked by crate::redirect): the PDR's
+    /// uplink HTTP requests are answered with a redirection, nothing is forwarded. Kept
+    /// in the state by its own record (`state::Record::Redirects`), so that states
+    /// written before it load as they are.
+    #[serde(skip)]
+    pub redirect: Option<pfcp::ie::RedirectInformation>,
 }
 
 /// Forwarding Action Rule (clause 5.2.1).

@@ -212,6 +212,37 @@ pub enum Record {
     /// snapshot, and journalled when PFD Management (or the configuration at start)
     /// changed it. Absent in states of upfd before it: no application is kept.
     Pfds(Vec<SavedApp>),
+    /// The Redirect Information of a session's FARs (clause 8.2.20), wire-encoded by
+    /// FAR ID: right after the session's record, whenever it has any. A record of its
+    /// own so that the session's encoding (and every state written before it) stays
+    /// as it was.
+    Redirects {
+        seid: u64,
+        fars: Vec<(u32, Vec<u8>)>,
+    },
+}
+
+impl Record {
+    /// The records that keep `s`: its own, then its FARs' Redirect Information if any.
+    pub fn of_session(s: SavedSession) -> Vec<Record> {
+        let seid = s.session.up_seid;
+        let fars: Vec<(u32, Vec<u8>)> = s
+            .session
+            .fars
+            .values()
+            .filter_map(|f| {
+                let r = f.forwarding.as_ref()?.redirect.as_ref()?;
+                let mut b = Vec::new();
+                pfcp::ie::Value::encode(r, &mut b);
+                Some((f.id, b))
+            })
+            .collect();
+        let mut v = vec![Record::Session(Box::new(s))];
+        if !fars.is_empty() {
+            v.push(Record::Redirects { seid, fars });
+        }
+        v
+    }
 }
 
 /// The state as loaded: what to restore.
@@ -660,6 +691,24 @@ impl Builder {
             Record::Counters(c) => self.counters = Some(c),
             Record::Sequence(q) => self.sequence = Some(q),
             Record::Pfds(p) => self.pfds = Some(p),
+            Record::Redirects { seid, fars } => {
+                let s = self.sessions.get_mut(&seid).ok_or_else(|| {
+                    format!("Redirect Information of session {seid:#x}, which is not there")
+                })?;
+                let session = std::sync::Arc::make_mut(&mut s.session);
+                for (far, wire) in fars {
+                    let r = <pfcp::ie::RedirectInformation as pfcp::ie::Value>::decode(&wire)
+                        .map_err(|e| {
+                            format!("session {seid:#x} FAR {far}: Redirect Information: {e:?}")
+                        })?;
+                    let fw = session
+                        .fars
+                        .get_mut(&far)
+                        .and_then(|f| f.forwarding.as_mut())
+                        .ok_or_else(|| format!("Redirect Information of session {seid:#x}'s FAR {far}, which does not forward"))?;
+                    fw.redirect = Some(r);
+                }
+            }
             Record::Header(_) => return Err("a second header".into()),
             Record::End { .. } | Record::JournalOf { .. } => {
                 return Err("a journal or end record inside the snapshot".into())
@@ -919,6 +968,59 @@ mod tests {
         assert_eq!(s.header, header());
         assert_eq!(s.sequence, Some(77));
         assert!(!s.torn_tail);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A FAR's Redirect Information goes in a record of its own after its session's
+    /// (the session's own encoding unchanged): kept in the snapshot and the journal, and
+    /// gone when a later version of the session has none.
+    #[test]
+    fn redirect_information_is_kept_beside_its_session() {
+        let with_redirect = |seid: u64| {
+            let mut s = session(seid);
+            let sess = std::sync::Arc::make_mut(&mut s.session);
+            let far = sess.fars.values_mut().next().unwrap();
+            far.forwarding.get_or_insert_with(Default::default).redirect =
+                Some(pfcp::ie::RedirectInformation {
+                    address_type: 2,
+                    server_address: pfcp::ie::Text(b"http://portal.example/".to_vec()),
+                    other_server_address: None,
+                });
+            s
+        };
+        let d = tmp("redirect");
+        let dir = StateDir::new(&d);
+        let mut j = dir
+            .write_snapshot(
+                &header(),
+                [with_redirect(1), session(2)]
+                    .into_iter()
+                    .flat_map(Record::of_session)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap();
+        j.append(&Record::of_session(with_redirect(3))).unwrap();
+        let loaded = dir.load("cfg").unwrap().unwrap();
+        let get = |seid: u64| {
+            loaded
+                .sessions
+                .iter()
+                .find(|x| x.session.up_seid == seid)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(get(1), with_redirect(1));
+        assert_eq!(get(2), session(2));
+        assert_eq!(get(3), with_redirect(3));
+        // The redirect removed: the session's next record has none.
+        j.append(&Record::of_session(session(1))).unwrap();
+        let loaded = dir.load("cfg").unwrap().unwrap();
+        let one = loaded
+            .sessions
+            .iter()
+            .find(|x| x.session.up_seid == 1)
+            .unwrap();
+        assert_eq!(*one, session(1));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -1261,3 +1261,98 @@ fn a_ue_address_of_a_version_without_a_pool_names_both() {
         want[0]
     );
 }
+
+/// OAI's SMF steers a UE to a captive portal with Redirect Information (clause 8.2.20)
+/// in FAR 1's Forwarding Parameters. IPv4, IPv6 and URL addresses are taken (the model
+/// hands the UE's TCP to upfd, drops its UDP as redirect_not_http); a SIP URI is refused
+/// with Cause 73 naming the FAR and saying why.
+#[test]
+fn redirect_information_is_taken_and_sip_uris_are_refused() {
+    let (mut n, model) = node(|_| {}, false);
+    let t0 = Instant::now();
+    associate(&mut n, t0);
+    for (k, (t, a)) in [
+        (0u8, "192.0.2.80"),
+        (1, "2001:db8::80"),
+        (2, "http://portal.example/"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ue = Ipv4Addr::new(10, 45, 0, 2 + k as u8);
+        let r = establish(
+            &mut n,
+            &oai::session_establishment_redirect(2 + k as u32, SMF_IP, 0x41 + k as u64, ue, t, a),
+            t0,
+        );
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{a}: {r:?}");
+        let seid = r.up_fseid.unwrap().seid;
+        let s = n.sessions().get(seid).unwrap();
+        let got = s
+            .fars
+            .get(&1)
+            .unwrap()
+            .forwarding
+            .as_ref()
+            .unwrap()
+            .redirect
+            .clone();
+        assert_eq!(got.map(|r| r.server_address.0), Some(a.as_bytes().to_vec()));
+        let teid = teid_of(&n, seid);
+        let tcp = {
+            let mut p = capture::ip_udp_packet(
+                IpAddr::V4(ue),
+                IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)),
+                40000,
+                80,
+                &[0; 20],
+            );
+            p[9] = 6; // TCP (the model reads the protocol, not the checksum)
+            p
+        };
+        let v = model
+            .borrow_mut()
+            .process_n3(&gpdu(IpAddr::V4(GNB), IpAddr::V4(N3), teid, tcp), 1);
+        assert!(
+            matches!(v, Verdict::ToRedirect(ref b) if b.seid == seid && b.far_id == 1),
+            "{v:?}"
+        );
+        let udp = capture::ip_udp_packet(
+            IpAddr::V4(ue),
+            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)),
+            40000,
+            53,
+            &[0; 20],
+        );
+        let v = model
+            .borrow_mut()
+            .process_n3(&gpdu(IpAddr::V4(GNB), IpAddr::V4(N3), teid, udp), 2);
+        assert_eq!(v, Verdict::Drop(upf::abi::DropReason::RedirectNotHttp));
+    }
+    let r = establish(
+        &mut n,
+        &oai::session_establishment_redirect(
+            9,
+            SMF_IP,
+            0x49,
+            Ipv4Addr::new(10, 45, 0, 9),
+            3,
+            "sip:portal@example.org",
+        ),
+        t0,
+    );
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(
+        r.failed_rule_id,
+        failed_rule(pfcp::ie::FailedRuleId::FAR, 1)
+    );
+    let reason = n
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::Rejected { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .unwrap();
+    assert!(reason.contains("SIP URI"), "{reason}");
+}

@@ -50,6 +50,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("upf_slowpath_gtpu_messages_total", "counter"),
     ("upf_buffered_packets", "gauge"),
     ("upf_buffer_packets_total", "counter"),
+    ("upf_redirect_segments_total", "counter"),
 ];
 
 /// Upper bounds (seconds) of the request latency histogram's buckets: 50 us to 1 s.
@@ -558,6 +559,19 @@ fn slow_path(e: &mut Exposition, sp: &SlowPath) {
         ("downlink_data_report", c.downlink_data_reports),
     ] {
         e.sample("upf_buffer_packets_total", &[("event", event)], v);
+    }
+    e.family(
+        "upf_redirect_segments_total",
+        "Uplink TCP segments of flows whose FAR has Redirect Information, by what upfd did: answered with a SYN-ACK, with the HTTP 302, with the ACK of the client's FIN; not_http (TLS, data before the handshake: dropped); dropped (the FAR no longer redirects).",
+    );
+    for (what, v) in [
+        ("syn_ack", c.redirect_syn_acks),
+        ("http_302", c.redirect_responses),
+        ("fin_ack", c.redirect_fin_acks),
+        ("not_http", c.redirect_not_http),
+        ("dropped", c.redirect_dropped),
+    ] {
+        e.sample("upf_redirect_segments_total", &[("outcome", what)], v);
     }
 }
 

@@ -644,7 +644,14 @@ impl Daemon {
         };
         let mut outs = Vec::new();
         for e in x.take_events() {
-            outs.extend(x.slow.on_event(e, &mut self.n4, now));
+            match e {
+                // Answered through the data path (borrowed for that alone: N4's work
+                // in on_event may read it).
+                upf::fastpath::Event::Redirected(b) => {
+                    x.slow.redirect(b, &self.n4, &mut *x.dp.borrow_mut(), now)
+                }
+                e => outs.extend(x.slow.on_event(e, &mut self.n4, now)),
+            }
         }
         let signalled = std::mem::take(&mut x.slow.signalled);
         if !signalled.is_empty() {

@@ -7,6 +7,10 @@
 //!   event ring: kept per session within bounds, one Downlink Data Report per buffering
 //!   period when the FAR asks (NOCP), released in order through the data path once the
 //!   FAR forwards, discarded when it drops or the DL Buffering Duration passes.
+//! - Uplink TCP segments of flows whose FAR has Redirect Information (TS 29.244 clause
+//!   5.4.7): answered as the server would, SYN-ACK then `302 Found` to the Redirect
+//!   Server Address (upf::redirect), the answers sent back through the data path as
+//!   downlink packets; what is not HTTP is dropped and counted.
 //! - End Markers on the old path when a FAR's outer header changes with SNDEM (clause
 //!   5.9), and an Echo Request to each new GTP-U peer (path management; also makes the
 //!   kernel resolve the peer's link-layer address before traffic needs it).
@@ -87,6 +91,15 @@ pub struct Counters {
     pub buffer_released: u64,
     pub downlink_data_reports: u64,
     pub gtpu_other: u64,
+    /// Redirection (upf::redirect): answers sent, by kind.
+    pub redirect_syn_acks: u64,
+    pub redirect_responses: u64,
+    pub redirect_fin_acks: u64,
+    /// Segments of a redirected flow that were not HTTP (TLS, data before the handshake).
+    pub redirect_not_http: u64,
+    /// Segments whose session or FAR no longer redirects (changed since), or whose
+    /// answer the data path did not take.
+    pub redirect_dropped: u64,
 }
 
 /// The slow path's state: buffers, the Error Indication budget, GTP-U peers seen.
@@ -106,6 +119,8 @@ pub struct SlowPath {
     /// Sessions whose volume quota ran out or volume threshold was reached since the
     /// last look (their URRs should be polled now).
     pub signalled: Vec<u64>,
+    /// The key of the redirection endpoint's sequence numbers (upf::redirect).
+    redirect_secret: u64,
 }
 
 /// GTP-U datagrams to send from the N3 socket.
@@ -124,6 +139,13 @@ impl SlowPath {
             echo_seq: 1,
             counters: Counters::default(),
             signalled: Vec::new(),
+            redirect_secret: {
+                use std::hash::{BuildHasher, Hasher};
+                // Keyed randomly per process, as std's hash maps are.
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(0x5eed);
+                h.finish()
+            },
         }
     }
 
@@ -153,10 +175,19 @@ impl SlowPath {
         v
     }
 
-    /// An event of the data path.
+    /// An event of the data path but [`Event::Redirected`] (see [`SlowPath::redirect`],
+    /// which sends through the data path).
     pub fn on_event(&mut self, e: Event, n4: &mut N4, now: Instant) -> Vec<Out> {
         match e {
             Event::Buffered(b) => self.buffer(b, n4, now),
+            Event::Redirected(b) => {
+                crate::warn!(
+                    "slow path: a redirected segment of session {:#x} without the data path",
+                    b.seid
+                );
+                self.counters.redirect_dropped += 1;
+                Vec::new()
+            }
             Event::QuotaExhausted { seid } | Event::ThresholdReached { seid } => {
                 self.signalled.push(seid);
                 Vec::new()
@@ -165,6 +196,57 @@ impl SlowPath {
             // 5.11.1); the flow's stop is found by the periodic poll (n4.rs).
             Event::AppStart { seid, app, flow } => n4.app_start(seid, &app, flow, now),
         }
+    }
+
+    /// Answer an uplink TCP segment of a redirected flow (upf::redirect) with the FAR's
+    /// Redirect Information as it is now.
+    pub fn redirect(&mut self, b: Buffered, n4: &N4, dp: &mut dyn Reinject, now: Instant) {
+        use upf::redirect::{answer, location, Answer, Sent};
+        let info = n4
+            .sessions()
+            .get(b.seid)
+            .and_then(|s| s.fars.get(&b.far_id))
+            .and_then(|f| f.forwarding.as_ref()?.redirect.clone());
+        let v6 = b.packet.first().is_some_and(|v| v >> 4 == 6);
+        let Some(loc) = info.and_then(|r| location(&r, v6)) else {
+            self.counters.redirect_dropped += 1;
+            return;
+        };
+        match answer(&b.packet, &loc, self.redirect_secret) {
+            Answer::Send { what, packet } => {
+                if let Err(e) = dp.reinject_n6(&self.n6_frame(&packet), now) {
+                    crate::warn!(
+                        "slow path: a redirection answer to session {:#x}: {e}",
+                        b.seid
+                    );
+                    self.counters.redirect_dropped += 1;
+                    return;
+                }
+                match what {
+                    Sent::SynAck => self.counters.redirect_syn_acks += 1,
+                    Sent::Redirect => self.counters.redirect_responses += 1,
+                    Sent::FinAck => self.counters.redirect_fin_acks += 1,
+                }
+            }
+            Answer::NotHttp => self.counters.redirect_not_http += 1,
+            Answer::Nothing => {}
+        }
+    }
+
+    /// An Ethernet frame to the N6 interface around IP packet `p` (as from the data
+    /// network), for the N6 program.
+    fn n6_frame(&self, p: &[u8]) -> Vec<u8> {
+        let ethertype: u16 = if p.first().is_some_and(|v| v >> 4 == 6) {
+            0x86dd
+        } else {
+            0x0800
+        };
+        let mut frame = Vec::with_capacity(14 + p.len());
+        frame.extend_from_slice(&self.n6_mac);
+        frame.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x06]);
+        frame.extend_from_slice(&ethertype.to_be_bytes());
+        frame.extend_from_slice(p);
+        frame
     }
 
     fn limit_for(&self, n4: &N4, seid: u64) -> usize {
@@ -254,16 +336,7 @@ impl SlowPath {
         };
         self.total -= b.packets.len();
         for (_, p) in b.packets {
-            let ethertype: u16 = if p.first().is_some_and(|v| v >> 4 == 6) {
-                0x86dd
-            } else {
-                0x0800
-            };
-            let mut frame = Vec::with_capacity(14 + p.len());
-            frame.extend_from_slice(&self.n6_mac);
-            frame.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x06]);
-            frame.extend_from_slice(&ethertype.to_be_bytes());
-            frame.extend_from_slice(&p);
+            let frame = self.n6_frame(&p);
             match dp.reinject_n6(&frame, now) {
                 Ok(_) => self.counters.buffer_released += 1,
                 Err(e) => {

@@ -94,6 +94,9 @@ pub struct Buffered {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     Buffered(Buffered),
+    /// An uplink TCP segment of a flow whose FAR has Redirect Information: upfd answers
+    /// it (crate::redirect); `nocp` is false.
+    Redirected(Buffered),
     /// A URR of the session used up its volume quota: the data path stopped its PDRs.
     QuotaExhausted {
         seid: u64,

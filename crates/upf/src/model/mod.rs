@@ -52,6 +52,9 @@ pub enum Verdict {
     },
     /// Handed to upfd for a buffering FAR.
     Buffer(Buffered),
+    /// Handed to upfd for a FAR with Redirect Information (an uplink TCP segment it
+    /// answers: crate::redirect).
+    ToRedirect(Buffered),
 }
 
 /// How the data path reads a frame that arrives on N3/N9: the G-PDU contract it shares

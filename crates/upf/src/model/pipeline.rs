@@ -273,6 +273,13 @@ impl Model {
         if !far.action.forw || !removal_fits(pdr, &p.outer, p.is_gtpu()) {
             return Err(DropReason::Unsupported);
         }
+        if far
+            .forwarding
+            .as_ref()
+            .is_some_and(|f| f.redirect.is_some())
+        {
+            return self.redirect(p, pdr, far, uplink);
+        }
         let qfi_qer = self.enforce_qers(&s, pdr, uplink, p.len, now)?;
         let urrs: Vec<u32> = pdr
             .urr_ids
@@ -331,6 +338,28 @@ impl Model {
             far_id: far.id,
             pdr_id: pdr.id,
             nocp: far.action.nocp,
+            packet: p.ip().to_vec(),
+        }))
+    }
+
+    /// A packet of a FAR with Redirect Information (crate::redirect): uplink TCP to upfd,
+    /// the rest dropped; not counted in URRs, not metered by QERs (nothing is forwarded).
+    fn redirect(
+        &mut self,
+        p: &Packet<'_>,
+        pdr: &Pdr,
+        far: &Far,
+        uplink: bool,
+    ) -> Result<Verdict, DropReason> {
+        if !uplink || p.fields.protocol != 6 || p.len > abi::EVENT_MAX_PACKET as usize {
+            return Err(DropReason::RedirectNotHttp);
+        }
+        self.count(Stat::Redirected.index(), p.len);
+        Ok(Verdict::ToRedirect(Buffered {
+            seid: p.seid,
+            far_id: far.id,
+            pdr_id: pdr.id,
+            nocp: false,
             packet: p.ip().to_vec(),
         }))
     }
