@@ -2390,3 +2390,124 @@ fn the_api_and_upfctl_show_a_live_session_with_its_rules_and_exact_counters() {
     drop(upfd);
     lab.down().unwrap();
 }
+
+/// A captive portal (TS 29.244 clause 5.4.7, Redirect Information clause 8.2.20): the
+/// SMF gives the UE's uplink FAR a Redirect Information with a URL. The UE's `curl
+/// http://...` gets `302 Found` with that Location from upfd and a closed connection
+/// (curl exits 0); its `curl https://...` of the same flow gets nothing (the ClientHello
+/// is not HTTP: dropped, counted) and its UDP is dropped in the data path
+/// (redirect_not_http); nothing of the flow reaches the data network. Upfd's answers
+/// go back through the tunnel, counted by the downlink URR.
+#[test]
+fn redirect_answers_http_with_302_and_drops_the_rest_of_the_flow() {
+    use pfcp::ie::{RedirectInformation, Text};
+    use pfcp::msg::{SessionModificationRequest, UpdateFar, UpdateForwardingParameters};
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::up("e-rd-").unwrap().down_on_drop();
+    let upfd = LabUpfd::start(&lab, &UpfdOptions::default());
+    let mut smf = LabSmf::associate(&lab, |_| {});
+    smf.establish(1);
+    smf.modify();
+    let sessions = smf.ue_sessions();
+    let _g = gnb(&lab, &sessions);
+    let u = ue(&sessions[0]);
+    assert_eq!(ping(&lab, Ns::Gnb, Some(u), addr::DN_N6, 2), 2, "before");
+
+    let portal = "http://portal.example/welcome?from=upfd";
+    let s = smf.smf.sessions()[0].clone();
+    let mut req: SessionModificationRequest = smf.smf.modification_request(&s);
+    req.update_fars = vec![UpdateFar {
+        far_id: 1,
+        apply_action: None,
+        update_forwarding_parameters: Some(UpdateForwardingParameters {
+            destination_interface: None,
+            network_instance: None,
+            redirect_information: Some(RedirectInformation {
+                address_type: 2,
+                server_address: Text(portal.as_bytes().to_vec()),
+                other_server_address: None,
+            }),
+            outer_header_creation: None,
+            transport_level_marking: None,
+            forwarding_policy: None,
+            header_enrichment: None,
+            pfcpsm_req_flags: None,
+            linked_traffic_endpoint_id: None,
+            destination_interface_type: None,
+            data_network_access_identifier: None,
+            other: vec![],
+        }),
+        update_duplicating_parameters: vec![],
+        bar_id: None,
+        other: vec![],
+    }];
+    match smf.transact(
+        &Msg::SessionModificationRequest(req),
+        Some(s.up_fseid.unwrap().seid),
+    ) {
+        Msg::SessionModificationResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let dn = addr::DN_N6.to_string();
+    let curl = |url: &str, max_s: u32| {
+        let mut c = lab.command(Ns::Gnb, "curl");
+        c.args(["-sS", "-k", "-o", "/dev/null", "--interface", &u.to_string()])
+            .args(["--max-time", &max_s.to_string()])
+            .args(["-w", "%{http_code} %{redirect_url}"])
+            .arg(url);
+        run_bounded(c, Duration::from_secs(u64::from(max_s) + 30))
+    };
+    let out = curl(&format!("http://{dn}/index.html"), 20);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success() && text == format!("302 {portal}"),
+        "curl http: {out:?}\n{}",
+        upfd.log()
+    );
+    let m = upfd.metrics();
+    let seg = |o: &str| {
+        common::lab::metric(
+            &m,
+            &format!("upf_redirect_segments_total{{outcome=\"{o}\"}}"),
+        )
+    };
+    assert!(seg("syn_ack") >= 1 && seg("http_302") >= 1, "{m}");
+
+    // HTTPS on the same flow: the ClientHello is not HTTP.
+    let out = curl(&format!("https://{dn}/"), 3);
+    assert!(!out.status.success(), "curl https must fail: {out:?}");
+    assert!(
+        eventually(WAIT, || {
+            common::lab::metric(
+                &upfd.metrics(),
+                "upf_redirect_segments_total{outcome=\"not_http\"}",
+            ) >= 1
+        }),
+        "the ClientHello counted as not HTTP\n{}",
+        upfd.metrics()
+    );
+    // UDP of the flow: dropped in the data path.
+    let sink = udp_in(&lab, Ns::Dn, SocketAddr::new(addr::DN_N6.into(), 7006));
+    let tx = udp_in(&lab, Ns::Gnb, SocketAddr::new(u.into(), 0));
+    let before = upfd.metric("upf_dropped_packets_total{reason=\"redirect_not_http\"}");
+    tx.send_to(b"not http", SocketAddr::new(addr::DN_N6.into(), 7006))
+        .unwrap();
+    assert_eq!(
+        upfd.wait_metric(
+            "upf_dropped_packets_total{reason=\"redirect_not_http\"}",
+            before + 1,
+            WAIT
+        ),
+        before + 1
+    );
+    assert!(expect_none(&sink, Duration::from_millis(300)).is_empty());
+    assert!(
+        upfd.metric("upf_datapath_packets_total{outcome=\"redirected\"}") >= 2,
+        "SYN, request, ... handed to upfd"
+    );
+}
