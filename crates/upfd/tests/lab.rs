@@ -2456,10 +2456,17 @@ fn redirect_answers_http_with_302_and_drops_the_rest_of_the_flow() {
     let dn = addr::DN_N6.to_string();
     let curl = |url: &str, max_s: u32| {
         let mut c = lab.command(Ns::Gnb, "curl");
-        c.args(["-sS", "-k", "-o", "/dev/null", "--interface", &u.to_string()])
-            .args(["--max-time", &max_s.to_string()])
-            .args(["-w", "%{http_code} %{redirect_url}"])
-            .arg(url);
+        c.args([
+            "-sS",
+            "-k",
+            "-o",
+            "/dev/null",
+            "--interface",
+            &u.to_string(),
+        ])
+        .args(["--max-time", &max_s.to_string()])
+        .args(["-w", "%{http_code} %{redirect_url}"])
+        .arg(url);
         run_bounded(c, Duration::from_secs(u64::from(max_s) + 30))
     };
     let out = curl(&format!("http://{dn}/index.html"), 20);
