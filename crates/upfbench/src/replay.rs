@@ -1492,8 +1492,8 @@ fn learn(
 pub struct Args {
     /// A pcap or pcapng file with N4 (PFCP, UDP 8805) traffic.
     pub file: PathBuf,
-    /// The UPF under test.
-    #[arg(long)]
+    /// The UPF under test: IP or IP:PORT, port 8805 if not given.
+    #[arg(long, value_parser = crate::smf::cli::pfcp_addr)]
     pub upf: SocketAddr,
     /// Local address for the first SMF of the capture; the next SMFs count up from it.
     #[arg(long, default_value = "127.0.0.101")]

@@ -23,11 +23,11 @@ use crate::smf::{Ipv4Pool, Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The UPF's PFCP address.
-    #[arg(long, default_value = "127.0.0.1:8805")]
+    /// The UPF's PFCP address: IP or IP:PORT, port 8805 if not given.
+    #[arg(long, default_value = "127.0.0.1:8805", value_parser = crate::smf::cli::pfcp_addr)]
     pub upf: SocketAddr,
-    /// Local PFCP address.
-    #[arg(long)]
+    /// Local PFCP address, IP or IP:PORT.
+    #[arg(long, value_parser = crate::smf::cli::pfcp_addr)]
     pub bind: Option<SocketAddr>,
     /// Resident session levels, ascending.
     #[arg(long, value_delimiter = ',', default_value = "1000,100000,1000000")]

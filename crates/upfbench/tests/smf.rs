@@ -322,3 +322,132 @@ async fn smf_takes_the_ue_addresses_the_upf_allocates() {
             .collect::<Vec<_>>()
     );
 }
+
+/// `--upf` takes an address without a port as PFCP's (8805), as operators write a UPF's
+/// N4 address; an address it cannot take is named with what is wrong and the forms it
+/// takes (issue 29: it answered only "invalid socket address syntax").
+#[test]
+fn smf_cli_upf_address_without_port_is_pfcp_port() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A loopback address of its own: port 8805 there is this test's.
+    let upf = rt
+        .block_on(FakeUpf::start(FakeUpfConfig {
+            listen: "127.0.0.29:8805".parse().unwrap(),
+            ..FakeUpfConfig::default()
+        }))
+        .unwrap();
+    let mut smf = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"));
+    smf.args([
+        "smf",
+        "--upf",
+        "127.0.0.29",
+        "--bind",
+        "127.0.0.1",
+        "--sessions",
+        "2",
+    ]);
+    let out = run_bounded(smf, 4 * SETTLE);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(upf.stats().established, 2);
+
+    for (bad, says) in [
+        (
+            "127.0.0.29:88o5",
+            "the port \"88o5\" is not a number from 0 to 65535",
+        ),
+        ("upf.example:8805", "\"upf.example\" is not an IPv4 address"),
+        (
+            "2001:db8::7::8805",
+            "not an IPv6 address (with a port, IPv6 is written [IPv6]:PORT)",
+        ),
+        ("[2001:db8::7]:x", "the port \"x\" is not a number"),
+    ] {
+        let mut smf = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"));
+        smf.args(["smf", "--upf", bad]);
+        let out = run_bounded(smf, SETTLE);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(err.contains("expected IP or IP:PORT"), "{bad}: {err}");
+    }
+}
+
+/// `--sessions-out` is written once the sessions are established, before `--hold`, so
+/// that the gNB emulator can start on them while the SMF holds them (issue 29).
+#[test]
+fn smf_cli_writes_sessions_before_holding_them() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let upf = rt
+        .block_on(FakeUpf::start(FakeUpfConfig::default()))
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("upfbench-hold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sessions.jsonl");
+    let mut smf = std::process::Command::new(env!("CARGO_BIN_EXE_upfbench"));
+    smf.args([
+        "smf",
+        "--upf",
+        &upf.addr().to_string(),
+        "--bind",
+        "127.0.0.1:0",
+    ])
+    .args([
+        "--sessions",
+        "3",
+        "--hold",
+        "600",
+        "--delete",
+        "--sessions-out",
+    ])
+    .arg(&file)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let mut child = smf.spawn().unwrap();
+    let written = common::eventually(4 * SETTLE, || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() == 3)
+    });
+    let still_holding = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        written,
+        "no 3 sessions in the file during the hold: {text:?}"
+    );
+    assert!(still_holding, "the SMF ended before its 600 s hold");
+    // What the gNB emulator reads: every session active, with its uplink F-TEID.
+    let (ues, skipped) = upfbench::gnb::parse_sessions(&text).unwrap();
+    assert_eq!((ues.len(), skipped), (3, 0));
+    assert_eq!(upf.stats().established, 3);
+}
+
+/// The address forms every PFCP address option of upfbench takes.
+#[test]
+fn pfcp_addresses_default_to_port_8805() {
+    use upfbench::smf::cli::pfcp_addr;
+    for (given, want) in [
+        ("127.0.0.7", "127.0.0.7:8805"),
+        ("127.0.0.7:9805", "127.0.0.7:9805"),
+        ("2001:db8::7", "[2001:db8::7]:8805"),
+        ("[2001:db8::7]", "[2001:db8::7]:8805"),
+        ("[2001:db8::7]:0", "[2001:db8::7]:0"),
+    ] {
+        assert_eq!(pfcp_addr(given), Ok(want.parse().unwrap()), "{given}");
+    }
+    for bad in [
+        "",
+        "127.0.0.7:",
+        "127.0.0.7:65536",
+        "[2001:db8::7",
+        "[2001:db8::7]8805",
+        "[127.0.0.7]:1",
+    ] {
+        assert!(pfcp_addr(bad).is_err(), "{bad:?} taken");
+    }
+}

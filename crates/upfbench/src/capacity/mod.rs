@@ -124,8 +124,8 @@ pub struct Args {
     /// Name of the UPF under test in the report.
     #[arg(long)]
     pub upf_name: Option<String>,
-    /// The UPF's PFCP address.
-    #[arg(long, default_value = "192.168.4.2:8805")]
+    /// The UPF's PFCP address: IP or IP:PORT, port 8805 if not given.
+    #[arg(long, default_value = "192.168.4.2:8805", value_parser = crate::smf::cli::pfcp_addr)]
     pub upf_n4: SocketAddr,
     /// Pick uplink TEIDs ourselves (for UPFs without FTUP).
     #[arg(long)]

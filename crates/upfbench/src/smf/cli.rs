@@ -10,16 +10,17 @@ use anyhow::{bail, Context};
 use serde_json::json;
 
 use super::fake_upf::{FakeUpf, FakeUpfConfig};
+use super::n4::PFCP_PORT;
 use super::{report, Ipv4Pool, Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The UPF's PFCP address.
-    #[arg(long, default_value = "127.0.0.1:8805")]
+    /// The UPF's PFCP address: IP or IP:PORT ([IPv6]:PORT), port 8805 if not given.
+    #[arg(long, default_value = "127.0.0.1:8805", value_parser = pfcp_addr)]
     pub upf: SocketAddr,
-    /// Local PFCP address (default: port 8805 of the address towards the UPF, where a UPF
-    /// sends its own requests; any port if 8805 is taken there).
-    #[arg(long)]
+    /// Local PFCP address, IP or IP:PORT (default: port 8805 of the address towards the
+    /// UPF, where a UPF sends its own requests; any port if 8805 is taken there).
+    #[arg(long, value_parser = pfcp_addr)]
     pub bind: Option<SocketAddr>,
     /// Our Node ID and F-SEID address (default: the --bind address, else the address
     /// the kernel uses towards the UPF).
@@ -137,6 +138,54 @@ pub fn user_ids(imsi: &str, none: bool) -> Option<super::UserIds> {
         imsi: imsi.to_string(),
         ..super::UserIds::default()
     })
+}
+
+/// A PFCP address on the command line: `IP:PORT`, `[IPv6]:PORT`, or an IP alone for
+/// PFCP's port, 8805 (TS 29.244 clause 4.2.2), as operators write a UPF's N4 address.
+pub fn pfcp_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, PFCP_PORT));
+    }
+    // "[::1]" alone: an IPv6 address in brackets without a port.
+    if let Some(ip) = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .and_then(|r| r.parse::<std::net::Ipv6Addr>().ok())
+    {
+        return Ok(SocketAddr::new(IpAddr::V6(ip), PFCP_PORT));
+    }
+    let port_ok = |p: &str| p.parse::<u16>().is_ok();
+    let why = if let Some(rest) = s.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((ip, _)) if ip.parse::<std::net::Ipv6Addr>().is_err() => {
+                format!("{ip:?} is not an IPv6 address")
+            }
+            Some((_, port)) => match port.strip_prefix(':') {
+                Some(p) if !port_ok(p) => format!("the port {p:?} is not a number from 0 to 65535"),
+                _ => "after ] comes :PORT or nothing".to_string(),
+            },
+            None => "a [ without its ]".to_string(),
+        }
+    } else {
+        match s.split_once(':') {
+            Some((ip, port)) if !port.contains(':') => {
+                if ip.parse::<std::net::Ipv4Addr>().is_err() {
+                    format!("{ip:?} is not an IPv4 address (host names are not resolved)")
+                } else {
+                    format!("the port {port:?} is not a number from 0 to 65535")
+                }
+            }
+            Some(_) => "not an IPv6 address (with a port, IPv6 is written [IPv6]:PORT)".to_string(),
+            None => "not an IPv4 or IPv6 address (host names are not resolved)".to_string(),
+        }
+    };
+    Err(format!(
+        "{s:?}: {why}; expected IP or IP:PORT, e.g. 127.0.0.7, 127.0.0.7:8805, \
+         [2001:db8::7]:8805 (the port defaults to {PFCP_PORT})"
+    ))
 }
 
 /// An IMSI on the command line: 6 to 15 decimal digits (TS 23.003 clause 2.2).
@@ -258,6 +307,16 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         if args.modify {
             phases.push(smf.modify(pace).await);
         }
+        // Written before the hold, so that a gNB emulator can start on the sessions
+        // while they are held.
+        if let Some(path) = &args.sessions_out {
+            write_sessions(path, smf.sessions())?;
+            eprintln!(
+                "wrote {} sessions to {}",
+                smf.sessions().len(),
+                path.display()
+            );
+        }
         if args.hold > 0 {
             let hold = Duration::from_secs(args.hold);
             let start = tokio::time::Instant::now();
@@ -276,15 +335,6 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         if args.release {
             phases.push(smf.release().await);
         }
-    }
-    if let Some(path) = &args.sessions_out {
-        let mut f = std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        );
-        for s in smf.sessions() {
-            writeln!(f, "{}", serde_json::to_string(s)?)?;
-        }
-        f.flush()?;
     }
     let ok = associated
         && phases.iter().all(PhaseReport::all_accepted)
@@ -368,6 +418,25 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// One JSON line per session into `path`, written beside it and renamed into place, so
+/// that a reader waiting for the file never sees part of it.
+fn write_sessions(path: &std::path::Path, sessions: &[super::Session]) -> anyhow::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".part");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
+    );
+    for s in sessions {
+        writeln!(f, "{}", serde_json::to_string(s)?)?;
+    }
+    f.flush()
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 /// Send a PFD Management Request; its Cause (said on stderr if not accepted).
@@ -480,7 +549,7 @@ fn secs(d: Duration) -> String {
 /// SMF emulator and the replayer by hand.
 #[derive(clap::Args, Debug)]
 pub struct FakeArgs {
-    #[arg(long, default_value = "127.0.0.1:8805")]
+    #[arg(long, default_value = "127.0.0.1:8805", value_parser = pfcp_addr)]
     pub listen: SocketAddr,
     /// N3 address in allocated F-TEIDs.
     #[arg(long, default_value = "127.0.0.1")]
