@@ -61,6 +61,10 @@ bugs=(
 "egress stage not counting downlink packets%bpf/upf.bpf.c%s/\t\tlane_count\(at.lane, k->up, len, k->now\);/\t\tif (k->up)\n\t\t\tlane_count(at.lane, k->up, len, k->now);/%-p upf-bpf --test differential;-p upf-bpf --test app_differential;-p upf-bpf --test direct_slots"
 "cpumap stages not counting in the URRs%bpf/upf.bpf.c%s/(void count_urrs\(const struct upf_config \*cfg, const struct pkt \*k\)\n\{\n)/\1\tif (k->cpumap)\n\t\treturn;\n/%-p upf-bpf --test spread"
 "app stage tail-calling past the rules stage%bpf/upf.bpf.c%s/(int app_stage\(.*?bpf_tail_call\(ctx, calls_map, )CALL_RULES\)/\1CALL_EGRESS)/s%-p upf-bpf --test app;-p upf-bpf --test app_differential"
+"arming a URR under the record's sequence lock%crates/bpf/src/datapath.rs%s/self.entries.set_record_urr\(slot, set, clear, epoch\)/{ let mut r = r; r.flags = (r.flags | set) \& !clear; r.epoch = epoch; self.entries.write_record(slot, \&r) }/%-p upf-bpf --test arming"
+"redirect hands UDP to upfd%bpf/upf.bpf.c%s/if \(!k->up \|\| k->f.proto != 6\)/if (!k->up)/%-p upf-bpf --test differential"
+"model: SDF direction in matches like out%crates/upf/src/sdf.rs%s/if self.inbound \|\| self.ip_version/if self.ip_version/%-p upf --lib"
+"SDF direction in compiled as a matching entry%crates/bpf/src/compile.rs%s/base.ip_version = NO_IP_VERSION;/base.ip_version = 0;/%-p upf-bpf --lib"
 )
 
 # Runs `cargo test -q ARGS` in the scratch tree. Prints nothing if it passed, "does not
