@@ -342,7 +342,7 @@ fn smf_cli_upf_address_without_port_is_pfcp_port() {
         "--upf",
         "127.0.0.29",
         "--bind",
-        "127.0.0.1",
+        "127.0.0.30", // its port 8805, on an address of its own too
         "--sessions",
         "2",
     ]);
