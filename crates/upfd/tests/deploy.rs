@@ -2,15 +2,19 @@
 //! unit (deploy/systemd) and the Grafana dashboard (deploy/grafana), checked with the tools
 //! scripts/ops-tools.sh installs at pinned versions into .tools/ (scripts/deps.sh runs it):
 //!
-//! - the chart: `helm lint --strict` and `helm template` with the default values and with
-//!   the ServiceMonitor, a PersistentVolumeClaim, privileged/host-device/IPv6 N3, ports and
-//!   state directory set in `config`, and N4 on the pod network; every manifest validated by `kubeconform -strict` against the Kubernetes
-//!   schemas (kubernetes-validate, two versions) and the CRDs' (Multus'
+//! - the chart: `helm lint --strict` and `helm template` with the default values (and the
+//!   SMFs N4 admits, which the chart requires) and with the ServiceMonitor, a
+//!   PersistentVolumeClaim, privileged/host-device/IPv6 N3, ports and state directory set in
+//!   `config`, N4 on the pod network, and a token Secret of the user's with the API open to
+//!   named namespaces; every manifest validated by `kubeconform -strict` against the
+//!   Kubernetes schemas (kubernetes-validate, two versions) and the CRDs' (Multus'
 //!   NetworkAttachmentDefinition, prometheus-operator's ServiceMonitor); what the schemas
 //!   cannot see checked here (the CNI configurations inside the NetworkAttachmentDefinitions,
 //!   the Multus annotation against the interfaces upfd is configured with, probes, ports,
-//!   volumes against upfd.yaml); and the upfd.yaml the chart renders accepted by
-//!   `upfd check-config`;
+//!   volumes and the token's Secret against upfd.yaml, the NetworkPolicy's rules against N4's
+//!   peers and the API's namespaces); the install notes naming the SMFs admitted; values
+//!   that cannot work (no SMF peers among them) refused with the key to set; and the
+//!   upfd.yaml the chart renders accepted by `upfd check-config`;
 //! - the Dockerfile: hadolint; the build stage builds what scripts/demo.sh (README) builds
 //!   and upfctl, from workspace members; every COPY source exists and is not in
 //!   .dockerignore; every library upfd loads is in debian:12-slim (the Priority: required
@@ -153,10 +157,19 @@ fn yaml_docs(s: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The SMFs N4 admits in every rendering but the one that checks the chart requires them.
+const PEERS: &str = "--set=config.n4.allowed_peers={198.51.100.0/24}";
+
+/// `helm template` of the chart with the SMF peers of [`PEERS`] and `args` (which may set
+/// them otherwise).
 fn helm_template(helm: &Path, args: &[&str]) -> Output {
+    helm_template_of(helm, &chart(), &[&[PEERS], args].concat())
+}
+
+fn helm_template_of(helm: &Path, chart: &Path, args: &[&str]) -> Output {
     run(Command::new(helm)
         .args(["template", "upf"])
-        .arg(chart())
+        .arg(chart)
         .args(["--namespace", "upf"])
         .args(args))
 }
@@ -207,6 +220,20 @@ const VARIANTS: &[(&str, &[&str])] = &[
             "--set=config.n4.address=10.0.0.5",
             "--set=config.datapath.mode=none",
             "--set=bpffs.enabled=false",
+        ],
+    ),
+    (
+        "token-secret-of-the-user-api-namespaces-smf-pods",
+        &[
+            "--set=api.token.existingSecret=upf-api-token",
+            "--set=api.token.existingSecretKey=bearer",
+            "--set=networkPolicy.api.namespaces={ops,monitoring}",
+            "--set=config.n4.allowed_peers={198.51.100.0/24,2001:db8:4::/64}",
+            "--set=networkPolicy.n4.cidrs={198.51.100.0/25}",
+            "--set=networkPolicy.n4.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=core",
+            "--set=networkPolicy.n4.podSelector.matchLabels.app=smf",
+            "--set=serviceMonitor.enabled=true",
+            "--set=serviceMonitor.labels.release=prometheus",
         ],
     ),
 ];
@@ -269,11 +296,15 @@ fn check_objects(variant: &str, docs: &[Value]) {
     // upfd.yaml as the pod reads it.
     let cm = find(docs, "ConfigMap", "").unwrap();
     let config: Value = serde_norway::from_str(cm["data"]["upfd.yaml"].as_str().unwrap()).unwrap();
-    let api_port: u64 = config["api"]["listen"]
-        .as_str()
-        .and_then(|l| l.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("{}", ctx("api.listen IP:port in upfd.yaml")));
+    let port_in = |key: &str| -> u64 {
+        config["api"][key]
+            .as_str()
+            .and_then(|l| l.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{}", ctx(&format!("api.{key} IP:port in upfd.yaml"))))
+    };
+    let (api_port, probe_port) = (port_in("listen"), port_in("probe_address"));
+    assert_ne!(api_port, probe_port, "{}", ctx("two listeners"));
 
     let dep = find(docs, "Deployment", "").unwrap();
     assert_eq!(dep["spec"]["replicas"], 1, "{}", ctx("one replica"));
@@ -313,13 +344,20 @@ fn check_objects(variant: &str, docs: &[Value]) {
         ctx("PFCP port = n4.port")
     );
     assert_eq!(port_of("pfcp")["protocol"], "UDP");
+    assert_eq!(
+        port_of("probe")["containerPort"],
+        probe_port,
+        "{}",
+        ctx("probe port = api.probe_address's")
+    );
+    // The kubelet sends no token: the probes go to the plain listener.
     for (probe, path) in [
         ("livenessProbe", "/healthz"),
         ("readinessProbe", "/readyz"),
         ("startupProbe", "/healthz"),
     ] {
         assert_eq!(c[probe]["httpGet"]["path"], path, "{}", ctx(probe));
-        assert_eq!(c[probe]["httpGet"]["port"], "api", "{}", ctx(probe));
+        assert_eq!(c[probe]["httpGet"]["port"], "probe", "{}", ctx(probe));
     }
     for r in ["requests", "limits"] {
         assert!(
@@ -380,6 +418,60 @@ fn check_objects(variant: &str, docs: &[Value]) {
         .collect();
     let m = mounts(c);
     assert_eq!(m["config"], "/etc/upfd");
+    // upfd.yaml and the API's token in the one volume: the token from the Secret the chart
+    // renders, or the user's, at the path api.token_file names.
+    let sources = volumes["config"]["projected"]["sources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", ctx("a projected config volume")));
+    let cm_item = sources
+        .iter()
+        .find_map(|s| s["configMap"].as_object())
+        .unwrap();
+    assert_eq!(
+        cm_item["name"],
+        cm["metadata"]["name"],
+        "{}",
+        ctx("ConfigMap")
+    );
+    assert_eq!(cm_item["items"][0]["path"], "upfd.yaml");
+    let secret = sources
+        .iter()
+        .find_map(|s| s["secret"].as_object())
+        .unwrap_or_else(|| panic!("{}", ctx("the token's Secret in the config volume")));
+    let token_item = &secret["items"][0];
+    assert_eq!(
+        config["api"]["token_file"].as_str(),
+        Some(format!("/etc/upfd/{}", token_item["path"].as_str().unwrap()).as_str()),
+        "{}",
+        ctx("api.token_file is where the Secret's key is mounted")
+    );
+    let rendered_secret = find(docs, "Secret", "");
+    if with("--set=api.token.existingSecret=upf-api-token") {
+        assert!(
+            rendered_secret.is_none(),
+            "{}",
+            ctx("no Secret of the chart's")
+        );
+        assert_eq!(
+            secret["name"],
+            "upf-api-token",
+            "{}",
+            ctx("the user's Secret")
+        );
+        assert_eq!(token_item["key"], "bearer", "{}", ctx("the user's key"));
+    } else {
+        let rs = rendered_secret.unwrap_or_else(|| panic!("{}", ctx("a token Secret")));
+        assert_eq!(
+            secret["name"],
+            rs["metadata"]["name"],
+            "{}",
+            ctx("Secret name")
+        );
+        let key = token_item["key"].as_str().unwrap();
+        let token = rs["data"][key].as_str().unwrap_or("");
+        // base64 of at least 32 random characters.
+        assert!(token.len() >= 44, "{}", ctx("a token in the Secret"));
+    }
     assert_eq!(
         c["args"],
         serde_json::json!(["--config", "/etc/upfd/upfd.yaml"]),
@@ -530,13 +622,134 @@ fn check_objects(variant: &str, docs: &[Value]) {
             .unwrap_or_else(|| panic!("{}", ctx("a Service the ServiceMonitor selects")));
         let ep = &sm["spec"]["endpoints"][0];
         assert_eq!(ep["path"], "/metrics");
-        assert!(svc["spec"]["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["name"] == ep["port"] && p["protocol"] == "TCP"));
+        // Scraped on the plain listener: Prometheus holds no token.
+        assert!(
+            svc["spec"]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == ep["port"]
+                    && p["protocol"] == "TCP"
+                    && p["targetPort"] == "probe"),
+            "{}",
+            ctx("ServiceMonitor on the probe port")
+        );
         assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
     }
+
+    check_network_policy(variant, docs, &config, pod_labels, (api_port, probe_port));
+}
+
+/// N4 admitted only from the SMFs' networks, the API only from the namespaces named, the
+/// probe port from anywhere; upfd itself admits no SMF but those of n4.allowed_peers.
+fn check_network_policy(
+    variant: &str,
+    docs: &[Value],
+    config: &Value,
+    pod_labels: &Value,
+    (api_port, probe_port): (u64, u64),
+) {
+    let ctx = |what: &str| format!("{variant}: {what}");
+    let set = |prefix: &str| -> Option<Vec<String>> {
+        let (_, args) = VARIANTS.iter().find(|(n, _)| *n == variant)?;
+        let v = args.iter().find_map(|a| a.strip_prefix(prefix))?;
+        let list = v.strip_prefix('{')?.strip_suffix('}')?;
+        Some(list.split(',').map(str::to_string).collect())
+    };
+    let peers: Vec<&str> = config["n4"]["allowed_peers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p.as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        !peers.is_empty(),
+        "{}",
+        ctx("n4.allowed_peers in upfd.yaml")
+    );
+    let want_peers = set("--set=config.n4.allowed_peers=")
+        .unwrap_or_else(|| vec!["198.51.100.0/24".to_string()]);
+    assert_eq!(peers, want_peers, "{}", ctx("n4.allowed_peers as given"));
+
+    let policies: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "NetworkPolicy")
+        .collect();
+    assert_eq!(policies.len(), 1, "{}", ctx("one NetworkPolicy"));
+    let np = &policies[0]["spec"];
+    for (k, v) in np["podSelector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &pod_labels[k],
+            v,
+            "{}",
+            ctx("NetworkPolicy selects the pod")
+        );
+    }
+    assert_eq!(np["policyTypes"], serde_json::json!(["Ingress"]));
+    let rules = np["ingress"].as_array().unwrap();
+    // Every rule names its ports (a rule without ports admits every port).
+    let rule_for = |proto: &str, port: u64| -> Vec<&Value> {
+        rules
+            .iter()
+            .filter(|r| {
+                let ports = r["ports"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{}", ctx("a rule without ports")));
+                ports
+                    .iter()
+                    .any(|p| p["protocol"] == proto && p["port"] == port)
+            })
+            .collect()
+    };
+    let n4_port = config["n4"]["port"].as_u64().unwrap_or(8805);
+    let n4 = rule_for("UDP", n4_port);
+    assert_eq!(n4.len(), 1, "{}", ctx("one N4 rule"));
+    let from = n4[0]["from"]
+        .as_array()
+        .filter(|f| !f.is_empty())
+        .unwrap_or_else(|| panic!("{}", ctx("N4 admitted from named peers only")));
+    let cidrs: Vec<&str> = from
+        .iter()
+        .filter_map(|f| f["ipBlock"]["cidr"].as_str())
+        .collect();
+    let want_cidrs = set("--set=networkPolicy.n4.cidrs=").unwrap_or(want_peers);
+    assert_eq!(cidrs, want_cidrs, "{}", ctx("N4 from the SMFs' prefixes"));
+    let selectors: Vec<&Value> = from.iter().filter(|f| f["ipBlock"].is_null()).collect();
+    if variant == "token-secret-of-the-user-api-namespaces-smf-pods" {
+        assert_eq!(selectors.len(), 1, "{}", ctx("the SMF pods' peer"));
+        assert_eq!(
+            selectors[0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "core"
+        );
+        assert_eq!(selectors[0]["podSelector"]["matchLabels"]["app"], "smf");
+    } else {
+        assert!(selectors.is_empty(), "{}", ctx("no selector peer"));
+    }
+
+    let api = rule_for("TCP", api_port);
+    match set("--set=networkPolicy.api.namespaces=") {
+        None => assert!(api.is_empty(), "{}", ctx("the API admitted from no pod")),
+        Some(names) => {
+            assert_eq!(api.len(), 1, "{}", ctx("one API rule"));
+            let f = api[0]["from"].as_array().unwrap();
+            assert_eq!(f.len(), 1, "{}", ctx("API from namespaces"));
+            let e = &f[0]["namespaceSelector"]["matchExpressions"][0];
+            assert_eq!(e["key"], "kubernetes.io/metadata.name");
+            assert_eq!(e["operator"], "In");
+            assert_eq!(
+                e["values"],
+                serde_json::json!(names),
+                "{}",
+                ctx("API namespaces")
+            );
+            assert!(f[0]["podSelector"].is_null());
+        }
+    }
+    let probe = rule_for("TCP", probe_port);
+    assert_eq!(probe.len(), 1, "{}", ctx("one probe rule"));
+    assert!(
+        probe[0]["from"].is_null(),
+        "{}",
+        ctx("probes from anywhere")
+    );
 }
 
 #[test]
@@ -553,6 +766,7 @@ fn chart_lints_renders_and_validates_against_the_kubernetes_schemas() {
         ok(Command::new(&helm)
             .args(["lint", "--strict"])
             .arg(chart())
+            .arg(PEERS)
             .args(*args));
         let out = helm_template(&helm, args);
         assert!(
@@ -658,9 +872,14 @@ fn rendered_configuration_passes_upfd_check_config() {
     assert!(out.status.success(), "helm template: {}", text(&out.stderr));
     let docs = yaml_docs(&text(&out.stdout));
     let cm = find(&docs, "ConfigMap", "").unwrap();
+    // The token the pod reads from the Secret's mount, here a file of the test's.
+    let token = dir.0.join("token");
+    std::fs::write(&token, "a-token-of-the-test\n").unwrap();
     let yaml = cm["data"]["upfd.yaml"].as_str().unwrap();
+    assert!(yaml.contains("token_file: /etc/upfd/api/token"), "{yaml}");
+    let yaml = yaml.replace("/etc/upfd/api/token", &token.display().to_string());
     let f = dir.0.join("upfd.yaml");
-    std::fs::write(&f, yaml).unwrap();
+    std::fs::write(&f, &yaml).unwrap();
     let out = run(Command::new(UPFD).arg("check-config").arg(&f));
     assert!(
         out.status.success(),
@@ -691,6 +910,24 @@ fn chart_refuses_values_that_cannot_work() {
             ][..],
             "config.n4.address",
         ),
+        // N4 open to whoever reaches it is not rendered.
+        (
+            &["--set=config.n4.allowed_peers=null"][..],
+            "config.n4.allowed_peers",
+        ),
+        (
+            &["--set=config.n4.allowed_peers={}"][..],
+            "config.n4.allowed_peers",
+        ),
+        // The kubelet cannot send a token: the probes need the plain listener.
+        (
+            &["--set=config.api.probe_address=null"][..],
+            "config.api.probe_address",
+        ),
+        (
+            &["--set=config.api.token_file=/tmp/token"][..],
+            "config.api.token_file",
+        ),
     ] {
         let out = helm_template(&helm, args);
         assert!(!out.status.success(), "helm template {args:?} succeeded");
@@ -699,6 +936,94 @@ fn chart_refuses_values_that_cannot_work() {
             "helm template {args:?} said {} (expected {says})",
             text(&out.stderr)
         );
+    }
+}
+
+/// Without SMF peers the chart does not render at all, with the defaults as with anything
+/// else, and says which value to set. (`helm lint` reports a template's `fail` as
+/// information only, by design: it is `helm template` and `helm install` that stop.)
+#[test]
+fn chart_refuses_to_render_without_smf_peers() {
+    let Some(helm) = tool("helm") else {
+        return;
+    };
+    for args in [&[][..], &["--set=networkPolicy.enabled=false"][..]] {
+        let out = helm_template_of(&helm, &chart(), args);
+        assert!(!out.status.success(), "helm template {args:?} succeeded");
+        let said = text(&out.stderr);
+        assert!(
+            said.contains("config.n4.allowed_peers: name the SMFs admitted to N4"),
+            "helm template {args:?} said {said}"
+        );
+    }
+}
+
+/// The install notes (NOTES.txt) say which SMFs N4 admits, upfd's and the NetworkPolicy's,
+/// and which namespaces reach the API. Helm renders them only on install (which needs a
+/// cluster): here as a template of a copy of the chart.
+#[test]
+fn install_notes_name_the_smfs_admitted_and_the_api_namespaces() {
+    let Some(helm) = tool("helm") else {
+        return;
+    };
+    let dir = Dir::new("notes");
+    let copy = dir.0.join("upfd");
+    copy_dir(&chart(), &copy);
+    let t = copy.join("templates");
+    let notes = std::fs::read_to_string(t.join("NOTES.txt")).unwrap();
+    std::fs::remove_file(t.join("NOTES.txt")).unwrap();
+    std::fs::write(
+        t.join("_notes.tpl"),
+        format!("{{{{- define \"notes\" }}}}{notes}{{{{- end }}}}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        t.join("notes.yaml"),
+        "notes: {{ include \"notes\" . | toJson }}\n",
+    )
+    .unwrap();
+    let render = |args: &[&str]| -> String {
+        let out = helm_template_of(
+            &helm,
+            &copy,
+            &[&["--show-only", "templates/notes.yaml"], args].concat(),
+        );
+        assert!(out.status.success(), "helm template: {}", text(&out.stderr));
+        let v: Value = serde_norway::from_str(&text(&out.stdout)).unwrap();
+        v["notes"].as_str().unwrap().to_string()
+    };
+    let n = render(&[
+        "--set=config.n4.allowed_peers={198.51.100.0/24,2001:db8:4::/64}",
+        "--set=networkPolicy.api.namespaces={ops}",
+    ]);
+    for line in [
+        "SMFs admitted (config.n4.allowed_peers): 198.51.100.0/24, 2001:db8:4::/64",
+        "NetworkPolicy upf-upfd admits N4 only from: 198.51.100.0/24, 2001:db8:4::/64.",
+        "Admitted from the pods of: namespace(s) ops.",
+        "get secret upf-upfd-api-token -o jsonpath='{.data.token}'",
+        "curl -H \"Authorization: Bearer $TOKEN\" localhost:9100/api/v1/status",
+    ] {
+        assert!(n.contains(line), "no {line:?} in the notes:\n{n}");
+    }
+    let n = render(&[PEERS, "--set=networkPolicy.enabled=false"]);
+    for line in [
+        "SMFs admitted (config.n4.allowed_peers): 198.51.100.0/24",
+        "networkPolicy.enabled is false: on the cluster network anyone may send to N4",
+    ] {
+        assert!(n.contains(line), "no {line:?} in the notes:\n{n}");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
     }
 }
 

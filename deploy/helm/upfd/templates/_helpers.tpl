@@ -92,12 +92,13 @@ app.kubernetes.io/component: upf
 {{- if $v.networks.n6.enabled }}{{ $_ := set $dp "n6_interface" $v.networks.n6.interface }}{{ end }}
 {{- $_ := set $base "datapath" $dp }}
 {{- end }}
-{{- $_ := set $base "api" (dict "listen" (printf "0.0.0.0:%v" $v.api.port)) }}
+{{- $_ := set $base "api" (dict "listen" (printf "0.0.0.0:%v" $v.api.port) "probe_address" (printf "0.0.0.0:%v" $v.api.probePort) "token_file" (include "upfd.tokenFile" .)) }}
 {{- $_ := set $base "state" (dict "directory" "/var/lib/upfd") }}
 {{- $cfg := mergeOverwrite $base (deepCopy $v.config) }}
 {{- if not $cfg.node_id }}{{ fail "config.node_id: set it (or enable networks.n4 with an address)" }}{{ end }}
 {{- if or (not $cfg.n4) (not $cfg.n4.address) }}{{ fail "config.n4.address: set it (or enable networks.n4 with an address)" }}{{ end }}
 {{- if or (not $cfg.gtpu) (not $cfg.gtpu.n3) }}{{ fail "config.gtpu.n3: set it (or enable networks.n3 with an address)" }}{{ end }}
+{{- if not (compact ($cfg.n4.allowed_peers | default list)) }}{{ fail "config.n4.allowed_peers: name the SMFs admitted to N4 as source prefixes (e.g. --set 'config.n4.allowed_peers={198.51.100.0/24}'): the chart does not render an N4 open to whoever reaches it" }}{{ end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -116,4 +117,29 @@ capabilities:
   add:
     {{- toYaml $sc.capabilities | nindent 4 }}
 {{- end }}
+{{- end }}
+
+{{/* Where the API's bearer token is mounted (api.token_file). */}}
+{{- define "upfd.tokenFile" -}}
+/etc/upfd/api/token
+{{- end }}
+
+{{/* The Secret holding the API's bearer token, and its key. */}}
+{{- define "upfd.tokenSecret" -}}
+{{- .Values.api.token.existingSecret | default (printf "%s-api-token" (include "upfd.fullname" .)) }}
+{{- end }}
+
+{{- define "upfd.tokenKey" -}}
+{{- ternary .Values.api.token.existingSecretKey "token" (ne .Values.api.token.existingSecret "") }}
+{{- end }}
+
+{{/* The ports upfd.yaml gives (whatever set them), as YAML: api, probe, n4. */}}
+{{- define "upfd.ports" -}}
+{{- $cfg := include "upfd.config" . | fromYaml }}
+{{- if or (not $cfg.api) (not $cfg.api.listen) }}{{ fail "config.api.listen: the subscriber API's address (api.port)" }}{{ end }}
+{{- if not $cfg.api.probe_address }}{{ fail "config.api.probe_address: the kubelet's probes and Prometheus need upfd's plain listener (api.probePort)" }}{{ end }}
+{{- if ne (toString $cfg.api.token_file) (include "upfd.tokenFile" .) }}{{ fail (printf "config.api.token_file: the chart mounts the API's token (api.token) at %s; leave it unset" (include "upfd.tokenFile" .)) }}{{ end }}
+api: {{ regexReplaceAll "^.*:" (toString $cfg.api.listen) "" | int }}
+probe: {{ regexReplaceAll "^.*:" (toString $cfg.api.probe_address) "" | int }}
+n4: {{ $cfg.n4.port | default 8805 | int }}
 {{- end }}
