@@ -89,7 +89,7 @@ use steps::Run;
 pub enum Profile {
     /// Seconds: for tests.
     Smoke,
-    /// About a minute: the demo.
+    /// About 4 minutes on a 2-CPU machine: the demo (scripts/demo.sh).
     Quick,
     /// Every step, every packet size and model, up to 1M sessions: tens of minutes (the
     /// runs of docs/benchmarks.md).
