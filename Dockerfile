@@ -37,7 +37,8 @@ RUN apt-get update \
 COPY --from=build /out/ /usr/local/bin/
 COPY deploy/config/upfd.yaml /etc/upfd/upfd.yaml
 # N4 (PFCP), GTP-U, the API (api.listen, e.g. 0.0.0.0:9100 in a container).
-# /var/lib/upfd: state.directory of the example; a volume there keeps sessions across containers.
+# /var/lib/upfd: for state.directory (the example configuration leaves the state out, so a
+# plain run writes nothing); with it set, a volume there keeps sessions across containers.
 EXPOSE 8805/udp 2152/udp 9100/tcp
 ENTRYPOINT ["upfd"]
 CMD ["--config", "/etc/upfd/upfd.yaml"]

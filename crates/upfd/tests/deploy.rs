@@ -1306,13 +1306,15 @@ fn systemd_unit_verifies_and_keeps_sessions_on_stop() {
         let got: BTreeSet<String> = k[key].split_whitespace().map(str::to_string).collect();
         assert_eq!(got, want, "{key}");
     }
-    // StateDirectory=upfd is /var/lib/upfd, the example configuration's state.directory.
+    // StateDirectory=upfd is /var/lib/upfd, and the unit opts in to the state there (the
+    // example configuration leaves it out, so that a plain run writes nothing).
     assert_eq!(k["StateDirectory"], "upfd");
+    assert_eq!(k["Environment"], "UPFD_STATE__DIRECTORY=/var/lib/upfd");
     let example: Value = serde_norway::from_str(
         &std::fs::read_to_string(repo().join("deploy/config/upfd.yaml")).unwrap(),
     )
     .unwrap();
-    assert_eq!(example["state"]["directory"], "/var/lib/upfd");
+    assert!(example["state"].is_null(), "{:?}", example["state"]);
     // systemd waits longer than a release without state takes.
     let stop = seconds(k["TimeoutStopSec"].as_str());
     let release = example["n4"]["graceful_release_period"]
