@@ -1,9 +1,10 @@
 //! upfctl: upfd's API from the command line (crates/upfd/src/api, `/openapi.json`).
 //! Human tables by default; `--json` prints what the API answered, as it is. A library
 //! too ([`execute`]), so that upfd's lab tests run it inside the lab's namespaces.
+//! HTTP is ureq's; the bearer token of upfd's `api.token_file` comes from
+//! `UPFCTL_TOKEN` or a file (`--token-file`, `UPFCTL_TOKEN_FILE`).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -25,6 +26,10 @@ struct Cli {
         global = true
     )]
     api: String,
+    /// A file holding the bearer token upfd's subscriber routes require (the file of
+    /// its `api.token_file`, or a copy). UPFCTL_TOKEN, the token itself, wins.
+    #[arg(long, env = "UPFCTL_TOKEN_FILE", global = true, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// Print the API's JSON as it is, not tables.
     #[arg(long, global = true)]
     json: bool,
@@ -62,6 +67,9 @@ enum Cmd {
     Stats,
     /// Downlink packets buffered per session.
     Buffers,
+    /// The applications PDRs may name and their PFDs (configured, or from the SMF's PFD
+    /// Management).
+    Applications,
     /// Whether upfd is ready (exit 0) or not (exit 1, with the reason).
     Ready,
 }
@@ -136,9 +144,21 @@ fn run(cli: &Cli) -> anyhow::Result<(u8, String)> {
         Cmd::Session { seid } => (format!("/api/v1/sessions/{}", encode(seid)), show_session),
         Cmd::Stats => ("/api/v1/stats".into(), show_stats),
         Cmd::Buffers => ("/api/v1/buffers".into(), show_buffers),
+        Cmd::Applications => ("/api/v1/applications".into(), show_applications),
         Cmd::Ready => ("/readyz".into(), show_ready),
     };
-    let (status, body) = get(&cli.api, &path)?;
+    let token = token(cli.token_file.as_deref())?;
+    let (status, body) = get(&cli.api, &path, token.as_deref())?;
+    if status == 401 {
+        bail!(
+            "{path}: HTTP 401: upfd wants the bearer token of its api.token_file: {} (set UPFCTL_TOKEN to the token, or --token-file / UPFCTL_TOKEN_FILE to a file holding it)",
+            if token.is_some() {
+                "the token given is not it"
+            } else {
+                "none was given"
+            }
+        );
+    }
     let v: Value = serde_json::from_str(&body)
         .with_context(|| format!("{path}: the answer is not JSON: {body:.200}"))?;
     if status != 200 && !matches!(cli.cmd, Cmd::Ready) {
@@ -165,34 +185,55 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
-/// GET `path` from the API: status code and body.
-fn get(api: &str, path: &str) -> anyhow::Result<(u16, String)> {
+/// The token to send: `UPFCTL_TOKEN`, else the content of the token file (without
+/// surrounding white space), else none.
+fn token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    if let Some(t) = std::env::var("UPFCTL_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        return Ok(Some(t.trim().to_string()));
+    }
+    let Some(f) = file else {
+        return Ok(None);
+    };
+    let t = std::fs::read_to_string(f)
+        .with_context(|| format!("--token-file {}: cannot read it", f.display()))?;
+    let t = t.trim();
+    if t.is_empty() {
+        bail!("--token-file {}: empty", f.display());
+    }
+    Ok(Some(t.to_string()))
+}
+
+/// GET `path` from the API (with the bearer token if any): status code and body.
+fn get(api: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
     let host = api
         .strip_prefix("http://")
         .unwrap_or(api)
         .trim_end_matches('/');
-    let mut conn = TcpStream::connect(host).with_context(|| {
-        format!("connecting to upfd's API at {host} (set --api or UPFCTL_API to its api.listen)")
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(5)))
+        .timeout_global(Some(Duration::from_secs(30)))
+        .user_agent(concat!("upfctl/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let mut req = agent.get(format!("http://{host}{path}"));
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut resp = req.call().with_context(|| {
+        format!("GET {path} from upfd's API at {host} (set --api or UPFCTL_API to its api.listen)")
     })?;
-    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
-    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        conn,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: upfctl\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    conn.read_to_end(&mut raw)
-        .with_context(|| format!("reading upfd's answer from {host}"))?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .with_context(|| format!("{host}: not an HTTP answer"))?;
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("{host}: no HTTP status in {head:.80}"))?;
-    Ok((status, body.to_string()))
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(256 << 20)
+        .read_to_string()
+        .with_context(|| format!("reading upfd's answer to {path} from {host}"))?;
+    Ok((status, body))
 }
 
 /// A table: a header row and rows, columns padded to their widest cell.
@@ -576,6 +617,47 @@ fn show_buffers(v: &Value) -> String {
         );
     }
     out
+}
+
+fn show_applications(v: &Value) -> String {
+    let rows: Vec<Vec<String>> = v["applications"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    let domains: Vec<String> = x["domain_names"]
+                        .as_array()
+                        .map(|d| {
+                            d.iter()
+                                .map(|n| {
+                                    format!("{} ({})", cell(&n["name"]), cell(&n["protocols"]))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    vec![
+                        cell(&x["id"]),
+                        cell(&x["index"]),
+                        cell(&x["source"]),
+                        cell(&x["flow_descriptions"]),
+                        cell(&x["urls"]),
+                        if domains.is_empty() {
+                            "-".into()
+                        } else {
+                            domains.join(", ")
+                        },
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if rows.is_empty() {
+        return "no applications\n".into();
+    }
+    table(
+        &["ID", "INDEX", "SOURCE", "FLOWS", "URLS", "DOMAINS"],
+        &rows,
+    )
 }
 
 fn show_ready(v: &Value) -> String {

@@ -685,12 +685,50 @@ impl Default for Reporting {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The HTTP API (docs/configuration.md, "api"; docs/security.md for what each key
+/// stops).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Api {
-    /// HTTP listen address for /metrics (Prometheus) and /status, e.g. 127.0.0.1:9090.
+    /// HTTP listen address of the API, /metrics and the probes, e.g. 127.0.0.1:9100.
     #[serde(default)]
     pub listen: Option<SocketAddr>,
+    /// A file holding the bearer token the subscriber routes (/api/v1/*, /status,
+    /// /check) require. Unset: `listen` must be a loopback address.
+    #[serde(default)]
+    pub token_file: Option<std::path::PathBuf>,
+    /// A plain listener of its own for /healthz, /readyz and /metrics alone (kubelet
+    /// probes and scraping), with its own connection limit.
+    #[serde(default)]
+    pub probe_address: Option<SocketAddr>,
+    /// Connections open at once per listener; more are closed at once.
+    #[serde(default = "default_api_connections")]
+    pub max_connections: usize,
+    /// A request's head must arrive within this (from the connection's start, or the
+    /// end of the previous answer), and an answer must be taken within it; else the
+    /// connection is closed.
+    #[serde(default = "default_api_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+}
+
+impl Default for Api {
+    fn default() -> Self {
+        Api {
+            listen: None,
+            token_file: None,
+            probe_address: None,
+            max_connections: default_api_connections(),
+            request_timeout: default_api_timeout(),
+        }
+    }
+}
+
+fn default_api_connections() -> usize {
+    64
+}
+
+fn default_api_timeout() -> Duration {
+    Duration::from_secs(5)
 }
 
 /// Keeping sessions across restarts (docs/configuration.md, "state").
@@ -1361,7 +1399,12 @@ fn allowed(path: &str) -> Option<String> {
             return Some(format!("a CPU number 0-{}", cpus_configured() - 1))
         }
         "datapath.protected_addresses" => "a list of IP addresses, e.g. [10.0.0.2]",
-        "api.listen" => "IP:port, e.g. \"127.0.0.1:9100\" or \"0.0.0.0:9100\"",
+        "api.listen" | "api.probe_address" => {
+            "IP:port, e.g. \"127.0.0.1:9100\" or \"0.0.0.0:9100\""
+        }
+        "api.token_file" => "a file path, e.g. /etc/upfd/api/token",
+        "api.max_connections" => "a whole number of connections, e.g. 64",
+        "api.request_timeout" => "a duration, e.g. 5s",
         "state.directory" => "a directory path, e.g. /var/lib/upfd",
         "state.reuse_datapath" => "true or false",
         "state.pin_directory" => "a directory on a BPF filesystem, e.g. /sys/fs/bpf/upfd",
@@ -1810,6 +1853,28 @@ impl Config {
                 );
             }
         }
+        if let Some(a) = self.api.listen {
+            if self.api.token_file.is_none() && !a.ip().is_loopback() {
+                return err(
+                    "api.listen",
+                    format!(
+                        "{a} is not a loopback address and api.token_file is not set: the API shows every subscriber's sessions, UE addresses and TEIDs; set api.token_file to a file holding a bearer token, or listen on 127.0.0.1 (docs/security.md)"
+                    ),
+                );
+            }
+        }
+        if self.api.max_connections == 0 {
+            return err(
+                "api.max_connections",
+                "0: at least 1 (a limit of open connections per listener)".into(),
+            );
+        }
+        if self.api.request_timeout.is_zero() {
+            return err(
+                "api.request_timeout",
+                "0s: a request needs time to arrive, e.g. 5s".into(),
+            );
+        }
         if !["error", "warn", "info", "debug"].contains(&self.log.level.as_str()) {
             return err(
                 "log.level",
@@ -1842,9 +1907,12 @@ impl Config {
         if let Err(m) = is_local(self.n4.address) {
             errs.push(("n4.address".into(), m));
         }
-        if let Some(a) = self.api.listen {
-            if let Err(m) = is_local(a.ip()) {
-                errs.push(("api.listen".into(), m));
+        for (key, a) in [
+            ("api.listen", self.api.listen),
+            ("api.probe_address", self.api.probe_address),
+        ] {
+            if let Some(Err(m)) = a.map(|a| is_local(a.ip())) {
+                errs.push((key.into(), m));
             }
         }
         if xdp {
@@ -1970,6 +2038,7 @@ impl Config {
     pub fn protected_addresses(&self) -> Vec<IpAddr> {
         let mut v = vec![self.n4.address];
         v.extend(self.api.listen.map(|a| a.ip()));
+        v.extend(self.api.probe_address.map(|a| a.ip()));
         v.extend(self.datapath.protected_addresses.iter().copied());
         let gtpu = self.gtpu_addresses();
         let mut out: Vec<IpAddr> = Vec::new();
@@ -2201,6 +2270,33 @@ ue_pools:
     }
 
     #[test]
+    fn the_api_off_loopback_needs_a_token_file() {
+        let c = Config::parse(GOOD, "t.yaml").unwrap();
+        assert_eq!(c.api.max_connections, 64);
+        assert_eq!(c.api.request_timeout, Duration::from_secs(5));
+        assert!(c.api.token_file.is_none() && c.api.probe_address.is_none());
+        for ok in ["127.0.0.1:9100", "[::1]:9100"] {
+            let text = format!("{GOOD}api: {{ listen: \"{ok}\" }}\n");
+            assert!(Config::parse(&text, "t.yaml").is_ok(), "{ok}");
+        }
+        let open = format!("{GOOD}api: {{ listen: \"0.0.0.0:9100\" }}\n");
+        let e = err(&open);
+        assert!(
+            e.starts_with("t.yaml: api.listen: 0.0.0.0:9100 is not a loopback address and api.token_file is not set"),
+            "{e}"
+        );
+        let text = format!(
+            "{GOOD}api: {{ listen: \"0.0.0.0:9100\", token_file: /etc/upfd/api/token, probe_address: \"0.0.0.0:9101\", max_connections: 8, request_timeout: 1s }}\n"
+        );
+        let c = Config::parse(&text, "t.yaml").unwrap();
+        assert_eq!(c.api.probe_address, Some("0.0.0.0:9101".parse().unwrap()));
+        assert_eq!(c.api.max_connections, 8);
+        assert_eq!(c.api.request_timeout, Duration::from_secs(1));
+        let zero = format!("{GOOD}api: {{ max_connections: 0 }}\n");
+        assert!(err(&zero).starts_with("t.yaml: api.max_connections: 0"));
+    }
+
+    #[test]
     fn protected_addresses_are_n4_api_and_the_configured_ones_within_the_limit() {
         let text = format!(
             "{GOOD}api: {{ listen: \"127.0.0.9:9100\" }}\ndatapath:\n  protected_addresses: [10.10.0.7, 127.0.0.7, 192.0.2.4, \"2001:db8::4\"]\n"
@@ -2212,7 +2308,7 @@ ue_pools:
             .collect();
         // N4's, the API's, the configured ones; each once; GTP-U's are checked anyway.
         assert_eq!(c.protected_addresses(), want);
-        let wildcard = format!("{GOOD}api: {{ listen: \"0.0.0.0:9100\" }}\n");
+        let wildcard = format!("{GOOD}api: {{ listen: \"0.0.0.0:9100\", token_file: /run/t }}\n");
         let c = Config::parse(&wildcard, "t.yaml").unwrap();
         assert_eq!(
             c.protected_addresses(),
@@ -2467,7 +2563,7 @@ ue_pools:
                 GOOD.to_string(),
                 vec![("UPFD_API__LISTNE", "127.0.0.1:9100")],
                 vec![],
-                "environment UPFD_API__LISTNE: api.listne: unknown key: api has listen".into(),
+                "environment UPFD_API__LISTNE: api.listne: unknown key: api has listen, token_file, probe_address, max_connections, request_timeout".into(),
             ),
             (
                 GOOD.to_string(),
@@ -2546,6 +2642,7 @@ ue_pools:
             &[
                 ("UPFD_N4__HEARTBEAT_INTERVAL", "7s"),
                 ("UPFD_API__LISTEN", "0.0.0.0:9100"),
+                ("UPFD_API__TOKEN_FILE", "/run/upfd/token"),
                 ("UPFD_N4__ALLOWED_PEERS", "[10.0.0.0/8, 192.0.2.0/24]"),
                 ("UPFD_DATAPATH__MODE", "xdp"),
                 ("UPFD_DATAPATH__N3_INTERFACE", "eth1"),
@@ -2566,7 +2663,7 @@ ue_pools:
             c.gtpu.n9.as_ref().and_then(|e| e.ipv4),
             Some(Ipv4Addr::new(10, 10, 0, 9))
         );
-        assert_eq!(c.sources.overrides.len(), 8);
+        assert_eq!(c.sources.overrides.len(), 9);
         // The same key in both forms.
         let a = Override::from_set("ue_pools.0.prefix=x").unwrap();
         let b = Override::from_env("UPFD_UE_POOLS__0__PREFIX", "x").unwrap();
@@ -2614,7 +2711,8 @@ ue_pools:
             "{errs:?}"
         );
         if std::net::UdpSocket::bind("203.0.113.77:0").is_err() {
-            let text = format!("{text}api: {{ listen: \"203.0.113.77:9100\" }}\n");
+            let text =
+                format!("{text}api: {{ listen: \"203.0.113.77:9100\", token_file: /run/t }}\n");
             let c = Config::parse(&text, "t.yaml").unwrap();
             let errs: Vec<String> = c.check_host().iter().map(|e| e.to_string()).collect();
             assert_eq!(

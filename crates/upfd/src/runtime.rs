@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, UdpSocket};
 
 use upf::alloc::{TeidAllocator, UeIpPools};
 use upf::fastpath::teid_index::TeidIndex;
@@ -285,18 +285,12 @@ enum Wake {
     Xdp(XdpWake),
     /// Time to poll the URRs, expire buffers and settle the direct slots.
     Poll,
-    /// A new API connection (its request is read on a task of its own).
-    Api(std::io::Result<(TcpStream, SocketAddr)>),
-    /// An API request read, to answer.
-    ApiRequest(ApiRequest),
+    /// An API request (read by its connection's task, api/http.rs), to answer.
+    Api(api::http::Call),
     /// An N4 timer (retransmission, heartbeat, release) is due.
     Timer,
     Shutdown(Stop),
 }
-
-/// An API request read, the connection to answer it on, and its place among the open
-/// connections.
-type ApiRequest = (api::Request, TcpStream, api::Slot);
 
 /// upfd running: its sockets, the N4 node and the XDP side.
 struct Daemon {
@@ -308,7 +302,6 @@ struct Daemon {
     n4_queue: N4Queue,
     xdp: Option<Xdp>,
     gtpu: GtpuSockets,
-    api: Option<TcpListener>,
     poll: tokio::time::Interval,
     /// Since when upfd has been asking its SMFs to release (after SIGTERM or SIGINT;
     /// with `state.directory`, SIGINT only).
@@ -319,12 +312,7 @@ struct Daemon {
     /// PFCP messages by type and Cause, request latencies (/metrics).
     n4_metrics: N4Metrics,
     /// API requests read by their connections' tasks, for the loop to answer.
-    api_requests: (
-        tokio::sync::mpsc::Sender<ApiRequest>,
-        tokio::sync::mpsc::Receiver<ApiRequest>,
-    ),
-    /// API connections being read or answered.
-    api_open: api::Slots,
+    api_calls: tokio::sync::mpsc::Receiver<api::http::Call>,
     started: Instant,
     /// When the release's progress was last said (SIGTERM/SIGINT, see `on_poll`).
     release_said: Option<Instant>,
@@ -374,6 +362,48 @@ enum Stop {
     Release,
 }
 
+/// Bind the API's listeners (`api.listen`, `api.probe_address`) and accept on them,
+/// each connection a task of its own (api/http.rs); the requests come to the event loop
+/// through the receiver returned.
+async fn start_api(
+    cfg: &crate::config::Api,
+) -> anyhow::Result<tokio::sync::mpsc::Receiver<api::http::Call>> {
+    use api::http::{Listener, Shared};
+    let token = match &cfg.token_file {
+        Some(f) => Some(read_token(f).map_err(|e| anyhow::anyhow!("api.token_file: {e}"))?),
+        None => None,
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(cfg.max_connections);
+    let shared = Shared::new(token, cfg.request_timeout, cfg.max_connections, tx);
+    for (key, addr, kind) in [
+        ("api.listen", cfg.listen, Listener::Main),
+        ("api.probe_address", cfg.probe_address, Listener::Probe),
+    ] {
+        if let Some(a) = addr {
+            let l = TcpListener::bind(a)
+                .await
+                .with_context(|| format!("{key}: binding {a}"))?;
+            tokio::task::spawn_local(api::http::accept(l, kind, shared.clone()));
+        }
+    }
+    Ok(rx)
+}
+
+/// The bearer token in `path`: its content without surrounding white space (a Secret
+/// mounted as a file often ends in a newline).
+fn read_token(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let raw =
+        std::fs::read(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    let token = raw.trim_ascii();
+    if token.is_empty() {
+        return Err(format!(
+            "{}: empty (it holds the bearer token the subscriber routes require)",
+            path.display()
+        ));
+    }
+    Ok(token.to_vec())
+}
+
 impl Daemon {
     /// Bind the N4 socket, start the data path (if configured), the N4 node over it, the
     /// GTP-U sockets and the HTTP endpoint.
@@ -394,14 +424,7 @@ impl Daemon {
             Some(_) => GtpuSockets::bind(&cfg).await?,
             None => GtpuSockets::default(),
         };
-        let api = match cfg.api.listen {
-            Some(a) => Some(
-                TcpListener::bind(a)
-                    .await
-                    .with_context(|| format!("api.listen: binding {a}"))?,
-            ),
-            None => None,
-        };
+        let api_calls = start_api(&cfg.api).await?;
         info!(
             "upfd {} up: node {}, N4 {addr}, datapath {:?}{}",
             env!("CARGO_PKG_VERSION"),
@@ -409,8 +432,20 @@ impl Daemon {
             cfg.datapath.mode,
             cfg.api
                 .listen
-                .map(|a| format!(", API http://{a}"))
+                .map(|a| format!(
+                    ", API http://{a} ({})",
+                    if cfg.api.token_file.is_some() {
+                        "subscriber routes need the token of api.token_file"
+                    } else {
+                        "loopback, no token"
+                    }
+                ))
                 .unwrap_or_default()
+                + &cfg
+                    .api
+                    .probe_address
+                    .map(|a| format!(", probes and metrics http://{a}"))
+                    .unwrap_or_default()
         );
         let mut poll = tokio::time::interval(cfg.reporting.poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -422,14 +457,12 @@ impl Daemon {
             n4_queue: N4Queue::default(),
             xdp,
             gtpu,
-            api,
             poll,
             releasing: None,
             kept,
             rejections: LogBudget::new(),
             n4_metrics: N4Metrics::default(),
-            api_requests: tokio::sync::mpsc::channel(api::MAX_CONNECTIONS),
-            api_open: Default::default(),
+            api_calls,
             started: Instant::now(),
             release_said: None,
             exit_now: false,
@@ -448,19 +481,12 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
-        let api = async {
-            match &self.api {
-                Some(l) => l.accept().await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             r = self.n4_sock.recv_from(&mut self.n4_buf) => Wake::N4(r),
             r = self.gtpu.recv() => Wake::Gtpu(r),
             w = xdp => Wake::Xdp(w),
             _ = self.poll.tick() => Wake::Poll,
-            r = api => Wake::Api(r),
-            Some(r) = self.api_requests.1.recv() => Wake::ApiRequest(r),
+            Some(c) = self.api_calls.recv() => Wake::Api(c),
             _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
             stop = signals.next() => Wake::Shutdown(stop),
         }
@@ -478,8 +504,7 @@ impl Daemon {
                 }
             }
             Wake::Poll => self.on_poll(now).await,
-            Wake::Api(r) => self.on_api(r),
-            Wake::ApiRequest(r) => self.answer_api(r),
+            Wake::Api(c) => self.answer_api(c),
             Wake::Timer => {
                 let out = self.n4.on_timer(now);
                 self.send_n4(out).await;
@@ -674,31 +699,8 @@ impl Daemon {
         }
     }
 
-    /// A new API connection: its request is read on a task of its own (a slow client
-    /// must not hold up N4), then answered by [`Daemon::answer_api`].
-    fn on_api(&mut self, r: std::io::Result<(TcpStream, SocketAddr)>) {
-        let Ok((mut conn, _)) = r else {
-            return;
-        };
-        let Some(slot) = self.api_open.take() else {
-            return; // dropped: closed at once
-        };
-        let tx = self.api_requests.0.clone();
-        tokio::task::spawn_local(async move {
-            match api::read_request(&mut conn).await {
-                Some(req) => {
-                    let _ = tx.send((req, conn, slot)).await;
-                }
-                None => {
-                    let bad = api::Response::error(400, "not an HTTP/1.x request");
-                    api::write_response(conn, bad, false).await;
-                }
-            }
-        });
-    }
-
-    /// Answer an API request from upfd's state now; the writing is a task of its own.
-    fn answer_api(&mut self, (req, conn, slot): ApiRequest) {
+    /// Answer an API request from upfd's state now (its connection's task writes it).
+    fn answer_api(&mut self, call: api::http::Call) {
         let x = self.xdp.as_ref();
         let stats = x.map(|x| x.dp.borrow().stats());
         let nexthops = x.map(|x| x.nexthops.state());
@@ -731,12 +733,7 @@ impl Daemon {
             started: self.started,
             now: Instant::now(),
         };
-        let resp = api::views::route(&req, &cx);
-        let head_only = req.method == "HEAD";
-        tokio::task::spawn_local(async move {
-            api::write_response(conn, resp, head_only).await;
-            drop(slot);
-        });
+        let _ = call.reply.send(api::views::route(&call.req, &cx));
     }
 
     /// While releasing: every 5 s, which associations upfd still waits for.

@@ -214,9 +214,19 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
         (
             "non-local API address from the environment",
             g.clone(),
-            vec![("UPFD_API__LISTEN", "203.0.113.77:9100")],
+            vec![
+                ("UPFD_API__LISTEN", "203.0.113.77:9100"),
+                ("UPFD_API__TOKEN_FILE", "/run/upfd/token"),
+            ],
             vec![],
             format!("environment UPFD_API__LISTEN: api.listen: {NOT_HERE}: not an address of this host: no interface in this network namespace has it (ip address)"),
+        ),
+        (
+            "the API off loopback without a token file",
+            g.clone(),
+            vec![("UPFD_API__LISTEN", "0.0.0.0:9100")],
+            vec![],
+            "environment UPFD_API__LISTEN: api.listen: 0.0.0.0:9100 is not a loopback address and api.token_file is not set: the API shows every subscriber's sessions, UE addresses and TEIDs; set api.token_file to a file holding a bearer token, or listen on 127.0.0.1 (docs/security.md)".into(),
         ),
         (
             "non-local GTP-U address with the XDP data path",
@@ -400,7 +410,14 @@ fn every_host_error_is_said_once() {
         "upfd.yaml",
         &good(&d).replace("  address: 127.0.0.7", &format!("  address: {NOT_HERE}")),
     );
-    let r = check_config(&f, &[("UPFD_API__LISTEN", "203.0.113.77:9100")], &[]);
+    let r = check_config(
+        &f,
+        &[
+            ("UPFD_API__LISTEN", "203.0.113.77:9100"),
+            ("UPFD_API__TOKEN_FILE", "/run/upfd/token"),
+        ],
+        &[],
+    );
     assert_eq!(r.code, Some(1));
     let why =
         "not an address of this host: no interface in this network namespace has it (ip address)";

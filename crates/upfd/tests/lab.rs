@@ -2265,6 +2265,13 @@ fn the_api_and_upfctl_show_a_live_session_with_its_rules_and_exact_counters() {
         "{missing:?}"
     );
     assert_eq!(upfd.upfctl(&["ready"]).stdout, "ready\n");
+    assert_eq!(upfd.upfctl(&["applications"]).stdout, "no applications\n");
+    // Off loopback, the subscriber routes need the token; the probes and metrics not.
+    let (code, body) = upfd.api_without_token(&format!("/api/v1/sessions/{seid}"));
+    assert_eq!(code, 401, "{body}");
+    assert_eq!(upfd.api_without_token("/check").0, 401);
+    assert_eq!(upfd.api_without_token("/readyz").0, 200);
+    assert_eq!(upfd.api_without_token("/metrics").0, 200);
 
     // Metrics: the families moved with the traffic.
     let after = upfd.metrics();

@@ -15,11 +15,15 @@ use crate::smf::{AppPfds, Pace, PhaseReport, Smf, SmfConfig, TeidMode, Timers};
 /// upfd's API address in the lab (/metrics).
 pub const API: &str = "192.168.4.2:9100";
 
+/// The bearer token of the lab upfd's subscriber routes (/check, /status): its API is
+/// not on loopback, so upfd requires `api.token_file`.
+const API_TOKEN: &str = "upfbench-lab";
+
 /// upfd's configuration for the lab: N4 on the N4 veth, N3 on n3, N6 on n6, the XDP data
 /// path, room for `max_sessions`, of which `rich` may have six PDRs and three URRs (the
 /// application mix's: four cold PDRs with their FARs, two PDR lists and two URRs beyond
-/// the record's each).
-pub fn upfd_config(max_sessions: u64, rich: u64) -> String {
+/// the record's each); `token_file` holds [`API_TOKEN`].
+pub fn upfd_config(max_sessions: u64, rich: u64, token_file: &Path) -> String {
     let tables = if rich == 0 {
         String::new()
     } else {
@@ -42,7 +46,7 @@ pub fn upfd_config(max_sessions: u64, rich: u64) -> String {
          limits: {{ max_sessions: {max_sessions} }}\n\
          datapath: {{ mode: xdp, n3_interface: n3, n6_interface: n6{tables} }}\n\
          reporting: {{ poll_interval: 1s }}\n\
-         api: {{ listen: \"{API}\" }}\n\
+         api: {{ listen: \"{API}\", token_file: {token_file:?} }}\n\
          log: {{ level: info }}\n",
         n4 = addr::UPF_N4,
         n3 = addr::UPF_N3,
@@ -77,7 +81,10 @@ impl Upfd {
     ) -> anyhow::Result<Upfd> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let cfg = dir.join("upfd.yaml");
-        std::fs::write(&cfg, upfd_config(max_sessions, rich))
+        let token_file = dir.join("api-token");
+        std::fs::write(&token_file, API_TOKEN)
+            .with_context(|| format!("writing {}", token_file.display()))?;
+        std::fs::write(&cfg, upfd_config(max_sessions, rich, &token_file))
             .with_context(|| format!("writing {}", cfg.display()))?;
         let log = dir.join("upfd.log");
         let logf = std::fs::File::create(&log)?;
@@ -147,7 +154,10 @@ fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
     let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     // One write: a server that reads what has arrived may otherwise see half a line.
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    s.write_all(
+        format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {API_TOKEN}\r\n\r\n")
+            .as_bytes(),
+    )?;
     let mut r = String::new();
     s.read_to_string(&mut r)?;
     match r.split_once("\r\n\r\n") {

@@ -1,5 +1,5 @@
 //! What each route answers, built from upfd's state at the moment of the request. The
-//! shapes are those of openapi.json; a session shows its rules as the SMF installed them
+//! routes are routes.rs's, the shapes those of components.json; a session shows its rules as the SMF installed them
 //! (TS 29.244 clause 5.2) and its URRs' counts as the data path has them now.
 
 use std::net::IpAddr;
@@ -11,26 +11,10 @@ use upf::abi::{DropReason, Stat};
 use upf::n4::N4;
 use upf::rules::{interface, Session};
 
+use super::routes::{self, Access, Endpoint};
 use super::{Request, Response};
 use crate::metrics;
 use crate::slowpath::SlowPath;
-
-/// Every route (as openapi.json names them).
-pub const ROUTES: &[&str] = &[
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/openapi.json",
-    "/status",
-    "/check",
-    "/api/v1/status",
-    "/api/v1/associations",
-    "/api/v1/sessions",
-    "/api/v1/sessions/{seid}",
-    "/api/v1/stats",
-    "/api/v1/buffers",
-    "/api/v1/applications",
-];
 
 /// Sessions in one page of `/api/v1/sessions`: by default, and at most.
 const PAGE: usize = 100;
@@ -59,7 +43,7 @@ impl Context<'_> {
     }
 }
 
-/// The answer to `req`.
+/// The answer to `req` (http.rs has already refused what it may not ask).
 pub fn route(req: &Request, cx: &Context) -> Response {
     if req.method != "GET" && req.method != "HEAD" {
         return Response::error(
@@ -67,42 +51,43 @@ pub fn route(req: &Request, cx: &Context) -> Response {
             format!("{} is not served: the API is read-only (GET)", req.method),
         );
     }
-    let path = req.path.trim_end_matches('/');
-    match path {
-        "/healthz" => Response::json(200, &json!({ "status": "ok" })),
-        "/readyz" => match &cx.ready {
+    let Some((route, param)) = routes::find(&req.path) else {
+        return Response::error(
+            404,
+            format!(
+                "no route {}: see /openapi.json (routes: {})",
+                req.path,
+                routes::paths(&[Access::Probe, Access::Open, Access::Subscriber])
+            ),
+        );
+    };
+    match route.endpoint {
+        Endpoint::Healthz => Response::json(200, &json!({ "status": "ok" })),
+        Endpoint::Readyz => match &cx.ready {
             Ok(()) => Response::json(200, &json!({ "ready": true })),
             Err(why) => Response::json(503, &json!({ "ready": false, "reason": why })),
         },
-        "/metrics" => Response::text(
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(&cx.metrics),
-        ),
-        "/openapi.json" => Response::text(200, "application/json", super::OPENAPI.to_string()),
-        "/status" | "/api/v1/status" => Response::json(200, &status(cx)),
-        "/check" => Response::json(200, &check(cx.n4())),
-        "/api/v1/associations" => Response::json(200, &associations(cx.n4())),
-        "/api/v1/sessions" => sessions(req, cx),
-        "/api/v1/stats" => Response::json(200, &stats(cx)),
-        "/api/v1/buffers" => Response::json(200, &buffers(cx)),
-        "/api/v1/applications" => Response::json(200, &applications(cx.n4())),
-        _ => match path.strip_prefix("/api/v1/sessions/") {
-            Some(s) => match parse_u64(s) {
+        Endpoint::Metrics => {
+            Response::text(200, metrics::CONTENT_TYPE, metrics::render(&cx.metrics))
+        }
+        Endpoint::OpenApi => Response::json(200, &routes::document()),
+        Endpoint::Status => Response::json(200, &status(cx)),
+        Endpoint::Check => Response::json(200, &check(cx.n4())),
+        Endpoint::Associations => Response::json(200, &associations(cx.n4())),
+        Endpoint::Sessions => sessions(req, cx),
+        Endpoint::Session => {
+            let s = param.unwrap_or_default();
+            match parse_u64(s) {
                 Some(seid) => match cx.n4().sessions().get(seid) {
                     Some(sess) => Response::json(200, &session(cx.n4(), sess)),
                     None => Response::error(404, format!("no session has SEID {}", hex(seid))),
                 },
                 None => Response::error(400, format!("{s:?} is not a SEID (decimal or 0x-hex)")),
-            },
-            None => Response::error(
-                404,
-                format!(
-                    "no route {path}: see /openapi.json (routes: {})",
-                    ROUTES.join(", ")
-                ),
-            ),
-        },
+            }
+        }
+        Endpoint::Stats => Response::json(200, &stats(cx)),
+        Endpoint::Buffers => Response::json(200, &buffers(cx)),
+        Endpoint::Applications => Response::json(200, &applications(cx.n4())),
     }
 }
 

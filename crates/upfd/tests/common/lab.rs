@@ -38,6 +38,10 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// upfd's API (/metrics) address inside upf.
 pub const API: &str = "192.168.4.2:9100";
 
+/// The bearer token of the lab upfd's subscriber routes (its API is not on loopback,
+/// so upfd requires one: `api.token_file`). [`http_get_any`] sends it.
+pub const API_TOKEN: &str = "lab-api-token";
+
 /// What differs between the tests' upfd configurations.
 #[derive(Clone, Debug)]
 pub struct UpfdOptions {
@@ -132,12 +136,16 @@ pub struct LabUpfd {
     child: Child,
     log: Output,
     upf_ns: String,
+    /// The file of `api.token_file`.
+    token_file: std::path::PathBuf,
     _dir: TempDir,
 }
 
 impl LabUpfd {
     pub fn start(lab: &Lab, o: &UpfdOptions) -> LabUpfd {
         let dir = TempDir::new("upfd-lab");
+        let token_file = dir.0.join("api-token");
+        std::fs::write(&token_file, API_TOKEN).expect("writing the API token");
         let mut y = format!(
             "node_id: \"{n4}\"\n\
              n4: {{ address: \"{n4}\", port: 8805, allowed_peers: [\"192.168.4.0/24\"], heartbeat_interval: 30s }}\n\
@@ -169,8 +177,8 @@ impl LabUpfd {
             }
         }
         y.push_str(&format!(
-            "reporting: {{ poll_interval: {} }}\napi: {{ listen: \"{API}\" }}\nlog: {{ level: debug }}\n",
-            o.poll_interval
+            "reporting: {{ poll_interval: {} }}\napi: {{ listen: \"{API}\", token_file: {:?} }}\nlog: {{ level: debug }}\n",
+            o.poll_interval, token_file
         ));
         if let Some(n) = o.max_sessions {
             y.push_str(&format!("limits: {{ max_sessions: {n} }}\n"));
@@ -221,6 +229,7 @@ impl LabUpfd {
             child,
             log,
             upf_ns: lab.ns(Ns::Upf),
+            token_file,
             _dir: dir,
         }
     }
@@ -268,9 +277,18 @@ impl LabUpfd {
     /// upfctl (its library, as the binary runs it) inside upf, against this upfd's API.
     pub fn upfctl(&self, args: &[&str]) -> upfctl::Outcome {
         let ns = self.upf_ns.clone();
-        let mut argv = vec!["upfctl", "--api", API];
+        let token = self.token_file.to_string_lossy().into_owned();
+        let mut argv = vec!["upfctl", "--api", API, "--token-file", &token];
         argv.extend_from_slice(args);
         in_netns(Some(&ns), || upfctl::execute(argv)).expect("entering upf")
+    }
+
+    /// GET `path` from the API inside upf without a token: status code and body.
+    pub fn api_without_token(&self, path: &str) -> (u16, String) {
+        let ns = self.upf_ns.clone();
+        in_netns(Some(&ns), || http_get_as(API, path, None))
+            .expect("entering upf")
+            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log.tail(30)))
     }
 
     /// GET `path` from the API inside upf: status code and body, whatever the status.
@@ -356,13 +374,23 @@ pub fn nonzero_drops(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A minimal HTTP/1.0 GET: the status code and body, whatever the status.
+/// A minimal HTTP/1.0 GET (with the lab's [`API_TOKEN`], which an upfd without
+/// `api.token_file` ignores): the status code and body, whatever the status.
 pub fn http_get_any(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    http_get_as(addr, path, Some(API_TOKEN))
+}
+
+/// A minimal HTTP/1.0 GET with `token` as the bearer token, or none: the status code
+/// and body, whatever the status.
+pub fn http_get_as(addr: &str, path: &str, token: Option<&str>) -> std::io::Result<(u16, String)> {
     let a: SocketAddr = addr.parse().map_err(std::io::Error::other)?;
     // Generous: upfd's API thread may wait for the CPU on a busy machine.
     let mut s = TcpStream::connect_timeout(&a, Duration::from_secs(10))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n").as_bytes())?;
     let mut r = String::new();
     s.read_to_string(&mut r)?;
     let (head, body) = r

@@ -1,0 +1,423 @@
+//! HTTP/1.1 on hyper for the API's listeners. What each limit stops is in
+//! docs/security.md:
+//!
+//! - a request's head is at most [`MAX_HEAD`] octets (more: 431, closed) and must arrive
+//!   within `api.request_timeout` of the connection's start or of the previous answer
+//!   (else closed: a slow or idle client gives its place back);
+//! - an answer the client does not take within `api.request_timeout` closes the
+//!   connection;
+//! - the API reads no bodies: a request that has one gets 413 and the connection closes;
+//! - at most `api.max_connections` connections per listener; more are closed at once;
+//! - the subscriber routes need the bearer token of `api.token_file` (when set);
+//! - one `/check` at a time (it walks every session): a second gets 429.
+//!
+//! Each connection is a task of its own; a request that passes these is handed to the
+//! event loop ([`Call`]), which answers it from upfd's state (views.rs).
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONNECTION, CONTENT_TYPE};
+use hyper::{Method, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use super::routes::{self, Access, Endpoint};
+use super::{Request, Response, Slots};
+
+/// A request's head (request line and headers), at most: more gets 431.
+pub const MAX_HEAD: usize = 8192;
+
+/// A request for the event loop to answer, and where the answer goes.
+pub struct Call {
+    pub req: Request,
+    pub reply: oneshot::Sender<Response>,
+}
+
+/// Which listener a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// `api.listen`: every route.
+    Main,
+    /// `api.probe_address`: the probes and /metrics alone.
+    Probe,
+}
+
+/// What every connection of upfd's API shares.
+pub struct Shared {
+    /// The bearer token of `api.token_file`; None: none required (loopback).
+    pub token: Option<Vec<u8>>,
+    pub request_timeout: Duration,
+    pub max_connections: usize,
+    pub calls: mpsc::Sender<Call>,
+    /// A `/check` is being answered.
+    check_running: Cell<bool>,
+}
+
+impl Shared {
+    pub fn new(
+        token: Option<Vec<u8>>,
+        request_timeout: Duration,
+        max_connections: usize,
+        calls: mpsc::Sender<Call>,
+    ) -> Rc<Shared> {
+        Rc::new(Shared {
+            token,
+            request_timeout,
+            max_connections,
+            calls,
+            check_running: Cell::new(false),
+        })
+    }
+
+    /// Whether `header` (the Authorization header's value) carries the token; any
+    /// header does when no token is configured.
+    fn authorized(&self, header: Option<&HeaderValue>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let given = header
+            .map(|h| h.as_bytes())
+            .and_then(|h| {
+                // The scheme is case-insensitive (RFC 9110 11.1).
+                let (scheme, rest) = h.split_at_checked(7)?;
+                scheme.eq_ignore_ascii_case(b"bearer ").then_some(rest)
+            })
+            .map(|t| t.trim_ascii())
+            .unwrap_or_default();
+        constant_time_eq(given, token)
+    }
+}
+
+/// Whether `a` and `b` are equal, in a time that does not depend on where they differ
+/// (only on their lengths).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// The one `/check` running, given back when dropped.
+struct CheckRunning(Rc<Shared>);
+
+impl CheckRunning {
+    fn take(shared: &Rc<Shared>) -> Option<CheckRunning> {
+        (!shared.check_running.replace(true)).then(|| CheckRunning(shared.clone()))
+    }
+}
+
+impl Drop for CheckRunning {
+    fn drop(&mut self) {
+        self.0.check_running.set(false);
+    }
+}
+
+/// Accept connections on `listener` for as long as upfd runs, each served on a task of
+/// its own while there is room (`max_connections`), else closed at once.
+pub async fn accept(listener: TcpListener, kind: Listener, shared: Rc<Shared>) {
+    let slots = Slots::new(shared.max_connections);
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors, most likely: wait rather than spin.
+                warn!("api: accepting a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Some(slot) = slots.take() else {
+            drop(stream); // closed at once
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::task::spawn_local(async move {
+            serve(stream, kind, shared).await;
+            drop(slot);
+        });
+    }
+}
+
+/// One connection, request after request (keep-alive), until the client closes it or a
+/// limit does.
+async fn serve(stream: TcpStream, kind: Listener, shared: Rc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let timeout = shared.request_timeout;
+    let io = TokioIo::new(WriteTimeout::new(stream, timeout));
+    let service = hyper::service::service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(to_hyper(handle(req, kind, &shared).await)) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeout)
+        .max_buf_size(2 * MAX_HEAD)
+        .max_header_size(MAX_HEAD)
+        .keep_alive(true)
+        .serve_connection(io, service)
+        .await;
+}
+
+/// The answer to one request: refused here (no such route, a body, a method other than
+/// GET or HEAD, no token, a `/check` running), or the event loop's.
+async fn handle(req: hyper::Request<Incoming>, kind: Listener, shared: &Rc<Shared>) -> Response {
+    if req.body().size_hint().upper() != Some(0) {
+        return Response::error(413, "the API reads no request body: send none")
+            .header("connection", "close");
+    }
+    let target = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let request = Request::new(req.method().as_str(), target);
+    let served = match kind {
+        Listener::Main => &[Access::Probe, Access::Open, Access::Subscriber][..],
+        Listener::Probe => &[Access::Probe][..],
+    };
+    let Some((route, _)) = routes::find(&request.path).filter(|(r, _)| served.contains(&r.access))
+    else {
+        return Response::error(
+            404,
+            format!(
+                "no route {}: see /openapi.json (routes here: {})",
+                request.path,
+                routes::paths(served)
+            ),
+        );
+    };
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return Response::error(
+            405,
+            format!("{} is not served: the API is read-only (GET)", req.method()),
+        )
+        .header("allow", "GET, HEAD");
+    }
+    if route.access == Access::Subscriber && !shared.authorized(req.headers().get(AUTHORIZATION)) {
+        return Response::error(
+            401,
+            format!(
+                "{} shows subscriber data: send Authorization: Bearer <the token in upfd's api.token_file> (upfctl: UPFCTL_TOKEN or --token-file)",
+                route.path
+            ),
+        )
+        .header("www-authenticate", "Bearer");
+    }
+    let _running = match route.endpoint {
+        Endpoint::Check => match CheckRunning::take(shared) {
+            Some(c) => Some(c),
+            None => {
+                return Response::error(
+                    429,
+                    "a /check is running (it walks every session; one at a time): try again",
+                )
+                .header("retry-after", "1")
+            }
+        },
+        _ => None,
+    };
+    let (reply, answer) = oneshot::channel();
+    let call = Call {
+        req: request,
+        reply,
+    };
+    if shared.calls.send(call).await.is_err() {
+        return Response::error(503, "upfd is stopping");
+    }
+    answer
+        .await
+        .unwrap_or_else(|_| Response::error(503, "upfd is stopping"))
+}
+
+fn to_hyper(r: Response) -> hyper::Response<Full<Bytes>> {
+    let mut out = hyper::Response::new(Full::new(Bytes::from(r.body)));
+    *out.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = out.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(r.content_type));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    for (name, value) in r.headers {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            if name == "connection" {
+                h.insert(CONNECTION, v);
+            } else {
+                h.insert(name, v);
+            }
+        }
+    }
+    out
+}
+
+/// A connection whose writes fail once one has waited `limit` for the client to take
+/// what it was sent (hyper has no write timeout: a client that reads nothing would keep
+/// its connection, and its place, for ever).
+struct WriteTimeout {
+    stream: TcpStream,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteTimeout {
+    fn new(stream: TcpStream, limit: Duration) -> Self {
+        WriteTimeout {
+            stream,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// `r` of a write or flush: Pending starts (or keeps) the clock, anything else stops
+    /// it; Pending past the limit is an error.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let limit = self.limit;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took no answer within api.request_timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for WriteTimeout {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteTimeout {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.watch(cx, r)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.watch(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_flush(cx);
+        this.watch(cx, r)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_shutdown(cx);
+        this.watch(cx, r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_compared_whole_after_a_bearer_scheme() {
+        let (tx, _rx) = mpsc::channel(1);
+        let s = Shared::new(Some(b"s3cret".to_vec()), Duration::from_secs(1), 1, tx);
+        let h = |v: &str| HeaderValue::from_str(v).unwrap();
+        assert!(s.authorized(Some(&h("Bearer s3cret"))));
+        assert!(s.authorized(Some(&h("bearer s3cret "))));
+        for wrong in [
+            "Bearer s3cre",
+            "Bearer s3cret2",
+            "Basic s3cret",
+            "s3cret",
+            "Bearer ",
+        ] {
+            assert!(!s.authorized(Some(&h(wrong))), "{wrong}");
+        }
+        assert!(!s.authorized(None));
+        let (tx, _rx) = mpsc::channel(1);
+        let open = Shared::new(None, Duration::from_secs(1), 1, tx);
+        assert!(open.authorized(None));
+    }
+
+    /// A second /check while one waits for the event loop gets 429; the first's answer
+    /// gives the place back.
+    #[test]
+    fn one_check_at_a_time() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let (tx, mut rx) = mpsc::channel(4);
+            let shared = Shared::new(None, Duration::from_secs(5), 4, tx);
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::task::spawn_local(accept(listener, Listener::Main, shared));
+            let get = |path: &'static str| async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut c = TcpStream::connect(addr).await.unwrap();
+                let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                c.write_all(req.as_bytes()).await.unwrap();
+                let mut out = String::new();
+                c.read_to_string(&mut out).await.unwrap();
+                out
+            };
+            let first = tokio::task::spawn_local(get("/check"));
+            // The first is with the event loop (here: held, not answered).
+            let held = rx.recv().await.unwrap();
+            assert_eq!(held.req.path, "/check");
+            let second = get("/check").await;
+            assert!(second.starts_with("HTTP/1.1 429"), "{second}");
+            assert!(
+                second.to_ascii_lowercase().contains("retry-after: 1"),
+                "{second}"
+            );
+            let _ = held.reply.send(Response::json(
+                200,
+                &serde_json::json!({"consistent": true}),
+            ));
+            assert!(first.await.unwrap().starts_with("HTTP/1.1 200"));
+            let third = tokio::task::spawn_local(get("/check"));
+            let c = rx.recv().await.unwrap();
+            let _ = c.reply.send(Response::json(200, &serde_json::json!({})));
+            assert!(
+                third.await.unwrap().starts_with("HTTP/1.1 200"),
+                "given back"
+            );
+        });
+    }
+}

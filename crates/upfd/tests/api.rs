@@ -1,0 +1,444 @@
+//! upfd's HTTP API as a client meets it (issue 29): HTTP/1.1 keep-alive and pipelining,
+//! a head too large answered 431 and closed, a request that does not arrive in time
+//! closed, the connection limit (the probe listener answers while the main one is full),
+//! the bearer token of the subscriber routes, one method and no bodies, and the OpenAPI
+//! document listing exactly the routes served. upfd runs on loopback without a data path
+//! (`datapath.mode: none`): no root needed.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::{free_tcp_port, TempDir, Upfd, PATIENCE};
+
+const UPF: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
+const TOKEN: &str = "t0ken-of-the-api-test";
+
+/// upfd with its API on a free port and `api` keys besides `listen`; the API's address.
+struct Api {
+    upfd: Upfd,
+    addr: SocketAddr,
+    probe: Option<SocketAddr>,
+    token_file: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+fn start(keys: &str, with_token: bool, with_probe: bool) -> Api {
+    let dir = TempDir::new("upfd-api");
+    let token_file = dir.0.join("token");
+    // A Secret's file often ends in a newline: upfd takes the token without it.
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let addr = SocketAddr::new(IpAddr::V4(UPF), free_tcp_port());
+    let probe = with_probe.then(|| SocketAddr::new(IpAddr::V4(UPF), free_tcp_port()));
+    let mut y = format!("api:\n  listen: \"{addr}\"\n");
+    if with_token {
+        y += &format!("  token_file: {:?}\n", token_file);
+    }
+    if let Some(p) = probe {
+        y += &format!("  probe_address: \"{p}\"\n");
+    }
+    y += keys;
+    let upfd = Upfd::builder().extra_yaml(&y).start();
+    Api {
+        upfd,
+        addr,
+        probe,
+        token_file,
+        _dir: dir,
+    }
+}
+
+fn connect(a: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect_timeout(&a, PATIENCE).expect("connecting to the API");
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.set_write_timeout(Some(PATIENCE)).unwrap();
+    s
+}
+
+/// One answer: status, headers (names lower case), body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Read one answer (its body by Content-Length), leaving the connection open; None if
+/// the connection closed (or was reset) before a status line came.
+fn read_answer(r: &mut BufReader<TcpStream>) -> Option<Answer> {
+    let mut line = String::new();
+    match r.read_line(&mut line) {
+        Ok(0) => return None,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+        Err(e) => panic!("reading a status line: {e}"),
+        Ok(_) => {}
+    }
+    let status: u16 = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).expect("reading a header");
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (n, v) = h.split_once(':').expect("a header line");
+        headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).expect("reading the body");
+    Some(Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// Whether the server closed `s`: the next read ends (EOF or reset) within PATIENCE
+/// instead of timing out.
+fn closed(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue, // what was left of an answer
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false, // timed out: still open
+        }
+    }
+}
+
+/// GET `path` on a connection of its own (closed after), with `auth` as the
+/// Authorization header if given.
+fn get(a: SocketAddr, path: &str, auth: Option<&str>) -> Answer {
+    let mut s = connect(a);
+    let auth = auth
+        .map(|v| format!("Authorization: {v}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: upfd\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    read_answer(&mut BufReader::new(s)).unwrap_or_else(|| panic!("GET {path}: closed"))
+}
+
+fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+/// The served OpenAPI document's paths, and those it marks as needing the token.
+fn documented(a: SocketAddr) -> (BTreeSet<String>, BTreeSet<String>) {
+    let doc = get(a, "/openapi.json", None);
+    assert_eq!(doc.status, 200, "{doc:?}");
+    let v: serde_json::Value = serde_json::from_str(&doc.body).expect("JSON");
+    let paths = v["paths"].as_object().expect("paths");
+    let all = paths.keys().cloned().collect();
+    let secured = paths
+        .iter()
+        .filter(|(_, p)| p["get"]["security"].is_array())
+        .map(|(k, _)| k.clone())
+        .collect();
+    (all, secured)
+}
+
+/// A documented path as a request (its `{seid}` a SEID no session has).
+fn concrete(path: &str) -> String {
+    path.replace("{seid}", "0x1")
+}
+
+#[test]
+fn keep_alive_serves_requests_one_after_another_and_pipelined_on_one_connection() {
+    let api = start("", false, false);
+    let s = connect(api.addr);
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    for path in ["/healthz", "/api/v1/status"] {
+        write!(w, "GET {path} HTTP/1.1\r\nHost: upfd\r\n\r\n").unwrap();
+        let a = read_answer(&mut r).unwrap_or_else(|| panic!("{path}: closed"));
+        assert_eq!(a.status, 200, "{path}: {a:?}");
+    }
+    // Two requests in one write: two answers, in order.
+    w.write_all(
+        b"GET /readyz HTTP/1.1\r\nHost: upfd\r\n\r\nGET /api/v1/associations HTTP/1.1\r\nHost: upfd\r\n\r\n",
+    )
+    .unwrap();
+    let first = read_answer(&mut r).expect("the first answer");
+    let second = read_answer(&mut r).expect("the second answer");
+    assert_eq!(first.status, 200);
+    assert!(first.body.contains("\"ready\":true"), "{first:?}");
+    assert_eq!(second.status, 200);
+    assert_eq!(second.body.trim(), "[]", "{second:?}");
+    // HEAD: the head alone, with the body's length.
+    write!(w, "HEAD /healthz HTTP/1.1\r\nHost: upfd\r\n\r\n").unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    drop(api.upfd);
+}
+
+#[test]
+fn a_head_too_large_is_answered_431_and_closed() {
+    let api = start("", false, false);
+    // Larger than the 8 KiB a head may have, all of it read by upfd: 431, then closed.
+    let mut s = connect(api.addr);
+    let big = "a".repeat(12 * 1024);
+    write!(
+        s,
+        "GET /healthz HTTP/1.1\r\nHost: upfd\r\nX-Big: {big}\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let a = read_answer(&mut r).expect("an answer before the close");
+    assert_eq!(a.status, 431, "{a:?}");
+    assert!(closed(&mut s), "still open after 431");
+    // A 1 MiB header: closed, whatever upfd had read of it (431 if the client can
+    // still read it, else a reset).
+    let mut s = connect(api.addr);
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let big = "b".repeat(1 << 20);
+        let _ = write!(
+            w,
+            "GET /healthz HTTP/1.1\r\nHost: upfd\r\nX-Big: {big}\r\n\r\n"
+        );
+    });
+    let mut head = [0u8; 12];
+    let n = s.read(&mut head).unwrap_or(0);
+    assert!(
+        n == 0 || head[..n].starts_with(b"HTTP/1.1 431"),
+        "{:?}",
+        String::from_utf8_lossy(&head[..n])
+    );
+    assert!(closed(&mut s), "a 1 MiB header left the connection open");
+    writer.join().unwrap();
+    // upfd answers the next client.
+    assert_eq!(get(api.addr, "/healthz", None).status, 200);
+}
+
+#[test]
+fn a_request_that_does_not_arrive_within_request_timeout_is_closed() {
+    let api = start("  request_timeout: 1s\n", false, false);
+    // Half a head, never finished (slow-loris).
+    let s = connect(api.addr);
+    let mut w = s.try_clone().unwrap();
+    w.write_all(b"GET /healthz HTTP/1.1\r\nHost: upf").unwrap();
+    let a = read_answer(&mut BufReader::new(s));
+    assert!(a.is_none(), "a half request was answered: {a:?}");
+    // A connection that never sends anything, and one idle after an answer (keep-alive).
+    let mut silent = connect(api.addr);
+    assert!(closed(&mut silent), "a silent connection stayed open");
+    let idle = connect(api.addr);
+    let mut w = idle.try_clone().unwrap();
+    let mut r = BufReader::new(idle);
+    write!(w, "GET /healthz HTTP/1.1\r\nHost: upfd\r\n\r\n").unwrap();
+    assert_eq!(read_answer(&mut r).map(|a| a.status), Some(200));
+    assert!(
+        read_answer(&mut r).is_none(),
+        "an idle connection stayed open"
+    );
+    drop(api.upfd);
+}
+
+#[test]
+fn probes_and_metrics_answer_on_their_listener_while_the_main_one_is_full() {
+    // Slow clients hold the main listener's 4 places for as long as the test needs.
+    let api = start(
+        "  max_connections: 4\n  request_timeout: 120s\n",
+        true,
+        true,
+    );
+    let probe = api.probe.unwrap();
+    let slow: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = connect(api.addr);
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHo").unwrap();
+            s
+        })
+        .collect();
+    // A fifth is closed without an answer (accepted after the four, which hold).
+    let mut fifth = connect(api.addr);
+    let _ = fifth.write_all(b"GET /healthz HTTP/1.1\r\nHost: upfd\r\n\r\n");
+    assert!(
+        read_answer(&mut BufReader::new(fifth.try_clone().unwrap())).is_none(),
+        "the main listener answered past its limit"
+    );
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let a = get(probe, path, None);
+        assert_eq!(a.status, 200, "{path} on the probe listener: {a:?}");
+    }
+    let m = get(probe, "/metrics", None);
+    assert!(m.body.contains("upf_sessions "), "{:.300}", m.body);
+    // Only those: no subscriber data there, token or not.
+    for path in ["/api/v1/sessions", "/check", "/openapi.json", "/status"] {
+        let a = get(probe, path, Some(&bearer()));
+        assert_eq!(a.status, 404, "{path} on the probe listener: {a:?}");
+    }
+    // The slow clients gone, the main listener answers again.
+    drop(slow);
+    drop(fifth);
+    let end = std::time::Instant::now() + PATIENCE;
+    loop {
+        let mut s = connect(api.addr);
+        let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: upfd\r\nConnection: close\r\n\r\n");
+        if let Some(a) = read_answer(&mut BufReader::new(s)) {
+            assert_eq!(a.status, 200);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the places were not given back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn without_the_token_every_subscriber_route_answers_401_and_the_probes_answer() {
+    let api = start("", true, false);
+    let (all, secured) = documented(api.addr);
+    let open: BTreeSet<String> = ["/healthz", "/readyz", "/metrics", "/openapi.json"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        all.difference(&secured).cloned().collect::<BTreeSet<_>>(),
+        open,
+        "the open routes"
+    );
+    for path in &secured {
+        for auth in [
+            None,
+            Some("Bearer wrong"),
+            Some(TOKEN),
+            Some("Basic dXNlcjpwdw=="),
+        ] {
+            let a = get(api.addr, &concrete(path), auth);
+            assert_eq!(a.status, 401, "{path} with {auth:?}: {a:?}");
+            assert_eq!(a.header("www-authenticate"), Some("Bearer"), "{path}");
+            assert!(a.body.contains("api.token_file"), "{path}: {}", a.body);
+        }
+        let a = get(api.addr, &concrete(path), Some(&bearer()));
+        let want = if path.contains("{seid}") { 404 } else { 200 };
+        assert_eq!(a.status, want, "{path} with the token: {a:?}");
+    }
+    for path in &open {
+        assert_eq!(get(api.addr, path, None).status, 200, "{path}");
+    }
+    // upfctl with the token file, and without a token.
+    let f = api.token_file.to_str().unwrap();
+    let addr = api.addr.to_string();
+    let o = upfctl::execute(["upfctl", "--api", &addr, "--token-file", f, "status"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.contains("ready: true"), "{o:?}");
+    let o = upfctl::execute(["upfctl", "--api", &addr, "applications"]);
+    assert_eq!(o.code, 2, "{o:?}");
+    assert!(
+        o.stderr.contains("HTTP 401") && o.stderr.contains("UPFCTL_TOKEN"),
+        "{o:?}"
+    );
+    let o = upfctl::execute(["upfctl", "--api", &addr, "--token-file", f, "applications"]);
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (0, "no applications\n"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn one_method_no_bodies() {
+    let api = start("", false, false);
+    for m in ["POST", "PUT", "DELETE", "OPTIONS"] {
+        let mut s = connect(api.addr);
+        write!(
+            s,
+            "{m} /api/v1/sessions HTTP/1.1\r\nHost: upfd\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let a = read_answer(&mut BufReader::new(s)).expect("an answer");
+        assert_eq!(a.status, 405, "{m}: {a:?}");
+        assert_eq!(a.header("allow"), Some("GET, HEAD"));
+    }
+    // A body, declared by length or chunked: 413, and the connection closes (what
+    // follows is not taken as a request of its own: no smuggling).
+    for framing in ["Content-Length: 5", "Transfer-Encoding: chunked"] {
+        let mut s = connect(api.addr);
+        let body = if framing.starts_with("Content") {
+            "hello"
+        } else {
+            "5\r\nhello\r\n0\r\n\r\n"
+        };
+        write!(
+            s,
+            "GET /healthz HTTP/1.1\r\nHost: upfd\r\n{framing}\r\n\r\n{body}GET /healthz HTTP/1.1\r\nHost: upfd\r\n\r\n"
+        )
+        .unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let a = read_answer(&mut r).expect("an answer");
+        assert_eq!(a.status, 413, "{framing}: {a:?}");
+        assert!(read_answer(&mut r).is_none(), "{framing}: a second answer");
+    }
+    // Both framings at once (a smuggling attempt): refused, and what follows is not
+    // answered as a request of its own.
+    let mut s = connect(api.addr);
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: upfd\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v1/status HTTP/1.1\r\nHost: upfd\r\n\r\n").unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let a = read_answer(&mut r);
+    assert!(
+        a.as_ref()
+            .is_none_or(|a| a.status == 400 || a.status == 413),
+        "{a:?}"
+    );
+    assert!(read_answer(&mut r).is_none(), "a second answer");
+}
+
+#[test]
+fn the_openapi_document_lists_exactly_the_routes_served() {
+    let api = start("", false, false);
+    let (all, _) = documented(api.addr);
+    let no_route = |a: &Answer| a.status == 404 && a.body.contains("no route");
+    for path in &all {
+        let a = get(api.addr, &concrete(path), None);
+        assert!(!no_route(&a), "{path} is documented but not served: {a:?}");
+    }
+    // Paths near the served ones, and those of the first API: not served, and not
+    // documented.
+    for path in [
+        "/",
+        "/api",
+        "/api/v1",
+        "/api/v1/session",
+        "/api/v1/sessions/0x1/pdrs",
+        "/api/v1/pfds",
+        "/api/v2/status",
+        "/openapi.yaml",
+        "/debug",
+        "/healthz/x",
+    ] {
+        assert!(!all.contains(path));
+        let a = get(api.addr, path, None);
+        assert!(no_route(&a), "{path} is served but not documented: {a:?}");
+    }
+    assert_eq!(all.len(), 13, "{all:?}");
+}
