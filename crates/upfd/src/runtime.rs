@@ -513,13 +513,13 @@ impl Daemon {
             Wake::Shutdown(stop) => {
                 let assocs = self.n4.association_info();
                 info!(
-                    "shutting down ({}): asking {} SMF(s) to release their sessions within {:?}: {}; upfd ends when each has released or the period is over (send SIGTERM or SIGINT again to end now)",
+                    "shutting down ({}): asking {} SMF(s) to release their sessions within {}: {}; upfd ends when each has released or the period is over (send SIGTERM or SIGINT again to end now)",
                     match stop {
                         Stop::Keep => "SIGTERM",
                         Stop::Release => "SIGINT",
                     },
                     assocs.len(),
-                    self.cfg.n4.graceful_release_period,
+                    seconds(self.cfg.n4.graceful_release_period),
                     describe_associations(&assocs)
                 );
                 self.releasing = Some(now);
@@ -560,7 +560,7 @@ impl Daemon {
             x.log_drops();
         }
         info!(
-            "exiting with {} session(s) of {} association(s) kept in {}; the data path keeps forwarding until the next upfd takes over",
+            "exiting with {} session(s) of {} association(s) kept in {}; {}",
             self.n4.sessions().len(),
             self.n4.associations().len(),
             self.cfg
@@ -568,7 +568,8 @@ impl Daemon {
                 .directory
                 .as_ref()
                 .map(|d| d.display().to_string())
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            while_away(self.cfg.datapath.mode)
         );
     }
 
@@ -748,10 +749,11 @@ impl Daemon {
         let left = self.n4.association_info();
         let period = self.cfg.n4.graceful_release_period;
         info!(
-            "still waiting for {} SMF(s) to release: {}; {:?} of the {period:?} period left (SIGTERM or SIGINT again ends now)",
+            "still waiting for {} SMF(s) to release: {}; {} of the {} period left (SIGTERM or SIGINT again ends now)",
             left.len(),
             describe_associations(&left),
-            period.saturating_sub(now.duration_since(since))
+            seconds(period.saturating_sub(now.duration_since(since))),
+            seconds(period)
         );
     }
 
@@ -899,6 +901,22 @@ impl LogBudget {
     }
 }
 
+/// What happens to the user plane between this upfd's exit (keeping the sessions) and
+/// the next one's start, for each data path mode.
+fn while_away(mode: DatapathMode) -> &'static str {
+    match mode {
+        DatapathMode::Xdp => "the data path keeps forwarding until the next upfd takes over",
+        DatapathMode::None => {
+            "no data path (datapath.mode: none): nothing forwards until the next upfd restores them"
+        }
+    }
+}
+
+/// A duration for people, in whole seconds (rounded): "25 s", not "24.992646041s".
+fn seconds(d: Duration) -> String {
+    format!("{} s", (d.as_millis() + 500) / 1000)
+}
+
 /// "10.0.0.2 (120 sessions), smf.example (3 sessions)".
 fn describe_associations(a: &[upf::n4::AssociationInfo]) -> String {
     if a.is_empty() {
@@ -936,6 +954,15 @@ impl Signals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_said_in_whole_seconds_and_the_exit_as_the_mode_makes_it() {
+        assert_eq!(seconds(Duration::from_nanos(24_992_646_041)), "25 s");
+        assert_eq!(seconds(Duration::from_secs(30)), "30 s");
+        assert_eq!(seconds(Duration::from_millis(400)), "0 s");
+        assert!(while_away(DatapathMode::Xdp).contains("keeps forwarding"));
+        assert!(!while_away(DatapathMode::None).contains("forwarding"));
+    }
 
     #[test]
     fn log_budget_allows_ten_lines_a_second_and_counts_the_rest() {

@@ -168,6 +168,14 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
         "{}",
         upfd.log()
     );
+    // Without a data path nothing forwards meanwhile, and upfd says so.
+    assert!(
+        upfd.log()
+            .contains("no data path (datapath.mode: none): nothing forwards until the next upfd restores them")
+            && !upfd.log().contains("keeps forwarding"),
+        "{}",
+        upfd.log()
+    );
     drop(upfd);
     let bin = copy_binary(&setup.state.0);
     let hb = smf.heartbeats();
@@ -209,6 +217,48 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     );
     let ts = recovery_time_stamp(upfd.n4).expect("a heartbeat response");
     assert_ne!(ts, stamps[0]);
+}
+
+/// While it waits for its SMFs to release, upfd says every 5 s how long is left, in
+/// whole seconds ("25 s of the 30 s period left", not "24.992646041s of the 30s").
+#[test]
+fn the_release_progress_is_said_in_whole_seconds() {
+    let setup = Setup::new();
+    let mut upfd = setup
+        .builder("10.70.0.0/16")
+        .graceful_release_period("30s")
+        .start();
+    // The emulator does not release when asked: upfd waits.
+    let _smf = LoopSmf::associate(upfd.n4);
+    upfd.signal(libc::SIGINT);
+    assert!(
+        upfd.wait_for_log("still waiting for 1 SMF(s) to release", PATIENCE),
+        "{}",
+        upfd.log()
+    );
+    assert!(
+        upfd.log()
+            .contains("to release their sessions within 30 s:"),
+        "{}",
+        upfd.log()
+    );
+    let log = upfd.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("still waiting for"))
+        .unwrap();
+    let left = line
+        .split("; ")
+        .last()
+        .and_then(|t| t.strip_suffix(" of the 30 s period left (SIGTERM or SIGINT again ends now)"))
+        .unwrap_or_else(|| panic!("{line}"));
+    let n: u64 = left
+        .strip_suffix(" s")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not whole seconds: {line}"));
+    assert!(n <= 30, "{line}");
+    // A second signal ends it now.
+    assert!(upfd.stop(libc::SIGINT, PATIENCE), "{}", upfd.log());
 }
 
 /// How a test damages the state.
