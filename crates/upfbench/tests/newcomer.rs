@@ -19,7 +19,7 @@ fn build_of(line: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let line = line.split('#').next().unwrap_or("");
     // Inline in a sentence: the command is what the backticks hold.
     let line = match line.split_once("`cargo build") {
-        Some((_, rest)) => &line[line.len() - rest.len() - "cargo build".len()..]
+        Some((_, rest)) => line[line.len() - rest.len() - "cargo build".len()..]
             .split('`')
             .next()
             .unwrap_or(""),

@@ -156,8 +156,9 @@ fn html_page_holds_every_table_and_inlined_chart() {
             "8000", "12.410", "0.012", "16.020", "0.310", "2.507", "2.829",
         ]),
         row(&["UL", "64", "17.500", "4.200", "3.150", "1M"]),
+        // The ratio that counts (the I/O limit beside the trial), then the context.
         row(&[
-            "UL", "64", "1", "17.500", "3.100", "1.587", "82.286", "0.74", "0.18",
+            "UL", "64", "1", "17.500", "3.100", "1.587", "82.286", "0.74", "0.74", "0.18",
         ]),
         row(&["DL", "64", "3.500", "3.280", "6.286"]),
         row(&[
@@ -180,10 +181,12 @@ fn html_page_holds_every_table_and_inlined_chart() {
         assert!(html.contains(&expected), "missing {expected}");
     }
     assert!(html.contains(
-        "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps"
+        "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit beside it (4.12 / 4.24 Mpps); \
+         context: 0.74 x the run&#39;s I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps"
     ));
+    assert!(html.contains("<th>x I/O limit beside it</th><th>context: x run&#39;s I/O limit</th>"));
     assert!(html.contains("<section id=\"scaling\">"));
-    assert!(html.contains("the rig allows 9000"));
+    assert!(html.contains("fit 9000 subscribers"));
     assert!(html.contains(
         "Under traffic: 100000 of 100000 sessions established with 1M resident, 41000/s, \
          p50 1.40 ms, p99 2.90 ms, max 31.00 ms, while 650 B packets ran at 50 % of the \
@@ -273,6 +276,7 @@ capacity
 Capacity test (traffic model: carrier)
 --------------------------------------
 per user UL 2089 kbit/s 422 pps, DL 3948 kbit/s 696 pps; HTTP + UDP; 600-700 B
+subscribers carried with loss <= 0.01 % each way: 4000
 
 users | upload Gbit/s | upload loss % | download Gbit/s | download loss % | UL Mpps | DL Mpps
 ------+---------------+---------------+-----------------+-----------------+---------+--------
@@ -287,16 +291,17 @@ users | upload Gbit/s | upload loss % | download Gbit/s | download loss % | UL M
 fn text_shows_limits_ratios_no_drop_latency_sessions_and_machine() {
     let text = render_text(&sample());
     for line in [
-        "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps, 0.74 x I/O limit beside it (4.12 / 4.24 Mpps)",
-        "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps, 0.88 x 1 session, 0.78 x I/O limit beside it (2.65 / 2.73 Mpps), 1.04 x one-miss limit beside it (2.00 / 2.03 Mpps)",
+        "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit beside it (4.12 / 4.24 Mpps); context: 0.74 x the run's I/O limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps",
+        "DL 1400 B, 1M sessions: 2.10 Mpps = 0.78 x I/O limit beside it (2.65 / 2.73 Mpps), 1.04 x one-miss limit beside it (2.00 / 2.03 Mpps), 0.88 x 1 session; context: 0.78 x the run's I/O limit 2.70 Mpps, 0.26 x generator limit 8.20 Mpps",
         "dir | packet B | % of no-drop | offered Mpps | p50 µs | p99 µs | p99.9 µs | bare p99 µs | added p99 µs | samples",
         "DL  |       64 |           90 |        2.700 |   44.0 |  154.0 |    462.0 |        30.0 |        124.0 |  100000",
         "resident sessions | established/s | p50 ms | p99 ms | max ms | bytes/session | of which BPF maps",
         "               1M |          8200 |   1.20 |   4.80 |  45.00 |          1350 |               450",
-        "UL 64 B, 1M sessions: 2.60 Mpps = 0.62 x I/O limit 4.20 Mpps, 0.15 x generator limit 17.5 Mpps, 0.84 x 1 session, 0.67 x I/O limit beside it (3.57 / 4.20 Mpps; measured again; FLAGGED: readings 18 % apart), 0.83 x one-miss limit beside it (3.11 / 3.15 Mpps)",
+        "UL 64 B, 1M sessions: 2.60 Mpps = 0.67 x I/O limit beside it (3.57 / 4.20 Mpps; measured again; FLAGGED: readings 18 % apart), 0.83 x one-miss limit beside it (3.11 / 3.15 Mpps), 0.84 x 1 session; context: 0.62 x the run's I/O limit 4.20 Mpps, 0.15 x generator limit 17.5 Mpps",
         "dir | packet B | generator limit Mpps | I/O limit Mpps | one-miss limit Mpps | one-miss sessions",
         "UL 64 B, 1k sessions: no-drop rate 2.80 Mpps (1.43 Gbit/s) = 0.91 x the rig's own no-drop rate 3.08 Mpps (bare forwarder, same search)",
-        "subscribers reached with loss <= 0.01 %: 4000; the rig allows 9000 (its no-drop rates, UL 3.08 Mpps, DL 3.30 Mpps, at the model's packet rates)",
+        "subscribers carried with loss <= 0.01 % each way: 4000",
+        "the rig's own zero-loss rates (UL 3.08 Mpps, DL 3.30 Mpps, the bare forwarder's no-drop search) fit 9000 subscribers at the model's packet rates, both directions sharing the forwarding CPU",
         "disjoint sessions | xdp_n3  |     100k |    2 | 2.900 / 2.850 |          5.750 |    1.95",
         "generator CPUs    | 0",
         "kernel            | Linux 6.1.0-test #1 SMP x86_64",
@@ -390,7 +395,6 @@ fn charts_of_one_point_each_and_no_limits() {
             ("throughput", 900, 540),
             ("loss", 1000, 560),
             ("latency", 900, 540),
-            ("sessions", 1000, 560),
         ]
     );
     assert!(
@@ -475,4 +479,84 @@ fn app_mix_rows_show_in_json_text_and_html() {
     let w = r.write_all(dir.path()).unwrap();
     let html = std::fs::read_to_string(&w.html).unwrap();
     assert!(html.contains("share counted %") && html.contains("voice"));
+}
+
+/// Issue 29's reading of a real report: one "x I/O limit" per trial that counts (the
+/// limit beside it), the run's limit named as context; an added p99 below the rig's noise
+/// shown as such, never negative; the rig's subscribers said for what they are when the
+/// UPF carried more; no PFCP chart of a single point.
+#[test]
+fn the_report_says_which_ratio_counts_and_shows_no_negative_latency() {
+    let mut r = sample();
+    // The figures of the run the issue read: added p99 -10 and -138 µs, the rig's
+    // zero-loss rates fitting 57 subscribers where 100 were carried, one sessions point.
+    for (p, (p99, bare_p99)) in r.latency.iter_mut().zip([(40.0, 50.0), (62.0, 200.0)]) {
+        p.p99_us = p99;
+        p.bare = Some(Percentiles {
+            p50_us: 20.0,
+            p99_us: bare_p99,
+            p999_us: 400.0,
+        });
+    }
+    let c = r.capacity.as_mut().unwrap();
+    c.rows.truncate(1);
+    c.rig_users = Some(57);
+    r.sessions.truncate(1);
+
+    let text = render_text(&r);
+    let dir = tempfile::tempdir().unwrap();
+    let html = std::fs::read_to_string(r.write_all(dir.path()).unwrap().html).unwrap();
+    for p in &r.throughput {
+        let line = text
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "{} {} B, {}:",
+                    p.direction,
+                    p.packet_bytes,
+                    if p.sessions == 1 {
+                        "1 session".to_string()
+                    } else {
+                        format!("{} sessions", upfbench::report::count_short(p.sessions))
+                    }
+                ))
+            })
+            .unwrap_or_else(|| panic!("no line for {p:?} in\n{text}"));
+        let (counts, context) = line.split_once("; context: ").expect(line);
+        assert_eq!(counts.matches("x I/O limit").count(), 1, "{line}");
+        assert!(counts.contains("x I/O limit beside it"), "{line}");
+        assert!(context.starts_with(&format!("{:.2} x the run's I/O limit", p.vs_io.unwrap())));
+    }
+    assert!(
+        text.contains("the ratio that counts: x I/O limit beside it"),
+        "{text}"
+    );
+    // The latency table: "< noise (N)" where the difference is not above the rig's
+    // spread, never a negative number.
+    let latency = text
+        .split("Latency through the UPF\n")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .find(|t| t.starts_with("dir |"))
+        .unwrap();
+    let added: Vec<&str> = latency
+        .lines()
+        .skip(2)
+        .map(|l| l.split(" | ").nth(8).unwrap().trim())
+        .collect();
+    assert_eq!(&added[..2], ["< noise (30)", "< noise (180)"], "{latency}");
+    assert!(added.iter().all(|a| !a.starts_with('-')), "{latency}");
+    assert!(html.contains("&lt; noise (180)"));
+    // The rig's subscribers, and why the UPF carried more.
+    assert!(text.contains("subscribers carried with loss <= 0.01 % each way: 100"));
+    assert!(text.contains(
+        "fit 57 subscribers at the model's packet rates, both directions sharing the \
+         forwarding CPU; the UPF carried more because a step counts as carried up to 0.01 % \
+         loss while the rig's search stops at its first lost packet"
+    ));
+    // One resident count: the table's row, no chart.
+    assert!(html.contains("<section id=\"sessions\">"));
+    assert!(!html.contains("title=\"sessions.png\""));
+    assert_eq!(html.matches("<img src=\"data:image/png;base64,").count(), 4);
 }

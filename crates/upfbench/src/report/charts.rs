@@ -118,10 +118,16 @@ fn draw_all(r: &Report, ink: Ink, warnings: Vec<String>) -> Result<Charts, Repor
     if !r.latency.is_empty() {
         charts.push(latency(&r.latency, ink)?);
     }
-    if !r.sessions.is_empty() {
+    if sessions_chart_has_a_series(&r.sessions) {
         charts.push(sessions(&r.sessions, ink)?);
     }
     Ok(Charts { charts, warnings })
+}
+
+/// Whether the PFCP chart has a series to show: establishment at two or more resident
+/// counts. A single point (what `upfbench capacity` measures) is the table's row alone.
+pub(crate) fn sessions_chart_has_a_series(v: &[SessionRatePoint]) -> bool {
+    distinct(v.iter().map(|p| p.resident as f64).collect()).len() >= 2
 }
 
 /// Registers [`FONT`] with plotters once per process.
@@ -1088,24 +1094,36 @@ mod tests {
             .count()
     }
 
-    fn one_session_point() -> Report {
-        let mut r = Report::new("one sessions point (synthetic)");
-        // One point: the rate and the p99 scale to the same height, on the same pixel.
-        r.sessions.push(SessionRatePoint {
-            resident: 4000,
-            established_per_s: 9500.0,
-            p50_ms: 0.9,
-            p99_ms: 3.1,
-            max_ms: 12.0,
-            bytes_per_session: None,
-            map_bytes_per_session: None,
-        });
+    fn two_session_points() -> Report {
+        let mut r = Report::new("two sessions points (synthetic)");
+        for (resident, rate) in [(1000, 9500.0), (100_000, 9100.0)] {
+            r.sessions.push(SessionRatePoint {
+                resident,
+                established_per_s: rate,
+                p50_ms: 0.9,
+                p99_ms: 3.1,
+                max_ms: 12.0,
+                bytes_per_session: None,
+                map_bytes_per_session: None,
+            });
+        }
         r
+    }
+
+    /// One resident count is no series: the table's row, no chart (issue 29).
+    #[test]
+    fn one_sessions_point_draws_no_chart() {
+        let mut r = two_session_points();
+        r.sessions.truncate(1);
+        assert!(render_charts_without_text(&r).unwrap().charts.is_empty());
+        // Two measurements at the same resident count are one point too.
+        r.sessions.push(r.sessions[0].clone());
+        assert!(render_charts_without_text(&r).unwrap().charts.is_empty());
     }
 
     #[test]
     fn the_rate_shows_where_the_p99_lands_on_it() {
-        let charts = render_charts_without_text(&one_session_point()).unwrap();
+        let charts = render_charts_without_text(&two_session_points()).unwrap();
         let c = &charts.charts[0];
         assert_eq!(c.name, "sessions");
         let px = pixels(c);
@@ -1123,7 +1141,7 @@ mod tests {
         if font().is_err() {
             return;
         }
-        let mut r = one_session_point();
+        let mut r = two_session_points();
         r.throughput.push(ThroughputPoint::measured(
             Direction::Uplink,
             650,

@@ -540,9 +540,47 @@ pub struct Percentiles {
 }
 
 impl LatencyPoint {
-    /// p99 through the UPF minus p99 through the bare forwarder at the same rate.
+    /// p99 through the UPF minus p99 through the bare forwarder at the same rate (may be
+    /// negative: two tails measured at different times; [`LatencyPoint::added_p99`] says
+    /// what of it can be told apart from the rig).
     pub fn added_p99_us(&self) -> Option<f64> {
         self.bare.map(|b| self.p99_us - b.p99_us)
+    }
+
+    /// The rig's own spread at this rate: the bare forwarder's p99 minus its p50, µs.
+    pub fn rig_noise_us(&self) -> Option<f64> {
+        self.bare.map(|b| (b.p99_us - b.p50_us).max(0.0))
+    }
+
+    /// The p99 the UPF adds, or that it is not above the rig's noise: a difference of two
+    /// tails no larger than the rig's own spread says nothing (and is never shown as a
+    /// negative latency).
+    pub fn added_p99(&self) -> Option<AddedLatency> {
+        let added = self.added_p99_us()?;
+        let noise = self.rig_noise_us()?;
+        Some(if added <= noise {
+            AddedLatency::BelowNoise { noise_us: noise }
+        } else {
+            AddedLatency::Us(added)
+        })
+    }
+}
+
+/// Latency a UPF adds over the rig (the bare forwarder at the same rate).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AddedLatency {
+    /// Above the rig's noise, µs.
+    Us(f64),
+    /// Not above the rig's own spread at that rate (its p99 minus its p50), µs.
+    BelowNoise { noise_us: f64 },
+}
+
+impl fmt::Display for AddedLatency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AddedLatency::Us(x) => write!(f, "{x:.1}"),
+            AddedLatency::BelowNoise { noise_us } => write!(f, "< noise ({noise_us:.0})"),
+        }
     }
 }
 

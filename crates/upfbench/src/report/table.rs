@@ -245,22 +245,34 @@ pub(crate) fn capacity_table(c: &CapacityTable) -> Table {
 
 fn capacity_section(c: &CapacityTable, no_drop: &[NoDropRate]) -> Section {
     let mut lines = vec![c.model.describe().to_string()];
+    let reached = c.users_reached();
+    lines.push(format!(
+        "subscribers carried with loss <= {CAPACITY_LOSS_PCT} % each way: {}",
+        reached.map_or_else(|| "none".to_string(), |u| u.to_string())
+    ));
     if let Some(rig) = c.rig_users {
-        let reached = c
-            .users_reached()
-            .map_or_else(|| "none".to_string(), |u| u.to_string());
         let rates: Vec<String> = no_drop
             .iter()
             .filter_map(|n| Some(format!("{} {} Mpps", n.direction, sig3(n.rig_mpps?))))
             .collect();
-        lines.push(format!(
-            "subscribers reached with loss <= {CAPACITY_LOSS_PCT} %: {reached}; the rig allows {rig} (its no-drop rates{} at the model's packet rates)",
+        let mut l = format!(
+            "the rig's own zero-loss rates ({}, the bare forwarder's no-drop search) fit {rig} \
+             subscribers at the model's packet rates, both directions sharing the forwarding CPU",
             if rates.is_empty() {
-                String::new()
+                "-".to_string()
             } else {
-                format!(", {},", rates.join(", "))
+                rates.join(", ")
             }
-        ));
+        );
+        if reached.is_some_and(|u| u > rig) {
+            l.push_str(&format!(
+                "; the UPF carried more because a step counts as carried up to \
+                 {CAPACITY_LOSS_PCT} % loss while the rig's search stops at its first lost \
+                 packet (a stall of this machine stops it too): {rig} is where the rig first \
+                 lost a packet, not what it can carry"
+            ));
+        }
+        lines.push(l);
     }
     Section {
         id: "capacity",
@@ -357,8 +369,12 @@ fn ratios(r: &Report, p: &ThroughputPoint) -> (Ratio, Ratio) {
     )
 }
 
-/// "UL 64 B, 1 session: 3.10 Mpps = 0.74 x I/O limit 4.20 Mpps, 0.18 x generator limit
-/// 17.5 Mpps", then the ratios to the limits measured beside the trial.
+/// One line per trial with one ratio that counts. With the limits measured beside the
+/// trial (docs/benchmarks.md, "Limits next to their trial"): "UL 64 B, 1 session: 3.10
+/// Mpps = 0.74 x I/O limit beside it (4.12 / 4.24 Mpps)[, x one-miss limit beside it][, x
+/// 1 session]; context: 0.74 x the run's I/O limit 4.20 Mpps, 0.18 x generator limit 17.5
+/// Mpps". Without them, the run's limits are the only ones and count: "... = 0.74 x I/O
+/// limit 4.20 Mpps, 0.18 x generator limit 17.5 Mpps".
 pub(crate) fn ratio_line(r: &Report, p: &ThroughputPoint) -> String {
     let head = format!(
         "{} {} B, {}: {} Mpps",
@@ -368,39 +384,51 @@ pub(crate) fn ratio_line(r: &Report, p: &ThroughputPoint) -> String {
         sig3(p.received_mpps)
     );
     let (gen, io) = ratios(r, p);
-    let mut parts = Vec::new();
-    if let Some((x, l)) = io {
-        parts.push(format!("{x:.2} x I/O limit {} Mpps", sig3(l)));
+    let mut counts = Vec::new();
+    let mut context = Vec::new();
+    let beside = p.io_bracket.is_some();
+    if let Some(b) = &p.io_bracket {
+        counts.push(bracket_phrase(b, "I/O limit"));
     }
-    if let Some((x, l)) = gen {
-        parts.push(format!("{x:.2} x generator limit {} Mpps", sig3(l)));
+    if let Some(b) = &p.one_miss_bracket {
+        counts.push(bracket_phrase(b, "one-miss limit"));
+    }
+    let run_io = io.map(|(x, l)| {
+        if beside {
+            format!("{x:.2} x the run's I/O limit {} Mpps", sig3(l))
+        } else {
+            format!("{x:.2} x I/O limit {} Mpps", sig3(l))
+        }
+    });
+    let run_gen = gen.map(|(x, l)| format!("{x:.2} x generator limit {} Mpps", sig3(l)));
+    if beside {
+        context.extend(run_io);
+        context.extend(run_gen);
+    } else {
+        counts.extend(run_io);
+        counts.extend(run_gen);
     }
     // The target: throughput with many sessions as a share of one session's.
     let one = r.throughput.iter().find(|q| {
         q.sessions == 1 && q.direction == p.direction && q.packet_bytes == p.packet_bytes
     });
     if let Some(one) = one.filter(|q| p.sessions > 1 && q.received_mpps > 0.0) {
-        parts.push(format!(
+        counts.push(format!(
             "{:.2} x 1 session",
             p.received_mpps / one.received_mpps
         ));
     }
-    for (b, what) in [
-        (&p.io_bracket, "I/O limit"),
-        (&p.one_miss_bracket, "one-miss limit"),
-    ] {
-        if let Some(b) = b {
-            parts.push(bracket_phrase(b, what));
-        }
-    }
-    if parts.is_empty() {
-        format!(
+    if counts.is_empty() {
+        return format!(
             "{head}; no limit measured for {} {} B",
             p.direction, p.packet_bytes
-        )
-    } else {
-        format!("{head} = {}", parts.join(", "))
+        );
     }
+    let mut line = format!("{head} = {}", counts.join(", "));
+    if !context.is_empty() {
+        line.push_str(&format!("; context: {}", context.join(", ")));
+    }
+    line
 }
 
 /// "0.74 x I/O limit beside it (4.12 / 4.24 Mpps; measured again; FLAGGED: readings
@@ -433,23 +461,34 @@ fn bracket_note(b: &Bracket) -> Option<String> {
 }
 
 fn throughput_section(r: &Report) -> Section {
-    let mut t = Table::new(
-        &[
-            "dir",
-            "packet B",
-            "sessions",
-            "offered Mpps",
-            "received Mpps",
-            "Gbit/s",
-            "loss %",
-            "x I/O limit",
-            "x generator limit",
-        ],
-        &[L, R, R, R, R, R, R, R, R],
-    );
+    // With limits beside the trials, their ratio is the one that counts; the run's
+    // limits (the Limits table) are context, named as such.
+    let beside = r.throughput.iter().any(|p| p.io_bracket.is_some());
+    let (io_head, gen_head) = if beside {
+        ("context: x run's I/O limit", "context: x generator limit")
+    } else {
+        ("x I/O limit", "x generator limit")
+    };
+    let mut head = vec![
+        "dir",
+        "packet B",
+        "sessions",
+        "offered Mpps",
+        "received Mpps",
+        "Gbit/s",
+        "loss %",
+    ];
+    let mut align = vec![L, R, R, R, R, R, R];
+    if beside {
+        head.push("x I/O limit beside it");
+        align.push(R);
+    }
+    head.extend([io_head, gen_head]);
+    align.extend([R, R]);
+    let mut t = Table::new(&head, &align);
     for p in &r.throughput {
         let (gen, io) = ratios(r, p);
-        t.row(vec![
+        let mut row = vec![
             p.direction.to_string(),
             p.packet_bytes.to_string(),
             count_short(p.sessions),
@@ -457,9 +496,13 @@ fn throughput_section(r: &Report) -> Section {
             f(p.received_mpps, 3),
             f(p.gbps, 3),
             f(p.loss_pct, 3),
-            opt_ratio(io.map(|x| x.0)),
-            opt_ratio(gen.map(|x| x.0)),
-        ]);
+        ];
+        if beside {
+            row.push(opt_ratio(p.io_bracket.map(|b| b.ratio)));
+        }
+        row.push(opt_ratio(io.map(|x| x.0)));
+        row.push(opt_ratio(gen.map(|x| x.0)));
+        t.row(row);
     }
     let mut lines: Vec<String> = r.throughput.iter().map(|p| ratio_line(r, p)).collect();
     let mut tables = vec![t];
@@ -468,6 +511,15 @@ fn throughput_section(r: &Report) -> Section {
         .iter()
         .filter(|p| p.io_bracket.is_some() || p.one_miss_bracket.is_some())
         .collect();
+    if beside {
+        lines.push(
+            "the ratio that counts: x I/O limit beside it (and at all sessions x one-miss \
+             limit beside it), the limits measured right before and after the trial; \
+             context: the run's limits (the Limits table, the higher of its passes), which \
+             on a machine whose speed moves within minutes can be far off the trial's"
+                .to_string(),
+        );
+    }
     if !bracketed.is_empty() {
         lines.push(format!(
             "beside it: the limit measured right before and right after the UPF's trial (same direction, size and sessions); the ratio is against their mean; a pair more than {:.0} % apart is measured again (limits and trial), then flagged.",
@@ -751,13 +803,14 @@ fn latency_section(v: &[LatencyPoint]) -> Section {
             f(p.p99_us, 1),
             f(p.p999_us, 1),
             p.bare.map_or_else(dash, |b| f(b.p99_us, 1)),
-            p.added_p99_us().map_or_else(dash, |a| f(a, 1)),
+            p.added_p99().map_or_else(dash, |a| a.to_string()),
             p.samples.to_string(),
         ]);
     }
     let lines = if v.iter().any(|p| p.bare.is_some()) {
         vec![
             "bare: the bare XDP forwarder at the same offered rate, same run (generator, veth and sink alone); added = UPF minus bare.".to_string(),
+            "< noise (N): the UPF's p99 is not above the bare forwarder's by more than the rig's own spread at that rate (its p99 minus its p50, N µs): what the UPF adds, if anything, cannot be told apart from the rig.".to_string(),
         ]
     } else {
         Vec::new()
@@ -833,7 +886,7 @@ fn sessions_section(v: &[SessionRatePoint], under: Option<&EstablishUnderTraffic
         heading: "PFCP session establishment".to_string(),
         lines,
         tables: vec![t],
-        chart: Some("sessions"),
+        chart: super::charts::sessions_chart_has_a_series(v).then_some("sessions"),
     }
 }
 
