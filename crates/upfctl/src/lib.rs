@@ -18,7 +18,8 @@ use serde_json::Value;
     about = "Look into a running upfd through its API"
 )]
 struct Cli {
-    /// upfd's API (`api.listen` in its configuration): HOST:PORT or http://HOST:PORT.
+    /// upfd's API (`api.listen` in its configuration): HOST:PORT, http://HOST:PORT, or
+    /// https://HOST:PORT when upfd has `api.tls_cert_file`.
     #[arg(
         long,
         env = "UPFCTL_API",
@@ -30,6 +31,11 @@ struct Cli {
     /// its `api.token_file`, or a copy). UPFCTL_TOKEN, the token itself, wins.
     #[arg(long, env = "UPFCTL_TOKEN_FILE", global = true, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// With https://: a PEM file of the certificates to trust for upfd's API (its own
+    /// self-signed certificate, or the CA that signed it); without it, the public web's
+    /// roots (Mozilla's).
+    #[arg(long, env = "UPFCTL_CA_FILE", global = true, value_name = "PATH")]
+    ca_file: Option<PathBuf>,
     /// Print the API's JSON as it is, not tables.
     #[arg(long, global = true)]
     json: bool,
@@ -148,7 +154,7 @@ fn run(cli: &Cli) -> anyhow::Result<(u8, String)> {
         Cmd::Ready => ("/readyz".into(), show_ready),
     };
     let token = token(cli.token_file.as_deref())?;
-    let (status, body) = get(&cli.api, &path, token.as_deref())?;
+    let (status, body) = get(&cli.api, &path, token.as_deref(), cli.ca_file.as_deref())?;
     if status == 401 {
         bail!(
             "{path}: HTTP 401: upfd wants the bearer token of its api.token_file: {} (set UPFCTL_TOKEN to the token, or --token-file / UPFCTL_TOKEN_FILE to a file holding it)",
@@ -207,19 +213,44 @@ fn token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
 }
 
 /// GET `path` from the API (with the bearer token if any): status code and body.
-fn get(api: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
-    let host = api
-        .strip_prefix("http://")
-        .unwrap_or(api)
-        .trim_end_matches('/');
+fn get(
+    api: &str,
+    path: &str,
+    token: Option<&str>,
+    ca_file: Option<&std::path::Path>,
+) -> anyhow::Result<(u16, String)> {
+    let (scheme, host) = match api.split_once("://") {
+        Some((s @ ("http" | "https"), rest)) => (s, rest),
+        Some((s, _)) => bail!("--api {api}: scheme {s:?}; use http:// or https://"),
+        None => ("http", api),
+    };
+    let host = host.trim_end_matches('/');
+    let mut tls = ureq::tls::TlsConfig::builder();
+    if let Some(f) = ca_file {
+        let pem = std::fs::read(f)
+            .with_context(|| format!("--ca-file {}: cannot read it", f.display()))?;
+        let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
+            .filter_map(|i| match i {
+                Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            })
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("--ca-file {}: not PEM", f.display()))?;
+        if certs.is_empty() {
+            bail!("--ca-file {}: no certificate in it", f.display());
+        }
+        tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
+    }
     let agent: ureq::Agent = ureq::Agent::config_builder()
+        .tls_config(tls.build())
         .http_status_as_error(false)
         .timeout_connect(Some(Duration::from_secs(5)))
         .timeout_global(Some(Duration::from_secs(30)))
         .user_agent(concat!("upfctl/", env!("CARGO_PKG_VERSION")))
         .build()
         .into();
-    let mut req = agent.get(format!("http://{host}{path}"));
+    let mut req = agent.get(format!("{scheme}://{host}{path}"));
     if let Some(t) = token {
         req = req.header("Authorization", format!("Bearer {t}"));
     }

@@ -709,6 +709,12 @@ pub struct Api {
     /// connection is closed.
     #[serde(default = "default_api_timeout", with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// TLS on `listen` (not on `probe_address`): the server's certificate chain and its
+    /// private key, PEM files; both or neither.
+    #[serde(default)]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub tls_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Api {
@@ -719,6 +725,8 @@ impl Default for Api {
             probe_address: None,
             max_connections: default_api_connections(),
             request_timeout: default_api_timeout(),
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }
@@ -1405,6 +1413,8 @@ fn allowed(path: &str) -> Option<String> {
         "api.token_file" => "a file path, e.g. /etc/upfd/api/token",
         "api.max_connections" => "a whole number of connections, e.g. 64",
         "api.request_timeout" => "a duration, e.g. 5s",
+        "api.tls_cert_file" => "a PEM file of the API's certificate chain",
+        "api.tls_key_file" => "a PEM file of the API certificate's private key",
         "state.directory" => "a directory path, e.g. /var/lib/upfd",
         "state.reuse_datapath" => "true or false",
         "state.pin_directory" => "a directory on a BPF filesystem, e.g. /sys/fs/bpf/upfd",
@@ -1862,6 +1872,23 @@ impl Config {
                     ),
                 );
             }
+        }
+        match (&self.api.tls_cert_file, &self.api.tls_key_file) {
+            (Some(_), None) => {
+                return err(
+                    "api.tls_key_file",
+                    "not set, but api.tls_cert_file is: TLS needs the certificate and its key"
+                        .into(),
+                )
+            }
+            (None, Some(_)) => {
+                return err(
+                    "api.tls_cert_file",
+                    "not set, but api.tls_key_file is: TLS needs the certificate and its key"
+                        .into(),
+                )
+            }
+            _ => {}
         }
         if self.api.max_connections == 0 {
             return err(
@@ -2563,7 +2590,7 @@ ue_pools:
                 GOOD.to_string(),
                 vec![("UPFD_API__LISTNE", "127.0.0.1:9100")],
                 vec![],
-                "environment UPFD_API__LISTNE: api.listne: unknown key: api has listen, token_file, probe_address, max_connections, request_timeout".into(),
+                "environment UPFD_API__LISTNE: api.listne: unknown key: api has listen, token_file, probe_address, max_connections, request_timeout, tls_cert_file, tls_key_file".into(),
             ),
             (
                 GOOD.to_string(),

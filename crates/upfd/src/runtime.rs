@@ -373,8 +373,12 @@ async fn start_api(
         Some(f) => Some(read_token(f).map_err(|e| anyhow::anyhow!("api.token_file: {e}"))?),
         None => None,
     };
+    let tls = match (&cfg.tls_cert_file, &cfg.tls_key_file) {
+        (Some(c), Some(k)) => Some(api::http::tls_acceptor(c, k)?),
+        _ => None,
+    };
     let (tx, rx) = tokio::sync::mpsc::channel(cfg.max_connections);
-    let shared = Shared::new(token, cfg.request_timeout, cfg.max_connections, tx);
+    let shared = Shared::new(token, cfg.request_timeout, cfg.max_connections, tx, tls);
     for (key, addr, kind) in [
         ("api.listen", cfg.listen, Listener::Main),
         ("api.probe_address", cfg.probe_address, Listener::Probe),

@@ -442,3 +442,82 @@ fn the_openapi_document_lists_exactly_the_routes_served() {
     }
     assert_eq!(all.len(), 13, "{all:?}");
 }
+
+/// With `api.tls_cert_file` and `api.tls_key_file` the main listener speaks TLS alone:
+/// upfctl over https:// trusting the certificate (`--ca-file`) and with the token gets
+/// the status; without `--ca-file` it refuses the unknown certificate and says so; a
+/// plain HTTP request to it gets no HTTP answer; the probe listener stays plain. The
+/// certificate is made by `openssl` (scripts/deps.sh installs it) for 127.0.0.7.
+#[test]
+fn tls_on_the_main_listener_with_upfctl_trusting_its_certificate() {
+    let dir = TempDir::new("upfd-api-tls");
+    let (cert, key) = (dir.0.join("api.crt"), dir.0.join("api.key"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=upfd-api-test"])
+        .args(["-addext", &format!("subjectAltName=IP:{UPF}")])
+        // A server's own certificate, not a CA's (webpki refuses a CA as end entity).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (apt install openssl)");
+    assert!(out.status.success(), "openssl: {out:?}");
+    let api = start(
+        &format!("  tls_cert_file: {cert:?}\n  tls_key_file: {key:?}\n"),
+        true,
+        true,
+    );
+    let url = format!("https://{}", api.addr);
+    let token = api.token_file.to_string_lossy().into_owned();
+    let ca = cert.to_string_lossy().into_owned();
+    let o = upfctl::execute([
+        "upfctl",
+        "--api",
+        &url,
+        "--token-file",
+        &token,
+        "--ca-file",
+        &ca,
+        "--json",
+        "status",
+    ]);
+    assert_eq!(
+        o.code,
+        0,
+        "upfctl over TLS: {o:?}\n{}",
+        api.upfd.log_tail(20)
+    );
+    assert!(o.stdout.contains("recovery_time_stamp"), "{}", o.stdout);
+    // The certificate is nobody's the public roots know.
+    let o = upfctl::execute(["upfctl", "--api", &url, "--token-file", &token, "status"]);
+    assert_ne!(o.code, 0, "an unknown certificate must be refused: {o:?}");
+    assert!(
+        o.stderr.to_lowercase().contains("certificate"),
+        "{}",
+        o.stderr
+    );
+    // Plain HTTP to the TLS listener: no HTTP answer.
+    let mut s = connect(api.addr);
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let mut first = String::new();
+    let _ = r.read_line(&mut first);
+    assert!(
+        !first.starts_with("HTTP/1."),
+        "plain HTTP answered on the TLS port: {first:?}"
+    );
+    // The probes stay plain on their own listener.
+    assert_eq!(get(api.probe.unwrap(), "/healthz", None).status, 200);
+}

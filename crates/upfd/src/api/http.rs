@@ -9,7 +9,9 @@
 //! - the API reads no bodies: a request that has one gets 413 and the connection closes;
 //! - at most `api.max_connections` connections per listener; more are closed at once;
 //! - the subscriber routes need the bearer token of `api.token_file` (when set);
-//! - one `/check` at a time (it walks every session): a second gets 429.
+//! - one `/check` at a time (it walks every session): a second gets 429;
+//! - with `api.tls_cert_file` and `api.tls_key_file`, `api.listen` speaks TLS only (the
+//!   handshake within `api.request_timeout`); the probe listener stays plain.
 //!
 //! Each connection is a task of its own; a request that passes these is handed to the
 //! event loop ([`Call`]), which answers it from upfd's state (views.rs).
@@ -63,6 +65,8 @@ pub struct Shared {
     pub calls: mpsc::Sender<Call>,
     /// A `/check` is being answered.
     check_running: Cell<bool>,
+    /// TLS on the main listener (`api.tls_cert_file`, `api.tls_key_file`).
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Shared {
@@ -71,6 +75,7 @@ impl Shared {
         request_timeout: Duration,
         max_connections: usize,
         calls: mpsc::Sender<Call>,
+        tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> Rc<Shared> {
         Rc::new(Shared {
             token,
@@ -78,6 +83,7 @@ impl Shared {
             max_connections,
             calls,
             check_running: Cell::new(false),
+            tls,
         })
     }
 
@@ -151,12 +157,62 @@ pub async fn accept(listener: TcpListener, kind: Listener, shared: Rc<Shared>) {
     }
 }
 
-/// One connection, request after request (keep-alive), until the client closes it or a
-/// limit does.
+/// The TLS side of `api.listen`: the certificate chain in `cert` and the private key in
+/// `key` (PEM files), each error naming its file.
+pub fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<_, _>>())
+        .map_err(|e| anyhow::anyhow!("api.tls_cert_file: {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!(
+            "api.tls_cert_file: {}: no certificate in it",
+            cert.display()
+        );
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| anyhow::anyhow!("api.tls_key_file: {}: {e}", key.display()))?;
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| anyhow::anyhow!("api TLS: {e}"))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| anyhow::anyhow!("api.tls_cert_file and api.tls_key_file: {e}"))?;
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
+}
+
+/// One connection: the TLS handshake on the main listener when configured (within
+/// `api.request_timeout`, else closed), then [`serve_http`].
 async fn serve(stream: TcpStream, kind: Listener, shared: Rc<Shared>) {
     let _ = stream.set_nodelay(true);
     let timeout = shared.request_timeout;
-    let io = TokioIo::new(WriteTimeout::new(stream, timeout));
+    match (&shared.tls, kind) {
+        (Some(tls), Listener::Main) => {
+            let tls = tls.clone();
+            let Ok(Ok(s)) = tokio::time::timeout(timeout, tls.accept(stream)).await else {
+                return; // no handshake in time, or not TLS: closed
+            };
+            serve_http(WriteTimeout::new(s, timeout), kind, shared).await
+        }
+        _ => serve_http(WriteTimeout::new(stream, timeout), kind, shared).await,
+    }
+}
+
+/// HTTP/1.1 on one connection, request after request (keep-alive), until the client
+/// closes it or a limit does.
+async fn serve_http<S>(stream: WriteTimeout<S>, kind: Listener, shared: Rc<Shared>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let timeout = shared.request_timeout;
+    let io = TokioIo::new(stream);
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
         async move { Ok::<_, Infallible>(to_hyper(handle(req, kind, &shared).await)) }
@@ -263,14 +319,14 @@ fn to_hyper(r: Response) -> hyper::Response<Full<Bytes>> {
 /// A connection whose writes fail once one has waited `limit` for the client to take
 /// what it was sent (hyper has no write timeout: a client that reads nothing would keep
 /// its connection, and its place, for ever).
-struct WriteTimeout {
-    stream: TcpStream,
+struct WriteTimeout<S> {
+    stream: S,
     limit: Duration,
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl WriteTimeout {
-    fn new(stream: TcpStream, limit: Duration) -> Self {
+impl<S: AsyncRead + AsyncWrite + Unpin> WriteTimeout<S> {
+    fn new(stream: S, limit: Duration) -> Self {
         WriteTimeout {
             stream,
             limit,
@@ -299,7 +355,7 @@ impl WriteTimeout {
     }
 }
 
-impl AsyncRead for WriteTimeout {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WriteTimeout<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -309,7 +365,7 @@ impl AsyncRead for WriteTimeout {
     }
 }
 
-impl AsyncWrite for WriteTimeout {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WriteTimeout<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -354,7 +410,13 @@ mod tests {
     #[test]
     fn the_token_is_compared_whole_after_a_bearer_scheme() {
         let (tx, _rx) = mpsc::channel(1);
-        let s = Shared::new(Some(b"s3cret".to_vec()), Duration::from_secs(1), 1, tx);
+        let s = Shared::new(
+            Some(b"s3cret".to_vec()),
+            Duration::from_secs(1),
+            1,
+            tx,
+            None,
+        );
         let h = |v: &str| HeaderValue::from_str(v).unwrap();
         assert!(s.authorized(Some(&h("Bearer s3cret"))));
         assert!(s.authorized(Some(&h("bearer s3cret "))));
@@ -369,7 +431,7 @@ mod tests {
         }
         assert!(!s.authorized(None));
         let (tx, _rx) = mpsc::channel(1);
-        let open = Shared::new(None, Duration::from_secs(1), 1, tx);
+        let open = Shared::new(None, Duration::from_secs(1), 1, tx, None);
         assert!(open.authorized(None));
     }
 
@@ -383,7 +445,7 @@ mod tests {
             .unwrap();
         tokio::task::LocalSet::new().block_on(&rt, async {
             let (tx, mut rx) = mpsc::channel(4);
-            let shared = Shared::new(None, Duration::from_secs(5), 4, tx);
+            let shared = Shared::new(None, Duration::from_secs(5), 4, tx, None);
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             tokio::task::spawn_local(accept(listener, Listener::Main, shared));
