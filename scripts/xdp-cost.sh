@@ -19,7 +19,7 @@ before="$(sysctl -n kernel.bpf_stats_enabled)"
 restore() { sysctl -q -w kernel.bpf_stats_enabled="$before"; }
 trap restore EXIT
 
-cargo build --release --locked -q -p upfd -p upfbench
+cargo build --release --locked -q -p upfd -p upfctl -p upfbench
 sysctl -q -w kernel.bpf_stats_enabled=1
 timeout 1800 target/release/upfbench capacity --profile "$profile" --no-check "$@" \
   --prefix xc- --out "$out/report" >"$out/capacity.log" 2>&1 &
