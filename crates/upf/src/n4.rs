@@ -22,7 +22,7 @@ use crate::procedures::{Created, Rejection};
 use crate::report::Report;
 use crate::rules::UeIp;
 use crate::sessions::Sessions;
-use crate::state::{Record, Saved, SavedAssociation, SavedReport};
+use crate::state::{Record, Saved, SavedAssociation, SavedReport, SavedResponse};
 
 /// The PFCP port (TS 29.244 clause 7.2): where requests go.
 pub const PFCP_PORT: u16 = 8805;
@@ -270,6 +270,9 @@ pub struct N4 {
     assocs: HashMap<NodeId, Association>,
     by_addr: HashMap<IpAddr, NodeId>,
     cache: ResponseCache,
+    /// Responses sent since the state last took them ([`N4::take_changes`]); kept only
+    /// while the sessions' changes are tracked for a state.
+    unsaved_responses: Vec<SavedResponse>,
     outstanding: HashMap<u32, Outstanding>,
     setup_retry: HashMap<SocketAddr, Instant>,
     /// Unanswered Session Report Requests per CP function address.
@@ -297,6 +300,15 @@ pub struct N4 {
     app_stop_after: Duration,
     /// When the application flows are next looked at (once a second).
     next_app_poll: Option<Instant>,
+}
+
+/// Now, in milliseconds since the UNIX epoch (the saved responses' clock: it goes on
+/// across a restart, which Instant does not).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// How often started application flows are looked at for their stop.
@@ -332,6 +344,7 @@ impl N4 {
             assocs: HashMap::new(),
             by_addr: HashMap::new(),
             cache: ResponseCache::default(),
+            unsaved_responses: Vec::new(),
             outstanding: HashMap::new(),
             setup_retry: HashMap::new(),
             reports_pending: HashMap::new(),
@@ -404,10 +417,30 @@ impl N4 {
         let apps = crate::state::SavedApp::all(&pfds);
         self.saved_pfds = Some(pfds);
         let mut reports = self.saved_reports();
+        // The cache as it is (with the time each response was sent): what the journal
+        // held of it goes with the journal this snapshot replaces.
+        self.unsaved_responses.clear();
+        let (now, unix) = (Instant::now(), unix_ms());
+        let responses = self
+            .cache
+            .order
+            .iter()
+            .filter_map(|(t, k)| {
+                let data = self.cache.map.get(k)?.clone();
+                let age = now.saturating_duration_since(*t).as_millis() as u64;
+                Some(SavedResponse {
+                    to: k.0,
+                    sequence: k.1,
+                    sent_unix_ms: unix.saturating_sub(age),
+                    data,
+                })
+            })
+            .collect();
         let head = [
             Record::Associations(self.saved_assocs.clone()),
             Record::Sequence(self.next_seq),
             Record::Pfds(apps),
+            Record::Responses(responses),
         ];
         let sessions = &self.sessions;
         head.into_iter().chain(
@@ -440,6 +473,11 @@ impl N4 {
         if self.next_seq != self.saved_seq {
             self.saved_seq = self.next_seq;
             out.push(Record::Sequence(self.next_seq));
+        }
+        if !self.unsaved_responses.is_empty() {
+            out.push(Record::Responses(std::mem::take(
+                &mut self.unsaved_responses,
+            )));
         }
         // PFD Management replaces the table (never changes it in place).
         let pfds = self.sessions.pfds();
@@ -533,6 +571,20 @@ impl N4 {
         }
         if let Some(q) = saved.sequence {
             self.next_seq = q.max(1);
+        }
+        // The responses still within the cache's time to live: a request the old upfd
+        // answered (and journalled) but whose answer the CP function did not get is
+        // answered again as it was, not executed twice (clause 6.4).
+        let unix = unix_ms();
+        for r in &saved.responses {
+            let age = Duration::from_millis(unix.saturating_sub(r.sent_unix_ms));
+            let key = (r.to, r.sequence);
+            if age >= self.cfg.cache_ttl || self.cache.map.contains_key(&key) {
+                continue;
+            }
+            let sent = now.checked_sub(age).unwrap_or(now);
+            self.cache.map.insert(key, r.data.clone());
+            self.cache.order.push_back((sent, key));
         }
         self.saved_assocs = self.saved_associations();
         self.saved_seq = self.next_seq;
@@ -1149,6 +1201,14 @@ impl N4 {
             }
             self.cache.map.insert((from, seq), r.clone());
             self.cache.order.push_back((now, (from, seq)));
+            if self.sessions.tracks_changes() {
+                self.unsaved_responses.push(SavedResponse {
+                    to: from,
+                    sequence: seq,
+                    sent_unix_ms: unix_ms(),
+                    data: r.clone(),
+                });
+            }
             out.push(Out { to: from, data: r });
         } else {
             self.stats.discarded += 1;

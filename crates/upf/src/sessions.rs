@@ -55,6 +55,11 @@ impl Sessions {
         self.changed.get_or_insert_with(SeidSet::default);
     }
 
+    /// Whether changes are tracked for a state ([`Sessions::track_changes`]).
+    pub fn tracks_changes(&self) -> bool {
+        self.changed.is_some()
+    }
+
     /// The sessions changed (or deleted) since the last call.
     pub fn take_changed(&mut self) -> Vec<u64> {
         match &mut self.changed {

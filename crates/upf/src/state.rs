@@ -9,7 +9,9 @@
 //!   counts them, so a snapshot cut short is seen as such.
 //! - `journal.<generation>`: what changed since the snapshot of that generation, one
 //!   frame per batch of N4 work, appended before the batch's responses are sent (so
-//!   nothing an SMF was told is missing). Its first frame names the generation.
+//!   nothing an SMF was told is missing), the responses themselves included (so that a
+//!   request retransmitted to the next upfd is answered as it was, not executed twice).
+//!   Its first frame names the generation.
 //!
 //! A new snapshot can be written while upfd goes on ([`StateDir::begin_journal`], then
 //! [`StateDir::write_snapshot_file`] on another thread): from the moment its records
@@ -220,6 +222,22 @@ pub enum Record {
         seid: u64,
         fars: Vec<(u32, Vec<u8>)>,
     },
+    /// Responses upfd sent (clause 6.4's cache): a request retransmitted to a restarted
+    /// upfd, whose answer was lost when the old one stopped, is answered as it was
+    /// instead of being executed twice (a second session for one establishment).
+    Responses(Vec<SavedResponse>),
+}
+
+/// A response of the cache (n4.rs), as kept on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedResponse {
+    /// Where the request came from, and its sequence number: the cache's key.
+    pub to: SocketAddr,
+    pub sequence: u32,
+    /// When it was sent, milliseconds since the UNIX epoch (it is kept for the cache's
+    /// time to live from then).
+    pub sent_unix_ms: u64,
+    pub data: Vec<u8>,
 }
 
 impl Record {
@@ -257,6 +275,9 @@ pub struct Saved {
     /// The PFD table ([`pfd_table`]); None: the state has none (written before upfd kept
     /// it).
     pub pfds: Option<Vec<SavedApp>>,
+    /// The responses of the cache, oldest first (later ones replace earlier ones of the
+    /// same key).
+    pub responses: Vec<SavedResponse>,
     /// An incomplete last journal frame was dropped (upfd killed while writing it).
     pub torn_tail: bool,
     /// Octets of the journal up to the end of its last complete frame: where appending
@@ -576,6 +597,7 @@ pub fn parse(
         counters: s.counters,
         sequence: s.sequence,
         pfds: s.pfds,
+        responses: s.responses,
         torn_tail,
         journal_len,
     })
@@ -672,6 +694,7 @@ struct Builder {
     counters: Option<CounterTable>,
     sequence: Option<u32>,
     pfds: Option<Vec<SavedApp>>,
+    responses: Vec<SavedResponse>,
 }
 
 impl Builder {
@@ -691,6 +714,7 @@ impl Builder {
             Record::Counters(c) => self.counters = Some(c),
             Record::Sequence(q) => self.sequence = Some(q),
             Record::Pfds(p) => self.pfds = Some(p),
+            Record::Responses(r) => self.responses.extend(r),
             Record::Redirects { seid, fars } => {
                 let s = self.sessions.get_mut(&seid).ok_or_else(|| {
                     format!("Redirect Information of session {seid:#x}, which is not there")

@@ -2312,3 +2312,91 @@ fn activate_predefined_rules_with_an_application() {
     assert_eq!(r.offending_ie, Some(types::ACTIVATE_PREDEFINED_RULES));
     assert_eq!(n.sessions().len(), 2);
 }
+
+/// An SMF whose response was lost when upfd stopped (killed after the journal frame,
+/// before the answer left) retransmits the request to the restarted upfd (issue 28: a
+/// second session for one establishment, the first leaked). The responses go into the
+/// state with the sessions (`Record::Responses`), so the restarted node answers the
+/// retransmitted establishment, modification and deletion with the octets it sent, and
+/// executes none of them again (clause 6.4); a response older than the cache's time to
+/// live is not kept, and its request is executed as new.
+#[test]
+fn requests_retransmitted_to_a_restarted_node_get_the_answers_sent_before() {
+    use upf::state::{Header, StateDir, FORMAT};
+    let dir = std::env::temp_dir().join(format!("upf-n4-responses-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut n = node();
+    let now = Instant::now();
+    assert!(matches!(
+        setup(&mut n, SMF, 1, now),
+        Msg::AssociationSetupResponse(_)
+    ));
+    n.track_changes();
+    let header = Header {
+        format: FORMAT,
+        generation: 1,
+        recovery_time_stamp: n.config().recovery_time_stamp,
+        config: "t".into(),
+        teid_seed: 0,
+        written_unix: 0,
+    };
+    let state = StateDir::new(&dir);
+    // One session in the snapshot, the rest in the journal.
+    let est =
+        |seq: u32, cp: u64| msg::emit(&HeaderRepr::session(0, 0, seq), &establishment(cp, None));
+    let (e1, e2) = (est(next_seq(), 0x71), est(next_seq(), 0x72));
+    let a1 = n.on_datagram(addr(SMF), &e1, now);
+    let mut journal = state.write_snapshot(&header, n.save_all()).unwrap();
+    let a2 = n.on_datagram(addr(SMF), &e2, now);
+    let up2 = match Msg::parse(&a2[0].data).unwrap().1 {
+        Msg::SessionEstablishmentResponse(r) => r.up_fseid.unwrap().seid,
+        m => panic!("{m:?}"),
+    };
+    let del = msg::emit(
+        &HeaderRepr::session(0, up2, next_seq()),
+        &msg::SessionDeletionRequest { other: vec![] },
+    );
+    let a3 = n.on_datagram(addr(SMF), &del, now);
+    journal.append(&n.take_changes()).unwrap();
+
+    let saved = state.load("t").unwrap().unwrap();
+    assert_eq!(
+        saved.responses.len(),
+        4,
+        "setup, two establishments, a deletion"
+    );
+    let mut m = node();
+    m.restore(&saved, |_, _| upf::report::Counted::Unknown, now)
+        .unwrap();
+    let sessions = m.sessions().len();
+    assert_eq!(sessions, 1, "the first session; the second was deleted");
+    for (req, sent) in [(&e1, &a1), (&e2, &a2), (&del, &a3)] {
+        let again = m.on_datagram(addr(SMF), req, now);
+        assert_eq!(again.len(), 1);
+        assert_eq!(
+            again[0].data, sent[0].data,
+            "the answer sent before, octet for octet"
+        );
+    }
+    assert_eq!(m.sessions().len(), sessions, "nothing executed twice");
+    assert_eq!(m.stats().duplicates, 3);
+
+    // Past the cache's time to live (15 s here), a restart keeps none of them.
+    let mut late = saved.clone();
+    for r in &mut late.responses {
+        r.sent_unix_ms -= 16_000;
+    }
+    let mut l = node();
+    l.restore(&late, |_, _| upf::report::Counted::Unknown, now)
+        .unwrap();
+    let again = l.on_datagram(addr(SMF), &e2, now);
+    match Msg::parse(&again[0].data).unwrap().1 {
+        Msg::SessionEstablishmentResponse(r) => {
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+            assert_ne!(r.up_fseid.unwrap().seid, up2, "executed as a new request");
+        }
+        m => panic!("{m:?}"),
+    }
+    assert_eq!(l.stats().duplicates, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
