@@ -108,7 +108,11 @@ fn build(
     };
     let fastpath: Box<dyn FastPath> = match &xdp {
         Some(x) => Box::new(x.dp.clone()),
-        None => Box::new(Model::without_traffic(cfg.limits.max_sessions * 4)),
+        None => {
+            let mut m = Model::without_traffic(cfg.limits.max_sessions * 4);
+            m.reserve(cfg.limits.max_sessions);
+            Box::new(m)
+        }
     };
     let mut n4 = build_n4(cfg, fastpath, teid_index, recovery_time_stamp);
     // The configured applications, before any session names them.

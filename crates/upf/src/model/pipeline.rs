@@ -632,6 +632,33 @@ mod tests {
     const SEID: u64 = 7;
     const SEC: u64 = NSEC_PER_SEC;
 
+    /// Tables reserved for n sessions (a key each way, a QER and a URR each) do not grow
+    /// while n sessions come: with `datapath.mode: none` upfd runs on the model, and a
+    /// table doubling at a million sessions stalled an establishment (issue 28).
+    #[test]
+    fn reserved_tables_do_not_grow_as_sessions_come() {
+        let n = 3000u32;
+        let mut m = Model::without_traffic(4 * n as usize);
+        m.reserve(n as usize);
+        let before = m.capacities();
+        for i in 0..n {
+            let mut s = (*session(&[1000])).clone();
+            s.up_seid = u64::from(i) + 1;
+            s.urrs.remove(&2);
+            let p = s.pdrs.get_mut(&1).unwrap();
+            p.urr_ids = smallvec![1];
+            p.pdi.local_fteid.as_mut().unwrap().teid = 0x1000 + i;
+            p.pdi.ue_ips[0].ipv4 = Some(Ipv4Addr::from(0x0a2d_0000 + i));
+            p.pdi.ue_ips[0].is_destination = true;
+            m.install(None, &Arc::new(s)).unwrap();
+        }
+        let after = m.capacities();
+        assert_eq!(
+            after, before,
+            "capacities of sessions, TEIDs, UEs, QERs, URRs"
+        );
+    }
+
     /// A session with one uplink PDR, decapsulating to N6, with QERs of these rates
     /// (kbit/s both ways) and URRs 1 and 2.
     fn session(qers: &[u64]) -> Arc<Session> {
