@@ -227,6 +227,7 @@ const VARIANTS: &[(&str, &[&str])] = &[
         &[
             "--set=api.token.existingSecret=upf-api-token",
             "--set=api.token.existingSecretKey=bearer",
+            "--set=api.tls.existingSecret=upf-api-tls",
             "--set=networkPolicy.api.namespaces={ops,monitoring}",
             "--set=config.n4.allowed_peers={198.51.100.0/24,2001:db8:4::/64}",
             "--set=networkPolicy.n4.cidrs={198.51.100.0/25}",
@@ -445,6 +446,35 @@ fn check_objects(variant: &str, docs: &[Value]) {
         "{}",
         ctx("api.token_file is where the Secret's key is mounted")
     );
+    // TLS on the API's port from the user's kubernetes.io/tls Secret, mounted where
+    // api.tls_cert_file and api.tls_key_file say; none without it.
+    let tls_sources: Vec<&Value> = sources
+        .iter()
+        .filter(|s| s["secret"]["name"] == "upf-api-tls")
+        .collect();
+    if with("--set=api.tls.existingSecret=upf-api-tls") {
+        assert_eq!(tls_sources.len(), 1, "{}", ctx("the TLS Secret in the config volume"));
+        let items = &tls_sources[0]["secret"]["items"];
+        for (i, (key, file)) in [("tls.crt", "tls_cert_file"), ("tls.key", "tls_key_file")]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(items[i]["key"], *key, "{}", ctx("the TLS Secret's keys"));
+            assert_eq!(
+                config["api"][*file].as_str(),
+                Some(format!("/etc/upfd/{}", items[i]["path"].as_str().unwrap()).as_str()),
+                "{}",
+                ctx("api.tls_* are where the Secret's keys are mounted")
+            );
+        }
+    } else {
+        assert!(tls_sources.is_empty(), "{}", ctx("no TLS Secret"));
+        assert!(
+            config["api"].get("tls_cert_file").is_none(),
+            "{}",
+            ctx("no TLS without a Secret")
+        );
+    }
     let rendered_secret = find(docs, "Secret", "");
     if with("--set=api.token.existingSecret=upf-api-token") {
         assert!(

@@ -92,7 +92,12 @@ app.kubernetes.io/component: upf
 {{- if $v.networks.n6.enabled }}{{ $_ := set $dp "n6_interface" $v.networks.n6.interface }}{{ end }}
 {{- $_ := set $base "datapath" $dp }}
 {{- end }}
-{{- $_ := set $base "api" (dict "listen" (printf "0.0.0.0:%v" $v.api.port) "probe_address" (printf "0.0.0.0:%v" $v.api.probePort) "token_file" (include "upfd.tokenFile" .)) }}
+{{- $api := dict "listen" (printf "0.0.0.0:%v" $v.api.port) "probe_address" (printf "0.0.0.0:%v" $v.api.probePort) "token_file" (include "upfd.tokenFile" .) }}
+{{- if $v.api.tls.existingSecret }}
+{{- $_ := set $api "tls_cert_file" "/etc/upfd/api/tls.crt" }}
+{{- $_ := set $api "tls_key_file" "/etc/upfd/api/tls.key" }}
+{{- end }}
+{{- $_ := set $base "api" $api }}
 {{- $_ := set $base "state" (dict "directory" "/var/lib/upfd") }}
 {{- $cfg := mergeOverwrite $base (deepCopy $v.config) }}
 {{- if not $cfg.node_id }}{{ fail "config.node_id: set it (or enable networks.n4 with an address)" }}{{ end }}
