@@ -453,7 +453,12 @@ fn check_objects(variant: &str, docs: &[Value]) {
         .filter(|s| s["secret"]["name"] == "upf-api-tls")
         .collect();
     if with("--set=api.tls.existingSecret=upf-api-tls") {
-        assert_eq!(tls_sources.len(), 1, "{}", ctx("the TLS Secret in the config volume"));
+        assert_eq!(
+            tls_sources.len(),
+            1,
+            "{}",
+            ctx("the TLS Secret in the config volume")
+        );
         let items = &tls_sources[0]["secret"]["items"];
         for (i, (key, file)) in [("tls.crt", "tls_cert_file"), ("tls.key", "tls_key_file")]
             .iter()
