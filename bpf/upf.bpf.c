@@ -535,34 +535,42 @@ static __always_inline int find_pdr(struct pkt *k)
 	return 0;
 }
 
-/* Hand a packet for a buffering FAR to upfd (TS 29.244 clause 5.2.1, BUFF; NOCP asks
- * for one Downlink Data Report). The copy starts at the IP header. */
-static __always_inline int buffer_packet(struct xdp_md *ctx, const struct pkt *k)
+/* Hand the user's packet (from its IP header) to upfd through the event ring as an
+ * event of `type`, counted under `stat`; dropped as buffer_full when it does not fit an
+ * event or the ring has no room for it. */
+static __always_inline int hand_up(struct xdp_md *ctx, const struct pkt *k, __u32 type,
+				   __u8 nocp, __u32 stat)
 {
 	struct event *e;
 	__u32 len = k->f.len;
 
-	if (len > EVENT_MAX_PACKET)
-		return drop(DROP_BUFFER_FULL, len);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e) + EVENT_MAX_PACKET, 0);
 	if (!e)
 		return drop(DROP_BUFFER_FULL, len);
-	e->type = EV_BUFFER;
+	e->type = type;
 	e->len = len;
 	e->seid = k->rec.seid;
 	e->far_id = k->far.id;
 	e->pdr_id = k->pdr.id;
 	e->urr = 0;
-	e->nocp = !!(k->far.action & FAR_NOCP);
+	e->nocp = nocp;
 	e->home = 0;
 	e->ts_ns = k->now;
-	if (len == 0 || bpf_xdp_load_bytes(ctx, k->o.inner, (void *)(e + 1), len)) {
+	if (len == 0 || len > EVENT_MAX_PACKET ||
+	    bpf_xdp_load_bytes(ctx, k->o.inner, (void *)(e + 1), len)) {
 		bpf_ringbuf_discard(e, 0);
 		return drop(DROP_BUFFER_FULL, len);
 	}
 	bpf_ringbuf_submit(e, 0);
-	count(STAT_BUFFERED, len);
+	count(stat, len);
 	return XDP_DROP;
+}
+
+/* Hand a packet for a buffering FAR to upfd (TS 29.244 clause 5.2.1, BUFF; NOCP asks
+ * for one Downlink Data Report). */
+static __always_inline int buffer_packet(struct xdp_md *ctx, const struct pkt *k)
+{
+	return hand_up(ctx, k, EV_BUFFER, !!(k->far.action & FAR_NOCP), STAT_BUFFERED);
 }
 
 /* A packet for a FAR with Redirect Information (TS 29.244 clause 5.4.7): an uplink TCP
@@ -570,32 +578,9 @@ static __always_inline int buffer_packet(struct xdp_md *ctx, const struct pkt *k
  * nothing else of the flow can be HTTP, and nothing is forwarded. */
 static __always_inline int redirect_packet(struct xdp_md *ctx, const struct pkt *k)
 {
-	struct event *e;
-	__u32 len = k->f.len;
-
-	if (!k->up || k->f.proto != 6)
-		return drop(DROP_REDIRECT_NOT_HTTP, len);
-	if (len > EVENT_MAX_PACKET)
-		return drop(DROP_REDIRECT_NOT_HTTP, len);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e) + EVENT_MAX_PACKET, 0);
-	if (!e)
-		return drop(DROP_BUFFER_FULL, len);
-	e->type = EV_REDIRECT;
-	e->len = len;
-	e->seid = k->rec.seid;
-	e->far_id = k->far.id;
-	e->pdr_id = k->pdr.id;
-	e->urr = 0;
-	e->nocp = 0;
-	e->home = 0;
-	e->ts_ns = k->now;
-	if (len == 0 || bpf_xdp_load_bytes(ctx, k->o.inner, (void *)(e + 1), len)) {
-		bpf_ringbuf_discard(e, 0);
-		return drop(DROP_BUFFER_FULL, len);
-	}
-	bpf_ringbuf_submit(e, 0);
-	count(STAT_REDIRECTED, len);
-	return XDP_DROP;
+	if (!k->up || k->f.proto != 6 || k->f.len > EVENT_MAX_PACKET)
+		return drop(DROP_REDIRECT_NOT_HTTP, k->f.len);
+	return hand_up(ctx, k, EV_REDIRECT, 0, STAT_REDIRECTED);
 }
 
 /* Outer Header Removal must match how the packet came (8.2.64): a G-PDU's own header

@@ -2027,25 +2027,19 @@ pub fn parse_event(b: &[u8], pfds: &PfdTable) -> Option<Event> {
     let h = std::mem::size_of::<types::event>();
     let e: types::event = from_bytes(b.get(..h)?)?;
     Some(match e.r#type {
-        abi::EV_BUFFER => {
-            let packet = b.get(h..h.checked_add(e.len as usize)?)?.to_vec();
-            Event::Buffered(Buffered {
+        t @ (abi::EV_BUFFER | abi::EV_REDIRECT) => {
+            let b = Buffered {
                 seid: e.seid,
                 far_id: e.far_id,
                 pdr_id: u16::try_from(e.pdr_id).ok()?,
                 nocp: e.nocp != 0,
-                packet,
-            })
-        }
-        abi::EV_REDIRECT => {
-            let packet = b.get(h..h.checked_add(e.len as usize)?)?.to_vec();
-            Event::Redirected(Buffered {
-                seid: e.seid,
-                far_id: e.far_id,
-                pdr_id: u16::try_from(e.pdr_id).ok()?,
-                nocp: false,
-                packet,
-            })
+                packet: b.get(h..h.checked_add(e.len as usize)?)?.to_vec(),
+            };
+            if t == abi::EV_BUFFER {
+                Event::Buffered(b)
+            } else {
+                Event::Redirected(b)
+            }
         }
         abi::EV_QUOTA => Event::QuotaExhausted { seid: e.seid },
         abi::EV_THRESHOLD => Event::ThresholdReached { seid: e.seid },

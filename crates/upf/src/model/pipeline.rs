@@ -332,14 +332,7 @@ impl Model {
         if p.len > abi::EVENT_MAX_PACKET as usize {
             return Err(DropReason::BufferFull);
         }
-        self.count(Stat::Buffered.index(), p.len);
-        Ok(Verdict::Buffer(Buffered {
-            seid: p.seid,
-            far_id: far.id,
-            pdr_id: pdr.id,
-            nocp: far.action.nocp,
-            packet: p.ip().to_vec(),
-        }))
+        Ok(Verdict::Buffer(self.hand_up(p, pdr, far, Stat::Buffered)))
     }
 
     /// A packet of a FAR with Redirect Information (crate::redirect): uplink TCP to upfd,
@@ -354,14 +347,25 @@ impl Model {
         if !uplink || p.fields.protocol != 6 || p.len > abi::EVENT_MAX_PACKET as usize {
             return Err(DropReason::RedirectNotHttp);
         }
-        self.count(Stat::Redirected.index(), p.len);
-        Ok(Verdict::ToRedirect(Buffered {
+        Ok(Verdict::ToRedirect(self.hand_up(
+            p,
+            pdr,
+            far,
+            Stat::Redirected,
+        )))
+    }
+
+    /// The packet as the event ring hands it to upfd (upf.bpf.c `hand_up`), counted
+    /// under `stat`; NOCP only for a buffering FAR.
+    fn hand_up(&mut self, p: &Packet<'_>, pdr: &Pdr, far: &Far, stat: Stat) -> Buffered {
+        self.count(stat.index(), p.len);
+        Buffered {
             seid: p.seid,
             far_id: far.id,
             pdr_id: pdr.id,
-            nocp: false,
+            nocp: far.action.buff && far.action.nocp,
             packet: p.ip().to_vec(),
-        }))
+        }
     }
 
     /// The PDR's QERs in order (clause 5.2.1): each gate must be open and each MBR have
