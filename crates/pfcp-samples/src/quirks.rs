@@ -204,36 +204,50 @@ pub mod oai {
     /// (flags 0x04, IE length 1: neither V4 nor V6, which clause 8.2.3 asks for), the UE
     /// address as source, Outer Header Removal GTP-U/UDP/IPv4, a FAR to the core network.
     pub fn session_establishment(seq: u32, node: Ipv4Addr, cp_seid: u64, ue: Ipv4Addr) -> Vec<u8> {
+        uplink_establishment(seq, node, cp_seid, ue, 0x04, &[], &[], &[])
+    }
+
+    /// [`session_establishment`]'s request with F-TEID flags `fteid`, and `pdr`, `far`
+    /// and `ies` after the uplink PDR's, its FAR's and the request's own IEs (before
+    /// PDN Type).
+    #[allow(clippy::too_many_arguments)]
+    fn uplink_establishment(
+        seq: u32,
+        node: Ipv4Addr,
+        cp_seid: u64,
+        ue: Ipv4Addr,
+        fteid: u8,
+        pdr: &[Vec<u8>],
+        far: &[Vec<u8>],
+        ies: &[Vec<u8>],
+    ) -> Vec<u8> {
+        let mut rest = vec![ie(t::OUTER_HEADER_REMOVAL, &[0]), u32_ie(t::FAR_ID, 1)];
+        rest.extend_from_slice(pdr);
         let pdr = create_pdr(
             1,
             0,
             &[
                 ie(t::SOURCE_INTERFACE, ACCESS),
-                ie(t::FTEID, &[0x04]),
+                ie(t::FTEID, &[fteid]),
                 ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
                 ue_v4(0x02, ue),
             ],
-            &[ie(t::OUTER_HEADER_REMOVAL, &[0]), u32_ie(t::FAR_ID, 1)],
+            &rest,
         );
-        let far = forwarding_far(
-            1,
-            &[
-                ie(t::DESTINATION_INTERFACE, CORE),
-                ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
-            ],
-        );
-        session_message(
-            mt::SESSION_ESTABLISHMENT_REQUEST,
-            0,
-            seq,
-            &[
-                node_id_v4(node),
-                fseid_v4(cp_seid, node),
-                pdr,
-                far,
-                ie(t::PDN_TYPE, &[1]),
-            ],
-        )
+        let mut fp = vec![
+            ie(t::DESTINATION_INTERFACE, CORE),
+            ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
+        ];
+        fp.extend_from_slice(far);
+        let mut all = vec![
+            node_id_v4(node),
+            fseid_v4(cp_seid, node),
+            pdr,
+            forwarding_far(1, &fp),
+        ];
+        all.extend_from_slice(ies);
+        all.push(ie(t::PDN_TYPE, &[1]));
+        session_message(mt::SESSION_ESTABLISHMENT_REQUEST, 0, seq, &all)
     }
 
     /// Session Modification Request that adds the downlink: a PDR on the UE address
@@ -296,37 +310,8 @@ pub mod oai {
         let mut redirect = vec![address_type];
         redirect.extend_from_slice(&(address.len() as u16).to_be_bytes());
         redirect.extend_from_slice(address.as_bytes());
-        let pdr = create_pdr(
-            1,
-            0,
-            &[
-                ie(t::SOURCE_INTERFACE, ACCESS),
-                ie(t::FTEID, &[0x05]),
-                ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
-                ue_v4(0x02, ue),
-            ],
-            &[ie(t::OUTER_HEADER_REMOVAL, &[0]), u32_ie(t::FAR_ID, 1)],
-        );
-        let far = forwarding_far(
-            1,
-            &[
-                ie(t::DESTINATION_INTERFACE, CORE),
-                ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
-                ie(t::REDIRECT_INFORMATION, &redirect),
-            ],
-        );
-        session_message(
-            mt::SESSION_ESTABLISHMENT_REQUEST,
-            0,
-            seq,
-            &[
-                node_id_v4(node),
-                fseid_v4(cp_seid, node),
-                pdr,
-                far,
-                ie(t::PDN_TYPE, &[1]),
-            ],
-        )
+        let redirect = ie(t::REDIRECT_INFORMATION, &redirect);
+        uplink_establishment(seq, node, cp_seid, ue, 0x05, &[], &[redirect], &[])
     }
 
     /// Session Establishment Request of OAI's SMF with an uplink classifier (2023): the
@@ -338,28 +323,6 @@ pub mod oai {
         cp_seid: u64,
         ue: Ipv4Addr,
     ) -> Vec<u8> {
-        let pdr = create_pdr(
-            1,
-            0,
-            &[
-                ie(t::SOURCE_INTERFACE, ACCESS),
-                ie(t::FTEID, &[0x04]),
-                ie(t::NETWORK_INSTANCE, &labels(ACCESS_NI)),
-                ue_v4(0x02, ue),
-            ],
-            &[
-                ie(t::OUTER_HEADER_REMOVAL, &[0]),
-                u32_ie(t::FAR_ID, 1),
-                u32_ie(t::URR_ID, 1),
-            ],
-        );
-        let far = forwarding_far(
-            1,
-            &[
-                ie(t::DESTINATION_INTERFACE, CORE),
-                ie(t::NETWORK_INSTANCE, &labels(CORE_NI)),
-            ],
-        );
         let urr = group(
             t::CREATE_URR,
             &[
@@ -369,18 +332,15 @@ pub mod oai {
                 u32_ie(t::MEASUREMENT_PERIOD, 60),
             ],
         );
-        session_message(
-            mt::SESSION_ESTABLISHMENT_REQUEST,
-            0,
+        uplink_establishment(
             seq,
-            &[
-                node_id_v4(node),
-                fseid_v4(cp_seid, node),
-                pdr,
-                far,
-                urr,
-                ie(t::PDN_TYPE, &[1]),
-            ],
+            node,
+            cp_seid,
+            ue,
+            0x04,
+            &[u32_ie(t::URR_ID, 1)],
+            &[],
+            &[urr],
         )
     }
 }
