@@ -82,6 +82,18 @@ fn node_with_resources(
 }
 
 /// Send one request, expect exactly one response, parse it.
+/// The header of a first snapshot of `n`'s state (configuration "t").
+fn state_header(n: &N4) -> upf::state::Header {
+    upf::state::Header {
+        format: upf::state::FORMAT,
+        generation: 1,
+        recovery_time_stamp: n.config().recovery_time_stamp,
+        config: "t".into(),
+        teid_seed: 0,
+        written_unix: 0,
+    }
+}
+
 fn ask(n: &mut N4, from: &str, data: Vec<u8>, now: Instant) -> Msg {
     let out = n.on_datagram(addr(from), &data, now);
     assert_eq!(out.len(), 1, "expected one response");
@@ -1587,7 +1599,7 @@ fn overload_refuses_new_sessions_serves_the_rest_and_is_reported() {
 /// answer to their SEIDs; the sequence numbers go on from where they were.
 #[test]
 fn a_node_restored_from_its_state_goes_on_where_it_was() {
-    use upf::state::{Header, StateDir, FORMAT};
+    use upf::state::StateDir;
     let dir = std::env::temp_dir().join(format!("upf-n4-state-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let edit = |c: &mut N4Config| c.smf_peers = vec![addr(SMF)];
@@ -1605,14 +1617,7 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
             r.up_fseid.unwrap().seid
         })
         .collect();
-    let header = Header {
-        format: FORMAT,
-        generation: 1,
-        recovery_time_stamp: n.config().recovery_time_stamp,
-        config: "t".into(),
-        teid_seed: 0,
-        written_unix: 0,
-    };
+    let header = state_header(&n);
     // A Session Report Request the SMF has not answered yet.
     let report = n.send_report(
         ups[1],
@@ -2074,7 +2079,7 @@ fn application_flows_start_and_stop_are_reported() {
 /// PDRs naming them stay, and a modification naming one needs no PFDs again.
 #[test]
 fn pfds_are_kept_across_a_restore_with_their_indices() {
-    use upf::state::{Header, Record, StateDir, FORMAT};
+    use upf::state::{Record, StateDir};
     let dir = std::env::temp_dir().join(format!("upf-n4-pfds-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let edit = |c: &mut N4Config| c.smf_peers = vec![addr(SMF)];
@@ -2090,14 +2095,7 @@ fn pfds_are_kept_across_a_restore_with_their_indices() {
     let now = Instant::now();
     setup(&mut n, SMF, 1, now);
     n.track_changes();
-    let header = Header {
-        format: FORMAT,
-        generation: 1,
-        recovery_time_stamp: n.config().recovery_time_stamp,
-        config: "t".into(),
-        teid_seed: 0,
-        written_unix: 0,
-    };
+    let header = state_header(&n);
     let state = StateDir::new(&dir);
     let mut journal = state.write_snapshot(&header, n.save_all()).unwrap();
     assert!(n.take_changes().is_empty(), "the snapshot has the table");
@@ -2322,7 +2320,7 @@ fn activate_predefined_rules_with_an_application() {
 /// live is not kept, and its request is executed as new.
 #[test]
 fn requests_retransmitted_to_a_restarted_node_get_the_answers_sent_before() {
-    use upf::state::{Header, StateDir, FORMAT};
+    use upf::state::StateDir;
     let dir = std::env::temp_dir().join(format!("upf-n4-responses-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut n = node();
@@ -2332,14 +2330,7 @@ fn requests_retransmitted_to_a_restarted_node_get_the_answers_sent_before() {
         Msg::AssociationSetupResponse(_)
     ));
     n.track_changes();
-    let header = Header {
-        format: FORMAT,
-        generation: 1,
-        recovery_time_stamp: n.config().recovery_time_stamp,
-        config: "t".into(),
-        teid_seed: 0,
-        written_unix: 0,
-    };
+    let header = state_header(&n);
     let state = StateDir::new(&dir);
     // One session in the snapshot, the rest in the journal.
     let est =
