@@ -407,16 +407,34 @@ impl N4 {
     }
 
     /// Everything, as records of a state snapshot (state.rs), made one at a time as the
-    /// snapshot is written (a million sessions are not copied at once); what changed
-    /// from now on is what [`N4::take_changes`] returns.
+    /// snapshot is written; what changed from now on is what [`N4::take_changes`]
+    /// returns. [`N4::save_head`] and [`N4::save_sessions`] in one go.
     pub fn save_all(&mut self) -> impl Iterator<Item = Record> + '_ {
+        let (head, seids) = self.save_head();
+        let mut reports = self.saved_reports();
+        let sessions = &self.sessions;
+        head.into_iter().chain(
+            seids
+                .into_iter()
+                .filter_map(move |seid| session_record(sessions, &mut reports, seid))
+                .flatten(),
+        )
+    }
+
+    /// A snapshot taken in steps, so that N4 never waits for a million sessions to be
+    /// read: its first records (associations, sequence, PFDs, the response cache) and
+    /// the SEIDs of every session now, whose records [`N4::save_sessions`] takes a few
+    /// at a time between batches. What changes from now on is what
+    /// [`N4::take_changes`] returns: each change goes to the snapshot's journal, and a
+    /// journal record holds its session whole, so a session read after it changed
+    /// (or gone by then) loads as the journal leaves it, whatever its step.
+    pub fn save_head(&mut self) -> (Vec<Record>, Vec<u64>) {
         let _ = self.sessions.take_changed();
         self.saved_assocs = self.saved_associations();
         self.saved_seq = self.next_seq;
         let pfds = std::sync::Arc::clone(self.sessions.pfds());
         let apps = crate::state::SavedApp::all(&pfds);
         self.saved_pfds = Some(pfds);
-        let mut reports = self.saved_reports();
         // The cache as it is (with the time each response was sent): what the journal
         // held of it goes with the journal this snapshot replaces.
         self.unsaved_responses.clear();
@@ -436,20 +454,24 @@ impl N4 {
                 })
             })
             .collect();
-        let head = [
+        let head = vec![
             Record::Associations(self.saved_assocs.clone()),
             Record::Sequence(self.next_seq),
             Record::Pfds(apps),
             Record::Responses(responses),
         ];
-        let sessions = &self.sessions;
-        head.into_iter().chain(
-            sessions
-                .seids()
-                .into_iter()
-                .filter_map(move |seid| session_record(sessions, &mut reports, seid))
-                .flatten(),
-        )
+        (head, self.sessions.seids())
+    }
+
+    /// The records of the sessions `seids` as they are now (a session gone since
+    /// [`N4::save_head`] has none): one step of a snapshot.
+    pub fn save_sessions(&self, seids: &[u64]) -> Vec<Record> {
+        let mut reports = self.saved_reports();
+        seids
+            .iter()
+            .filter_map(|seid| session_record(&self.sessions, &mut reports, *seid))
+            .flatten()
+            .collect()
     }
 
     /// What changed since the last call (or [`N4::save_all`]), as records to append to

@@ -14,9 +14,12 @@
 //!   Its first frame names the generation.
 //!
 //! A new snapshot can be written while upfd goes on ([`StateDir::begin_journal`], then
-//! [`StateDir::write_snapshot_file`] on another thread): from the moment its records
-//! are taken, batches go to both the old journal and the new one, so whichever snapshot
-//! is in place when upfd is killed has a complete journal beside it.
+//! [`StateDir::write_snapshot_from`] on another thread): from the moment its first
+//! records are taken, batches go to both the old journal and the new one, so whichever
+//! snapshot is in place when upfd is killed has a complete journal beside it. Its
+//! sessions are read a few at a time between N4's batches (a fuzzy snapshot): each
+//! journal record holds a session whole, so applying the journal after the snapshot
+//! gives every session as it was last changed, whenever the snapshot read it.
 //!
 //! Each frame is `length (u32 LE) | CRC-32 (u32 LE) | postcard of Vec<Record>`. Loading
 //! checks every frame, the format version and the generations; anything wrong and
@@ -408,23 +411,39 @@ impl StateDir {
         header: &Header,
         records: impl IntoIterator<Item = Record>,
     ) -> std::io::Result<()> {
+        self.write_snapshot_from(header, records.into_iter().map(Ok))
+    }
+
+    /// [`StateDir::write_snapshot_file`] of records that come as they are taken (from
+    /// N4's thread, a step at a time): an error among them abandons the snapshot (the
+    /// one in place stays, with its journal) and is returned.
+    pub fn write_snapshot_from(
+        &self,
+        header: &Header,
+        records: impl IntoIterator<Item = std::io::Result<Record>>,
+    ) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let tmp = self.dir.join("state.tmp");
-        let mut f = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
-        f.write_all(MAGIC)?;
-        f.write_all(&FORMAT.to_le_bytes())?;
-        let mut n = 0u64;
-        let mut frame = Vec::new();
-        for r in std::iter::once(Record::Header(header.clone())).chain(records) {
-            encode_frame(std::slice::from_ref(&r), &mut frame)?;
+        let written = (|| {
+            let mut f = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+            f.write_all(MAGIC)?;
+            f.write_all(&FORMAT.to_le_bytes())?;
+            let mut n = 0u64;
+            let mut frame = Vec::new();
+            for r in std::iter::once(Ok(Record::Header(header.clone()))).chain(records) {
+                encode_frame(std::slice::from_ref(&r?), &mut frame)?;
+                f.write_all(&frame)?;
+                n += 1;
+            }
+            encode_frame(&[Record::End { records: n }], &mut frame)?;
             f.write_all(&frame)?;
-            n += 1;
+            let f = f.into_inner().map_err(|e| e.into_error())?;
+            f.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
-        encode_frame(&[Record::End { records: n }], &mut frame)?;
-        f.write_all(&frame)?;
-        let f = f.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        drop(f);
         std::fs::rename(&tmp, self.snapshot_path())?;
         if let Ok(d) = File::open(&self.dir) {
             let _ = d.sync_all();
@@ -1212,6 +1231,28 @@ mod tests {
             std::fs::write(Path::new(&out).join(format!("state-{k}")), seed).unwrap();
             std::fs::remove_dir_all(&d).unwrap();
         }
+    }
+
+    #[test]
+    fn an_abandoned_snapshot_leaves_the_one_in_place_and_no_file_behind() {
+        let d = tmp("abandon");
+        let dir = StateDir::new(&d);
+        let _j = write(&d, &[1, 2]);
+        let mut h = header();
+        h.generation = 2;
+        let _new = dir.begin_journal(2).unwrap();
+        let records = vec![
+            Ok(Record::Session(Box::new(session(1)))),
+            Err(std::io::Error::other("the snapshot was abandoned")),
+            Ok(Record::Session(Box::new(session(3)))),
+        ];
+        let e = dir.write_snapshot_from(&h, records).unwrap_err();
+        assert_eq!(e.to_string(), "the snapshot was abandoned");
+        assert!(!d.join("state.tmp").exists());
+        let s = dir.load("cfg").unwrap().unwrap();
+        assert_eq!(s.header.generation, 1);
+        assert_eq!(s.sessions.len(), 2);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

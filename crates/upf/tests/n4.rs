@@ -1705,6 +1705,180 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A snapshot taken in steps while N4 goes on (upfd's persist.rs: N4 never waits for
+/// a million sessions to be read): sessions deleted, changed and established between
+/// the steps, before and after the step that reads them, and a TEID freed by a session
+/// already read taken by one read later (so the snapshot alone holds it twice). The
+/// snapshot and the journal written beside it load as the node is.
+#[test]
+fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
+    use upf::state::{Record, StateDir};
+    let dir = std::env::temp_dir().join(format!("upf-n4-steps-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // As many TEIDs as sessions: a TEID freed is the one the next CHOOSE gets.
+    const N: u64 = 40;
+    let mut n = node_with(TeidAllocator::new(1, N as u32));
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    n.track_changes();
+    let ups: Vec<u64> = (0..N)
+        .map(|k| {
+            let r = establish(
+                &mut n,
+                SMF,
+                next_seq(),
+                &establishment(0x100 + k, None),
+                now,
+            );
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+            r.up_fseid.unwrap().seid
+        })
+        .collect();
+    let state = StateDir::new(&dir);
+    let header = state_header(&n);
+    let mut journal = state.begin_journal(header.generation).unwrap();
+    let (mut records, seids) = n.save_head();
+    assert_eq!(seids.len(), N as usize);
+    let (mut read, mut left) = (Vec::new(), seids.clone());
+    let mut cp = 0x200;
+    let mut taken_twice = 0;
+    while !left.is_empty() {
+        let step: Vec<u64> = left.drain(..left.len().min(7)).collect();
+        records.extend(n.save_sessions(&step));
+        read.extend(step);
+        let live = |n: &N4, v: &[u64]| -> Vec<u64> {
+            v.iter()
+                .copied()
+                .filter(|s| n.sessions().get(*s).is_some())
+                .collect()
+        };
+        // Every TEID taken before the move below.
+        while n.sessions().resources().teids.in_use() < N as usize {
+            cp += 1;
+            let r = establish(&mut n, SMF, next_seq(), &establishment(cp, None), now);
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+        }
+        let (done, todo) = (live(&n, &read), live(&n, &left));
+        // A session read already gives up its uplink TEID, and one still to be read
+        // takes it (the only TEID free).
+        let with_uplink = done
+            .iter()
+            .copied()
+            .find(|s| n.sessions().get(*s).unwrap().pdrs.contains_key(&1));
+        if let (Some(b), Some(&a)) = (with_uplink, todo.first()) {
+            let mut m = empty_modification();
+            m.remove_pdrs.push(msg::RemovePdr {
+                pdr_id: 1,
+                other: vec![],
+            });
+            assert_eq!(
+                modify(&mut n, SMF, b, next_seq(), &m, now).cause,
+                CauseValue::REQUEST_ACCEPTED
+            );
+            let mut m = empty_modification();
+            m.create_pdrs.push(pdr(
+                3,
+                1,
+                pdi(0, Some(FTeid::choose(true, false, None)), None),
+            ));
+            assert_eq!(
+                modify(&mut n, SMF, a, next_seq(), &m, now).cause,
+                CauseValue::REQUEST_ACCEPTED
+            );
+            taken_twice += 1;
+        }
+        // One read and one to be read deleted; a new one established if that freed a
+        // TEID.
+        for v in [&done, &todo] {
+            if let Some(&s) = v.get(1) {
+                assert_eq!(
+                    delete(&mut n, SMF, s, next_seq(), now).cause,
+                    CauseValue::REQUEST_ACCEPTED
+                );
+                if n.sessions().resources().teids.in_use() < N as usize {
+                    cp += 1;
+                    let r = establish(&mut n, SMF, next_seq(), &establishment(cp, None), now);
+                    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+                }
+            }
+        }
+        // A FAR changed in one read and one to be read.
+        for v in [&done, &todo] {
+            if let Some(&s) = v.last() {
+                let mut m = empty_modification();
+                m.update_fars.push(msg::UpdateFar {
+                    far_id: 2,
+                    apply_action: Some(Flags::from_bits(&[apply_action::BUFF], 2)),
+                    update_forwarding_parameters: None,
+                    update_duplicating_parameters: vec![],
+                    bar_id: None,
+                    other: vec![],
+                });
+                assert_eq!(
+                    modify(&mut n, SMF, s, next_seq(), &m, now).cause,
+                    CauseValue::REQUEST_ACCEPTED
+                );
+            }
+        }
+        journal.append(&n.take_changes()).unwrap();
+    }
+    assert!(taken_twice >= 3, "{taken_twice}");
+    assert_eq!(
+        n.sessions().resources().teids.in_use(),
+        N as usize,
+        "every TEID taken"
+    );
+    let snapshot_sessions = records
+        .iter()
+        .filter(|r| matches!(r, Record::Session(_)))
+        .count();
+    assert!(
+        snapshot_sessions < N as usize,
+        "some were gone before their step"
+    );
+    let mut holders: std::collections::HashMap<u32, usize> = Default::default();
+    for r in &records {
+        if let Record::Session(s) = r {
+            for p in s.session.pdrs.values() {
+                if let Some(f) = &p.pdi.local_fteid {
+                    *holders.entry(f.teid).or_default() += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        holders.values().any(|n| *n > 1),
+        "the snapshot alone holds a TEID twice"
+    );
+    state.write_snapshot_file(&header, records).unwrap();
+
+    let saved = state.load("t").unwrap().unwrap();
+    let mut m = node_with(TeidAllocator::new(1, N as u32));
+    m.restore(&saved, |_, _| upf::report::Counted::Unknown, now)
+        .unwrap();
+    let seids_of = |n: &N4| {
+        let mut v: Vec<u64> = n.sessions().iter().map(|s| s.up_seid).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(seids_of(&m), seids_of(&n));
+    assert!(seids_of(&n).len() >= N as usize / 2, "{:?}", seids_of(&n));
+    for seid in seids_of(&n) {
+        assert_eq!(m.sessions().get(seid), n.sessions().get(seid), "{seid:#x}");
+    }
+    assert_eq!(
+        m.sessions().resources().teids.in_use(),
+        n.sessions().resources().teids.in_use()
+    );
+    assert_eq!(
+        m.sessions().resources().ue_ips.in_use(),
+        n.sessions().resources().ue_ips.in_use()
+    );
+    m.sessions().check().unwrap();
+    let _ = ups;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 // PFD Management (clauses 6.2.5, 7.4.3) and Application ID in a PDI (clause 5.11).
 
 fn pfd_request(apps: &[(&str, Vec<pfcp::ie::PfdContents>)]) -> msg::PfdManagementRequest {

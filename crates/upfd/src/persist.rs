@@ -18,6 +18,11 @@
 //!    pins, which frees it;
 //! 5. write a new snapshot, which names the new data path's counters, on another
 //!    thread: upfd serves N4 meanwhile, its batches going to both journals.
+//!
+//! A snapshot (at every start, and when the journal has grown past `journal_limit`)
+//! never stops N4 for long: its sessions are read a step at a time ([`Kept::step`], at
+//! most [`STEP_TIME`]) between N4's batches and written on another thread; the journal
+//! beside it makes up for sessions that changed after their step (upf::state).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -32,6 +37,31 @@ use crate::config::Config;
 /// A new snapshot once the journal is past this (and at every start).
 const JOURNAL_LIMIT: u64 = 256 << 20;
 
+/// The records the writer thread gets, in order, until the end; an error if the
+/// snapshot was abandoned before it (upfd stopped keeping the state).
+fn records_of(
+    chunks: std::sync::mpsc::Receiver<Chunk>,
+) -> impl Iterator<Item = std::io::Result<upf::state::Record>> {
+    let mut chunk = Vec::new().into_iter();
+    let mut ended = false;
+    std::iter::from_fn(move || loop {
+        if let Some(r) = chunk.next() {
+            return Some(Ok(r));
+        }
+        if ended {
+            return None;
+        }
+        match chunks.recv() {
+            Ok(Chunk::Records(v)) => chunk = v.into_iter(),
+            Ok(Chunk::End) => ended = true,
+            Err(_) => {
+                ended = true;
+                return Some(Err(std::io::Error::other("the snapshot was abandoned")));
+            }
+        }
+    })
+}
+
 /// The state being kept.
 pub struct Kept {
     dir: StateDir,
@@ -44,14 +74,36 @@ pub struct Kept {
 }
 
 /// A snapshot on its way: its header, the journal that follows it (appended to beside
-/// the current one until it is in place) and the writer's result.
+/// the current one until it is in place), the sessions still to be read and the
+/// writer's result.
 struct Writing {
     header: Header,
     journal: Journal,
     started: Instant,
     sessions: usize,
+    /// The SEIDs whose records are still to be taken, a step at a time.
+    left: std::vec::IntoIter<u64>,
+    /// To the writer thread; None once every record went (or the snapshot is
+    /// abandoned: the writer then removes what it wrote).
+    to_writer: Option<std::sync::mpsc::Sender<Chunk>>,
+    /// Steps taken, and the longest (N4 waits for a step).
+    steps: u32,
+    longest: Duration,
     done: std::sync::mpsc::Receiver<std::io::Result<()>>,
 }
+
+/// What the writer thread gets.
+enum Chunk {
+    Records(Vec<upf::state::Record>),
+    /// Every record went: finish the snapshot and put it in place.
+    End,
+}
+
+/// How long one step of a snapshot may hold N4: it reads sessions in groups of
+/// [`STEP_GROUP`] until this has passed, and at most [`STEP_MAX`] of them.
+const STEP_TIME: Duration = Duration::from_millis(2);
+const STEP_GROUP: usize = 64;
+const STEP_MAX: usize = 1024;
 
 /// What was loaded, or why not.
 pub enum Loaded {
@@ -297,9 +349,9 @@ impl Kept {
         Ok(k)
     }
 
-    /// Start writing a new snapshot (generation + 1) on another thread. Its records are
-    /// taken now (the sessions shared, not copied); from now on every batch also goes
-    /// to its journal.
+    /// Start a new snapshot (generation + 1), written on another thread: its first
+    /// records and the list of sessions are taken now; the sessions' records follow in
+    /// steps ([`Kept::step`]). From now on every batch also goes to its journal.
     fn snapshot(&mut self, n4: &mut N4) -> anyhow::Result<()> {
         if self.writing.is_some() {
             return Ok(());
@@ -313,31 +365,77 @@ impl Kept {
             .dir
             .begin_journal(header.generation)
             .map_err(|e| anyhow::anyhow!("state: starting a journal: {e}"))?;
-        let counters = self.counters.map(upf::state::Record::Counters);
         let t = Instant::now();
-        let records: Vec<upf::state::Record> = n4.save_all().chain(counters).collect();
-        debug!(
-            "state: snapshot {}: {} records taken in {:?}",
-            header.generation,
-            records.len(),
-            t.elapsed()
-        );
+        let (mut head, seids) = n4.save_head();
+        head.extend(self.counters.map(upf::state::Record::Counters));
+        let (to_writer, chunks) = std::sync::mpsc::channel();
         let (tx, done) = std::sync::mpsc::channel();
         let (dir, h) = (self.dir.clone(), header.clone());
         std::thread::Builder::new()
             .name("state".into())
             .spawn(move || {
-                let _ = tx.send(dir.write_snapshot_file(&h, records));
+                let _ = tx.send(dir.write_snapshot_from(&h, records_of(chunks)));
             })
             .map_err(|e| anyhow::anyhow!("state: starting the writer: {e}"))?;
+        let _ = to_writer.send(Chunk::Records(head));
         self.writing = Some(Writing {
             header,
             journal,
             started: Instant::now(),
-            sessions: n4.sessions().len(),
+            sessions: seids.len(),
+            left: seids.into_iter(),
+            to_writer: Some(to_writer),
+            steps: 1,
+            longest: t.elapsed(),
             done,
         });
         Ok(())
+    }
+
+    /// Whether a snapshot has sessions left to read: [`Kept::step`] is due.
+    pub fn snapshotting(&self) -> bool {
+        self.writing.as_ref().is_some_and(|w| w.to_writer.is_some())
+    }
+
+    /// One step of the snapshot being taken: the records of the next sessions, for
+    /// [`STEP_TIME`], to the writer; after the last, the end.
+    pub fn step(&mut self, n4: &N4) {
+        let Some(w) = &mut self.writing else {
+            return;
+        };
+        let Some(to) = &w.to_writer else {
+            return;
+        };
+        let t = Instant::now();
+        let mut records = Vec::new();
+        let mut group = Vec::with_capacity(STEP_GROUP);
+        let mut read = 0;
+        loop {
+            group.clear();
+            group.extend(w.left.by_ref().take(STEP_GROUP));
+            records.extend(n4.save_sessions(&group));
+            read += group.len();
+            if group.len() < STEP_GROUP || read >= STEP_MAX || t.elapsed() >= STEP_TIME {
+                break;
+            }
+        }
+        let last = w.left.len() == 0;
+        // A writer that ended early said why through `done`: persist() reads it.
+        let _ = to.send(Chunk::Records(records));
+        w.steps += 1;
+        w.longest = w.longest.max(t.elapsed());
+        if last {
+            let _ = to.send(Chunk::End);
+            w.to_writer = None;
+            debug!(
+                "state: snapshot {}: {} sessions read in {} steps over {:?} (the longest {:?})",
+                w.header.generation,
+                w.sessions,
+                w.steps,
+                w.started.elapsed(),
+                w.longest
+            );
+        }
     }
 
     /// Append what changed to the journal(s) (before anything is sent); take the new
@@ -419,7 +517,9 @@ impl Kept {
     /// A snapshot being written is finished (or failed) before the state is removed: it
     /// would otherwise come into place after.
     fn wait_for_writer(&mut self) {
-        if let Some(w) = self.writing.take() {
+        if let Some(mut w) = self.writing.take() {
+            // Not finished: abandoned (the writer removes what it wrote).
+            w.to_writer = None;
             let _ = w.done.recv();
         }
     }

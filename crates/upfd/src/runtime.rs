@@ -293,6 +293,8 @@ enum Wake {
     Api(api::http::Call),
     /// An N4 timer (retransmission, heartbeat, release) is due.
     Timer,
+    /// Nothing else: the next step of the snapshot being taken (persist.rs).
+    Snapshot,
     Shutdown(Stop),
 }
 
@@ -489,6 +491,7 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let snapshotting = self.kept.as_ref().is_some_and(|k| k.snapshotting());
         tokio::select! {
             r = self.n4_sock.recv_from(&mut self.n4_buf) => Wake::N4(r),
             r = self.gtpu.recv() => Wake::Gtpu(r),
@@ -497,6 +500,9 @@ impl Daemon {
             Some(c) = self.api_calls.recv() => Wake::Api(c),
             _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
             stop = signals.next() => Wake::Shutdown(stop),
+            // Always ready: taken in turn with the rest (select! picks among the ready
+            // branches at random), so N4 waits for at most one step.
+            _ = std::future::ready(()), if snapshotting => Wake::Snapshot,
         }
     }
 
@@ -516,6 +522,11 @@ impl Daemon {
             Wake::Timer => {
                 let out = self.n4.on_timer(now);
                 self.send_n4(out).await;
+            }
+            Wake::Snapshot => {
+                if let Some(k) = &mut self.kept {
+                    k.step(&self.n4);
+                }
             }
             Wake::Shutdown(_) if self.releasing.is_some() => self.exit_now = true,
             Wake::Shutdown(stop) => {

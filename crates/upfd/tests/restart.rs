@@ -219,6 +219,76 @@ fn sigkill_and_upgrade_keep_sessions_associations_and_the_recovery_time_stamp() 
     assert_ne!(ts, stamps[0]);
 }
 
+/// A snapshot is taken in steps between N4's batches (issue 28: N4 never waits for
+/// every session to be read): with a small journal limit upfd takes one snapshot after
+/// another while the SMF establishes and modifies 3,000 sessions, each read in more
+/// than one step; killed while that goes on, upfd comes back with every session.
+#[test]
+fn snapshots_taken_in_steps_while_n4_works_lose_nothing_at_a_sigkill() {
+    const SESSIONS: usize = 3000;
+    let setup = Setup::new();
+    let builder = || {
+        Upfd::builder()
+            .port(setup.port)
+            .ue_pool("", "10.70.0.0/16")
+            .heartbeat_interval("1s")
+            .log_level("debug")
+            .extra_yaml(&format!(
+                "state:\n  directory: {:?}\n  journal_limit: 65536\napi:\n  listen: \"{}\"\n",
+                setup.state.0, setup.api
+            ))
+    };
+    let mut upfd = builder().start();
+    let mut smf = LoopSmf::associate(upfd.n4);
+    let r = smf
+        .rt
+        .block_on(smf.smf.establish(SESSIONS, Pace::default()));
+    assert_eq!(r.accepted, SESSIONS, "{r:?}");
+    let r = smf.rt.block_on(smf.smf.modify(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (SESSIONS, SESSIONS), "{r:?}");
+    // A snapshot of every session, read in steps of at most 1,024 sessions (persist.rs
+    // STEP_MAX), the first step being the associations and the rest.
+    let read = format!("{SESSIONS} sessions read in ");
+    assert!(upfd.wait_for_log(&read, PATIENCE), "{}", upfd.log_tail(30));
+    let log = upfd.log();
+    let steps: Vec<u64> = log
+        .lines()
+        .filter_map(|l| l.split(&read).nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        !steps.is_empty() && steps.iter().all(|s| *s >= 4),
+        "{steps:?}\n{}",
+        upfd.log_tail(30)
+    );
+    for l in log.lines().filter(|l| l.contains(&read)) {
+        eprintln!("{l}");
+    }
+    assert!(log.contains(" written ("), "{}", upfd.log_tail(30));
+    // More changes, and a kill while snapshots go on.
+    let r = smf.rt.block_on(smf.smf.modify(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (SESSIONS, SESSIONS), "{r:?}");
+    assert!(upfd.stop(libc::SIGKILL, PATIENCE));
+    drop(upfd);
+    let hb = smf.heartbeats();
+    let upfd = builder().start();
+    assert!(
+        upfd.wait_for_log(
+            &format!("state: restored {SESSIONS} session(s) of 1 association(s)"),
+            PATIENCE
+        ),
+        "{}",
+        upfd.log_tail(30)
+    );
+    assert!(smf.wait_heartbeat(hb));
+    assert!(setup.consistent().contains("\"consistent\":true"));
+    let r = smf.rt.block_on(smf.smf.modify(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (SESSIONS, SESSIONS), "{r:?}");
+    let r = smf.rt.block_on(smf.smf.delete(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (SESSIONS, SESSIONS), "{r:?}");
+    assert_eq!(setup.metric("upf_sessions"), 0);
+    drop(upfd);
+}
+
 /// While it waits for its SMFs to release, upfd says every 5 s how long is left, in
 /// whole seconds ("25 s of the 30 s period left", not "24.992646041s of the 30s").
 #[test]
