@@ -324,6 +324,62 @@ struct Daemon {
     release_said: Option<Instant>,
     /// A second signal came while releasing: end now.
     exit_now: bool,
+    /// `UPFD_FAILPOINT` (tests only): a SIGKILL between the journal and the send.
+    kill_before_send: Option<KillBeforeSend>,
+}
+
+/// `UPFD_FAILPOINT=kill-before-send:<message type>:<n>`: upfd kills itself (SIGKILL)
+/// once the n-th batch of N4 messages holding one of that type is in the journal, before
+/// any of it is sent: the crash that the response cache in the state is for (a test
+/// retransmits and must get the answers it would have got). Not a configuration key:
+/// the test that sets it reads upfd's exit.
+struct KillBeforeSend {
+    message_type: u8,
+    left: u32,
+}
+
+impl KillBeforeSend {
+    const VAR: &'static str = "UPFD_FAILPOINT";
+
+    fn from_env() -> anyhow::Result<Option<KillBeforeSend>> {
+        let Ok(v) = std::env::var(Self::VAR) else {
+            return Ok(None);
+        };
+        let parse = || -> Option<KillBeforeSend> {
+            let mut f = v.strip_prefix("kill-before-send:")?.split(':');
+            let message_type = f.next()?.parse().ok()?;
+            let left = f.next()?.parse().ok().filter(|n| *n > 0)?;
+            f.next()
+                .is_none()
+                .then_some(KillBeforeSend { message_type, left })
+        };
+        match parse() {
+            Some(k) => Ok(Some(k)),
+            None => anyhow::bail!(
+                "environment {}: {v:?}: expected kill-before-send:<message type>:<n>, n from 1",
+                Self::VAR
+            ),
+        }
+    }
+
+    /// A batch journaled, about to be sent.
+    fn before_send(&mut self, outs: &[Out]) {
+        if !outs
+            .iter()
+            .any(|o| o.data.get(1) == Some(&self.message_type))
+        {
+            return;
+        }
+        self.left -= 1;
+        if self.left == 0 {
+            error!(
+                "{}: killing upfd after journaling this batch, before sending it",
+                Self::VAR
+            );
+            // SAFETY: getpid and kill have no preconditions.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        }
+    }
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
@@ -476,6 +532,7 @@ impl Daemon {
             started: Instant::now(),
             release_said: None,
             exit_now: false,
+            kill_before_send: KillBeforeSend::from_env()?,
         })
     }
 
@@ -594,6 +651,9 @@ impl Daemon {
 
     async fn send_n4(&mut self, outs: Vec<Out>) {
         self.persist();
+        if let Some(k) = &mut self.kill_before_send {
+            k.before_send(&outs);
+        }
         for o in outs {
             self.n4_metrics.sent(&o.data);
             if let Err(e) = self.n4_sock.send_to(&o.data, o.to).await {

@@ -289,6 +289,58 @@ fn snapshots_taken_in_steps_while_n4_works_lose_nothing_at_a_sigkill() {
     drop(upfd);
 }
 
+/// Killed after a batch is in the journal and before its responses leave (the
+/// failpoint `UPFD_FAILPOINT`, runtime.rs), upfd restarts from its state; the SMF
+/// retransmits what went unanswered and each request gets the answer it would have
+/// got: the establishments of the lost batch are answered from the response cache kept
+/// in the state (issue 28), not executed again, so no session is duplicated or leaked.
+#[test]
+fn a_kill_between_journal_and_send_duplicates_and_leaks_nothing() {
+    const SESSIONS: usize = 200;
+    let setup = Setup::new();
+    let mut upfd = setup
+        .builder("10.70.0.0/16")
+        .env("UPFD_FAILPOINT", "kill-before-send:51:3")
+        .start();
+    let smf = LoopSmf::associate_with(upfd.n4, |c| {
+        c.timers.t1 = Duration::from_secs(3);
+        c.timers.n1 = 5;
+    });
+    let establishing = std::thread::spawn(move || {
+        let mut smf = smf;
+        let r = smf
+            .rt
+            .block_on(smf.smf.establish(SESSIONS, Pace::default()));
+        (smf, r)
+    });
+    let end = Instant::now() + PATIENCE;
+    while upfd.running() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(upfd.stop(libc::SIGKILL, PATIENCE));
+    assert!(
+        upfd.log()
+            .contains("UPFD_FAILPOINT: killing upfd after journaling this batch"),
+        "{}",
+        upfd.log_tail(30)
+    );
+    drop(upfd);
+    let upfd = setup.start();
+    let (smf, r) = establishing.join().expect("the establishing thread");
+    assert_eq!((r.accepted, r.requests), (SESSIONS, SESSIONS), "{r:?}");
+    assert!(r.retransmissions > 0, "{r:?}");
+    // The lost batch's requests were answered from the restored cache.
+    assert!(setup.metric("upf_n4_duplicates_total") > 0);
+    assert_eq!(setup.metric("upf_sessions"), SESSIONS as u64);
+    assert!(setup.consistent().contains("\"consistent\":true"));
+    let mut smf = smf;
+    let r = smf.rt.block_on(smf.smf.delete(Pace::default()));
+    assert_eq!((r.accepted, r.requests), (SESSIONS, SESSIONS), "{r:?}");
+    assert_eq!(setup.metric("upf_sessions"), 0, "none leaked");
+    assert!(setup.consistent().contains("\"consistent\":true"));
+    drop(upfd);
+}
+
 /// While it waits for its SMFs to release, upfd says every 5 s how long is left, in
 /// whole seconds ("25 s of the 30 s period left", not "24.992646041s of the 30s").
 #[test]

@@ -160,6 +160,8 @@ pub struct UpfdBuilder {
     pub binary: Option<PathBuf>,
     /// `n4.graceful_release_period`, if set (e.g. "1s").
     pub graceful_release_period: Option<String>,
+    /// Environment variables set for upfd.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for UpfdBuilder {
@@ -179,6 +181,7 @@ impl Default for UpfdBuilder {
             receive_buffer: None,
             binary: None,
             graceful_release_period: None,
+            env: Vec::new(),
         }
     }
 }
@@ -223,6 +226,10 @@ impl UpfdBuilder {
     /// Run another upfd binary (an upgrade).
     pub fn binary(mut self, p: &Path) -> Self {
         self.binary = Some(p.to_path_buf());
+        self
+    }
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.into(), value.into()));
         self
     }
     pub fn extra_yaml(mut self, y: &str) -> Self {
@@ -297,6 +304,7 @@ impl UpfdBuilder {
             let mut child = Command::new(bin)
                 .arg("--config")
                 .arg(&cfg)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
