@@ -263,6 +263,37 @@ impl ResponseCache {
     }
 }
 
+/// What a snapshot taken in steps has still to read ([`N4::save_head`]).
+#[derive(Debug)]
+pub struct ToSave {
+    responses: std::vec::IntoIter<(Instant, (SocketAddr, u32))>,
+    seids: std::vec::IntoIter<u64>,
+}
+
+impl ToSave {
+    /// Responses and sessions left.
+    pub fn len(&self) -> usize {
+        self.responses.len() + self.seids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// (responses, sessions) left.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.responses.len(), self.seids.len())
+    }
+
+    /// The sessions left, in the order they will be read.
+    pub fn seids_left(&self) -> &[u64] {
+        self.seids.as_slice()
+    }
+}
+
+/// Responses and sessions read at a time by [`N4::save_all`].
+const SAVE_GROUP: usize = 64;
+
 /// The N4 side of the UP function.
 pub struct N4 {
     cfg: N4Config,
@@ -338,12 +369,18 @@ impl N4 {
         // PFD Management is N4's, whatever the data path: always offered.
         cfg.features.set(pfcp::ie::up_function_features::PFDM, true);
         let cfg_rts = cfg.recovery_time_stamp;
+        // Room for every response the cache may hold, now: half a million responses'
+        // table doubling stalled the requests behind it (issue 28).
+        let mut cache = ResponseCache::default();
+        let room = cfg.cache_max.min(1 << 20);
+        cache.map.reserve(room);
+        cache.order.reserve(room);
         N4 {
             cfg,
             sessions,
             assocs: HashMap::new(),
             by_addr: HashMap::new(),
-            cache: ResponseCache::default(),
+            cache,
             unsaved_responses: Vec::new(),
             outstanding: HashMap::new(),
             setup_retry: HashMap::new(),
@@ -408,70 +445,83 @@ impl N4 {
 
     /// Everything, as records of a state snapshot (state.rs), made one at a time as the
     /// snapshot is written; what changed from now on is what [`N4::take_changes`]
-    /// returns. [`N4::save_head`] and [`N4::save_sessions`] in one go.
+    /// returns. [`N4::save_head`], then [`N4::save_next`] until nothing is left.
     pub fn save_all(&mut self) -> impl Iterator<Item = Record> + '_ {
-        let (head, seids) = self.save_head();
-        let mut reports = self.saved_reports();
-        let sessions = &self.sessions;
+        let (head, mut left) = self.save_head();
+        let this = &*self;
         head.into_iter().chain(
-            seids
-                .into_iter()
-                .filter_map(move |seid| session_record(sessions, &mut reports, seid))
-                .flatten(),
+            std::iter::from_fn(move || {
+                (!left.is_empty()).then(|| this.save_next(&mut left, SAVE_GROUP))
+            })
+            .flatten(),
         )
     }
 
     /// A snapshot taken in steps, so that N4 never waits for a million sessions to be
-    /// read: its first records (associations, sequence, PFDs, the response cache) and
-    /// the SEIDs of every session now, whose records [`N4::save_sessions`] takes a few
-    /// at a time between batches. What changes from now on is what
-    /// [`N4::take_changes`] returns: each change goes to the snapshot's journal, and a
-    /// journal record holds its session whole, so a session read after it changed
-    /// (or gone by then) loads as the journal leaves it, whatever its step.
-    pub fn save_head(&mut self) -> (Vec<Record>, Vec<u64>) {
+    /// read: its first records (associations, sequence, PFDs) and what is left to read
+    /// ([`ToSave`]: the cached responses and every session now), which
+    /// [`N4::save_next`] reads a few at a time between batches. What changes from now
+    /// on is what [`N4::take_changes`] returns: each change goes to the snapshot's
+    /// journal, and a journal record holds its session whole, so a session read after
+    /// it changed (or gone by then) loads as the journal leaves it, whatever its step.
+    pub fn save_head(&mut self) -> (Vec<Record>, ToSave) {
         let _ = self.sessions.take_changed();
         self.saved_assocs = self.saved_associations();
         self.saved_seq = self.next_seq;
         let pfds = std::sync::Arc::clone(self.sessions.pfds());
         let apps = crate::state::SavedApp::all(&pfds);
         self.saved_pfds = Some(pfds);
-        // The cache as it is (with the time each response was sent): what the journal
-        // held of it goes with the journal this snapshot replaces.
+        // The cache as it is: what the journal held of it goes with the journal this
+        // snapshot replaces; what is sent from now on goes to both journals.
         self.unsaved_responses.clear();
-        let (now, unix) = (Instant::now(), unix_ms());
-        let responses = self
-            .cache
-            .order
-            .iter()
-            .filter_map(|(t, k)| {
-                let data = self.cache.map.get(k)?.clone();
-                let age = now.saturating_duration_since(*t).as_millis() as u64;
-                Some(SavedResponse {
-                    to: k.0,
-                    sequence: k.1,
-                    sent_unix_ms: unix.saturating_sub(age),
-                    data,
-                })
-            })
-            .collect();
         let head = vec![
             Record::Associations(self.saved_assocs.clone()),
             Record::Sequence(self.next_seq),
             Record::Pfds(apps),
-            Record::Responses(responses),
         ];
-        (head, self.sessions.seids())
+        let left = ToSave {
+            responses: Vec::from(self.cache.order.clone()).into_iter(),
+            seids: self.sessions.seids().into_iter(),
+        };
+        (head, left)
     }
 
-    /// The records of the sessions `seids` as they are now (a session gone since
-    /// [`N4::save_head`] has none): one step of a snapshot.
-    pub fn save_sessions(&self, seids: &[u64]) -> Vec<Record> {
-        let mut reports = self.saved_reports();
-        seids
-            .iter()
-            .filter_map(|seid| session_record(&self.sessions, &mut reports, *seid))
-            .flatten()
-            .collect()
+    /// The next records of a snapshot taken in steps: up to `n` of what `left` has,
+    /// cached responses first (one [`Record::Responses`] of them: a frame each, never
+    /// one of half a million responses), then sessions, as they are now (a response
+    /// expired or a session gone since [`N4::save_head`] has none).
+    pub fn save_next(&self, left: &mut ToSave, n: usize) -> Vec<Record> {
+        let mut out = Vec::new();
+        let mut budget = n;
+        if left.responses.len() > 0 {
+            let (now, unix) = (Instant::now(), unix_ms());
+            let responses: Vec<SavedResponse> = left
+                .responses
+                .by_ref()
+                .take(n)
+                .filter_map(|(t, k)| {
+                    let data = self.cache.map.get(&k)?.clone();
+                    let age = now.saturating_duration_since(t).as_millis() as u64;
+                    Some(SavedResponse {
+                        to: k.0,
+                        sequence: k.1,
+                        sent_unix_ms: unix.saturating_sub(age),
+                        data,
+                    })
+                })
+                .collect();
+            budget = n.saturating_sub(responses.len().max(1));
+            if !responses.is_empty() {
+                out.push(Record::Responses(responses));
+            }
+        }
+        if budget > 0 && left.seids.len() > 0 {
+            let mut reports = self.saved_reports();
+            for seid in left.seids.by_ref().take(budget) {
+                out.extend(session_record(&self.sessions, &mut reports, seid).unwrap_or_default());
+            }
+        }
+        out
     }
 
     /// What changed since the last call (or [`N4::save_all`]), as records to append to

@@ -1737,15 +1737,16 @@ fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
     let state = StateDir::new(&dir);
     let header = state_header(&n);
     let mut journal = state.begin_journal(header.generation).unwrap();
-    let (mut records, seids) = n.save_head();
-    assert_eq!(seids.len(), N as usize);
-    let (mut read, mut left) = (Vec::new(), seids.clone());
+    let (mut records, mut to_save) = n.save_head();
+    let all = to_save.seids_left().to_vec();
+    assert_eq!(all.len(), N as usize);
+    assert!(to_save.counts().0 > N as usize, "the cached responses too");
     let mut cp = 0x200;
     let mut taken_twice = 0;
-    while !left.is_empty() {
-        let step: Vec<u64> = left.drain(..left.len().min(7)).collect();
-        records.extend(n.save_sessions(&step));
-        read.extend(step);
+    while !to_save.is_empty() {
+        records.extend(n.save_next(&mut to_save, 7));
+        let left = to_save.seids_left().to_vec();
+        let read: Vec<u64> = all.iter().copied().filter(|s| !left.contains(s)).collect();
         let live = |n: &N4, v: &[u64]| -> Vec<u64> {
             v.iter()
                 .copied()
@@ -1802,9 +1803,9 @@ fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
                 }
             }
         }
-        // A FAR changed in one read and one to be read.
+        // A FAR changed in one read and one to be read (not the ones deleted).
         for v in [&done, &todo] {
-            if let Some(&s) = v.last() {
+            if let Some(&s) = v.first() {
                 let mut m = empty_modification();
                 m.update_fars.push(msg::UpdateFar {
                     far_id: 2,

@@ -81,8 +81,12 @@ struct Writing {
     journal: Journal,
     started: Instant,
     sessions: usize,
-    /// The SEIDs whose records are still to be taken, a step at a time.
-    left: std::vec::IntoIter<u64>,
+    /// The cached responses and sessions still to be read, a step at a time.
+    left: upf::n4::ToSave,
+    /// (responses, sessions) to read when it started, for the log.
+    counts: (usize, usize),
+    /// Not before then: a step leaves N4 at least as long as it took.
+    next_step: Instant,
     /// To the writer thread; None once every record went (or the snapshot is
     /// abandoned: the writer then removes what it wrote).
     to_writer: Option<std::sync::mpsc::Sender<Chunk>>,
@@ -99,9 +103,10 @@ enum Chunk {
     End,
 }
 
-/// How long one step of a snapshot may hold N4: it reads sessions in groups of
-/// [`STEP_GROUP`] until this has passed, and at most [`STEP_MAX`] of them.
-const STEP_TIME: Duration = Duration::from_millis(2);
+/// How long one step of a snapshot may hold N4: it reads responses and sessions in
+/// groups of [`STEP_GROUP`] until this has passed, and at most [`STEP_MAX`] of them.
+/// The next step waits as long as this one took, so N4 has at least half the time.
+const STEP_TIME: Duration = Duration::from_millis(1);
 const STEP_GROUP: usize = 64;
 const STEP_MAX: usize = 1024;
 
@@ -366,7 +371,7 @@ impl Kept {
             .begin_journal(header.generation)
             .map_err(|e| anyhow::anyhow!("state: starting a journal: {e}"))?;
         let t = Instant::now();
-        let (mut head, seids) = n4.save_head();
+        let (mut head, left) = n4.save_head();
         head.extend(self.counters.map(upf::state::Record::Counters));
         let (to_writer, chunks) = std::sync::mpsc::channel();
         let (tx, done) = std::sync::mpsc::channel();
@@ -374,31 +379,42 @@ impl Kept {
         std::thread::Builder::new()
             .name("state".into())
             .spawn(move || {
+                // Behind N4 and the data path's helpers when CPUs are short: the
+                // snapshot can wait, an SMF should not.
+                // SAFETY: setpriority on this thread (Linux: a thread's own nice value).
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as u32, 10) };
                 let _ = tx.send(dir.write_snapshot_from(&h, records_of(chunks)));
             })
             .map_err(|e| anyhow::anyhow!("state: starting the writer: {e}"))?;
         let _ = to_writer.send(Chunk::Records(head));
+        let took = t.elapsed();
         self.writing = Some(Writing {
             header,
             journal,
             started: Instant::now(),
-            sessions: seids.len(),
-            left: seids.into_iter(),
+            sessions: n4.sessions().len(),
+            counts: left.counts(),
+            left,
+            next_step: Instant::now() + took,
             to_writer: Some(to_writer),
             steps: 1,
-            longest: t.elapsed(),
+            longest: took,
             done,
         });
         Ok(())
     }
 
-    /// Whether a snapshot has sessions left to read: [`Kept::step`] is due.
-    pub fn snapshotting(&self) -> bool {
-        self.writing.as_ref().is_some_and(|w| w.to_writer.is_some())
+    /// When the next step of the snapshot being taken is due ([`Kept::step`]); None:
+    /// no snapshot has anything left to read.
+    pub fn step_due(&self) -> Option<Instant> {
+        self.writing
+            .as_ref()
+            .filter(|w| w.to_writer.is_some())
+            .map(|w| w.next_step)
     }
 
-    /// One step of the snapshot being taken: the records of the next sessions, for
-    /// [`STEP_TIME`], to the writer; after the last, the end.
+    /// One step of the snapshot being taken: the records of the next responses and
+    /// sessions, for [`STEP_TIME`], to the writer; after the last, the end.
     pub fn step(&mut self, n4: &N4) {
         let Some(w) = &mut self.writing else {
             return;
@@ -408,29 +424,29 @@ impl Kept {
         };
         let t = Instant::now();
         let mut records = Vec::new();
-        let mut group = Vec::with_capacity(STEP_GROUP);
         let mut read = 0;
-        loop {
-            group.clear();
-            group.extend(w.left.by_ref().take(STEP_GROUP));
-            records.extend(n4.save_sessions(&group));
-            read += group.len();
-            if group.len() < STEP_GROUP || read >= STEP_MAX || t.elapsed() >= STEP_TIME {
+        while !w.left.is_empty() {
+            let before = w.left.len();
+            records.extend(n4.save_next(&mut w.left, STEP_GROUP));
+            read += before - w.left.len();
+            if read >= STEP_MAX || t.elapsed() >= STEP_TIME {
                 break;
             }
         }
-        let last = w.left.len() == 0;
         // A writer that ended early said why through `done`: persist() reads it.
         let _ = to.send(Chunk::Records(records));
+        let took = t.elapsed();
         w.steps += 1;
-        w.longest = w.longest.max(t.elapsed());
-        if last {
+        w.longest = w.longest.max(took);
+        w.next_step = Instant::now() + took;
+        if w.left.is_empty() {
             let _ = to.send(Chunk::End);
             w.to_writer = None;
             debug!(
-                "state: snapshot {}: {} sessions read in {} steps over {:?} (the longest {:?})",
+                "state: snapshot {}: {} sessions and {} cached responses read in {} steps over {:?} (the longest {:?})",
                 w.header.generation,
-                w.sessions,
+                w.counts.1,
+                w.counts.0,
                 w.steps,
                 w.started.elapsed(),
                 w.longest

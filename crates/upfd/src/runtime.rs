@@ -548,7 +548,7 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
-        let snapshotting = self.kept.as_ref().is_some_and(|k| k.snapshotting());
+        let step = self.kept.as_ref().and_then(|k| k.step_due());
         tokio::select! {
             r = self.n4_sock.recv_from(&mut self.n4_buf) => Wake::N4(r),
             r = self.gtpu.recv() => Wake::Gtpu(r),
@@ -557,9 +557,8 @@ impl Daemon {
             Some(c) = self.api_calls.recv() => Wake::Api(c),
             _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
             stop = signals.next() => Wake::Shutdown(stop),
-            // Always ready: taken in turn with the rest (select! picks among the ready
-            // branches at random), so N4 waits for at most one step.
-            _ = std::future::ready(()), if snapshotting => Wake::Snapshot,
+            // A step at most every other millisecond: N4 waits for at most one.
+            _ = tokio::time::sleep_until(step.unwrap_or(deadline).into()), if step.is_some() => Wake::Snapshot,
         }
     }
 

@@ -246,14 +246,16 @@ fn snapshots_taken_in_steps_while_n4_works_lose_nothing_at_a_sigkill() {
     assert_eq!(r.accepted, SESSIONS, "{r:?}");
     let r = smf.rt.block_on(smf.smf.modify(Pace::default()));
     assert_eq!((r.accepted, r.requests), (SESSIONS, SESSIONS), "{r:?}");
-    // A snapshot of every session, read in steps of at most 1,024 sessions (persist.rs
-    // STEP_MAX), the first step being the associations and the rest.
-    let read = format!("{SESSIONS} sessions read in ");
+    // A snapshot of every session (and of the cached responses), read in steps of at
+    // most 1,024 (persist.rs STEP_MAX), the first step being the associations and the
+    // rest.
+    let read = format!("{SESSIONS} sessions and ");
     assert!(upfd.wait_for_log(&read, PATIENCE), "{}", upfd.log_tail(30));
     let log = upfd.log();
     let steps: Vec<u64> = log
         .lines()
-        .filter_map(|l| l.split(&read).nth(1)?.split(' ').next()?.parse().ok())
+        .filter(|l| l.contains(&read))
+        .filter_map(|l| l.split(" read in ").nth(1)?.split(' ').next()?.parse().ok())
         .collect();
     assert!(
         !steps.is_empty() && steps.iter().all(|s| *s >= 4),
