@@ -491,7 +491,14 @@ impl Kept {
                         w.started.elapsed()
                     );
                     self.header = w.header;
-                    self.journal = Some(w.journal);
+                    // The old journal was unlinked by the writer: closing it frees its
+                    // blocks and pages (a hundred megabytes), which held N4 for 30-80 ms
+                    // at a million sessions. Closed on a thread of its own.
+                    if let Some(old) = self.journal.replace(w.journal) {
+                        let _ = std::thread::Builder::new()
+                            .name("state-close".into())
+                            .spawn(move || drop(old));
+                    }
                 }
             }
             Some(Err(e)) => {

@@ -293,9 +293,28 @@ enum Wake {
     Api(api::http::Call),
     /// An N4 timer (retransmission, heartbeat, release) is due.
     Timer,
-    /// Nothing else: the next step of the snapshot being taken (persist.rs).
+    /// The next step of the snapshot being taken (persist.rs).
     Snapshot,
     Shutdown(Stop),
+}
+
+/// A turn of the event loop longer than this is logged (debug) with what it was.
+const SLOW_TURN: Duration = Duration::from_millis(20);
+
+impl Wake {
+    fn what(&self) -> &'static str {
+        match self {
+            Wake::N4(_) => "N4 batch",
+            Wake::Gtpu(_) => "GTP-U datagram",
+            Wake::Xdp(XdpWake::Events) => "data path events",
+            Wake::Xdp(XdpWake::Routing(_)) => "routing change",
+            Wake::Poll => "URR poll",
+            Wake::Api(_) => "API request",
+            Wake::Timer => "N4 timers",
+            Wake::Snapshot => "snapshot step",
+            Wake::Shutdown(_) => "shutdown",
+        }
+    }
 }
 
 /// upfd running: its sockets, the N4 node and the XDP side.
@@ -395,7 +414,13 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 return Ok(());
             }
         }
+        let (what, t) = (wake.what(), Instant::now());
         d.handle(wake).await;
+        let took = t.elapsed();
+        if took >= SLOW_TURN {
+            // Every SMF waits behind a turn this long: say what it was.
+            debug!("slow turn: {what} took {took:?}");
+        }
         if d.exit_now {
             let left = d.n4.association_info();
             warn!(
