@@ -16,6 +16,7 @@ mod api;
 mod config;
 mod gtpu_sockets;
 mod metrics;
+mod mmsg;
 mod overload;
 mod persist;
 mod pins;

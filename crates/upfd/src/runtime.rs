@@ -298,6 +298,32 @@ enum Wake {
     Shutdown(Stop),
 }
 
+/// The CPU time of the calling thread so far.
+fn thread_cpu_time() -> Duration {
+    // SAFETY: a zeroed timespec is valid; clock_gettime writes it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// One PFCP datagram, counted, to the N4 node.
+fn on_n4_datagram(
+    n4: &mut N4,
+    metrics: &mut N4Metrics,
+    from: SocketAddr,
+    data: &[u8],
+    now: Instant,
+    requests: &mut Vec<(u8, Instant)>,
+) -> Vec<Out> {
+    metrics.received(data);
+    if let Some(&t) = data.get(1) {
+        if pfcp::message_type::is_request(t) {
+            requests.push((t, now));
+        }
+    }
+    n4.on_datagram(from, data, now)
+}
+
 /// A turn of the event loop longer than this is logged (debug) with what it was.
 const SLOW_TURN: Duration = Duration::from_millis(20);
 
@@ -323,6 +349,8 @@ struct Daemon {
     n4: N4,
     n4_sock: UdpSocket,
     n4_buf: Vec<u8>,
+    /// The datagrams queued behind the one that woke the loop (mmsg.rs).
+    n4_batch: crate::mmsg::RecvBatch,
     /// The N4 receive queue's fill and drops: the load reported to CP functions.
     n4_queue: N4Queue,
     xdp: Option<Xdp>,
@@ -414,12 +442,16 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 return Ok(());
             }
         }
-        let (what, t) = (wake.what(), Instant::now());
+        let (what, t, cpu) = (wake.what(), Instant::now(), thread_cpu_time());
         d.handle(wake).await;
         let took = t.elapsed();
         if took >= SLOW_TURN {
-            // Every SMF waits behind a turn this long: say what it was.
-            debug!("slow turn: {what} took {took:?}");
+            // Every SMF waits behind a turn this long: say what it was, and how much
+            // of it upfd ran (the rest: other threads and processes had the CPU).
+            debug!(
+                "slow turn: {what} took {took:?} ({:?} of it on the CPU)",
+                thread_cpu_time().saturating_sub(cpu)
+            );
         }
         if d.exit_now {
             let left = d.n4.association_info();
@@ -545,6 +577,7 @@ impl Daemon {
             n4,
             n4_sock,
             n4_buf: vec![0u8; 65536],
+            n4_batch: crate::mmsg::RecvBatch::new(N4_BATCH - 1),
             n4_queue: N4Queue::default(),
             xdp,
             gtpu,
@@ -678,8 +711,15 @@ impl Daemon {
         if let Some(k) = &mut self.kill_before_send {
             k.before_send(&outs);
         }
-        for o in outs {
+        for o in &outs {
             self.n4_metrics.sent(&o.data);
+        }
+        // In one system call; what the kernel did not take now (a full send buffer,
+        // an error) one by one, waiting.
+        let batch: Vec<(SocketAddr, &[u8])> =
+            outs.iter().map(|o| (o.to, o.data.as_slice())).collect();
+        let sent = crate::mmsg::send_batch(&self.n4_sock, &batch);
+        for o in &outs[sent..] {
             if let Err(e) = self.n4_sock.send_to(&o.data, o.to).await {
                 warn!("n4: send to {}: {e}", o.to);
             }
@@ -702,36 +742,24 @@ impl Daemon {
         self.measure_load(now);
         // The requests of the batch and when each arrived, for their latency.
         let mut requests: Vec<(u8, Instant)> = Vec::new();
-        let mut outs = self.on_n4_datagram(from, n, now, &mut requests);
-        for _ in 1..N4_BATCH {
-            let Ok((n, from)) = self.n4_sock.try_recv_from(&mut self.n4_buf) else {
-                break;
-            };
-            outs.extend(self.on_n4_datagram(from, n, Instant::now(), &mut requests));
+        let data = &self.n4_buf[..n];
+        let (n4, metrics) = (&mut self.n4, &mut self.n4_metrics);
+        let mut outs = on_n4_datagram(n4, metrics, from, data, now, &mut requests);
+        // What is queued behind it, in one system call.
+        match self.n4_batch.receive(&self.n4_sock, N4_BATCH - 1) {
+            Ok(_) => {
+                let now = Instant::now();
+                for (from, data) in self.n4_batch.datagrams() {
+                    outs.extend(on_n4_datagram(n4, metrics, from, data, now, &mut requests));
+                }
+            }
+            Err(e) => warn!("n4: receive: {e}"),
         }
         self.send_n4(outs).await;
         let sent = Instant::now();
         for (t, at) in requests {
             self.n4_metrics.answered(t, sent.duration_since(at));
         }
-    }
-
-    /// One PFCP datagram (in `n4_buf`), counted.
-    fn on_n4_datagram(
-        &mut self,
-        from: SocketAddr,
-        n: usize,
-        now: Instant,
-        requests: &mut Vec<(u8, Instant)>,
-    ) -> Vec<Out> {
-        let data = &self.n4_buf[..n];
-        self.n4_metrics.received(data);
-        if let Some(&t) = data.get(1) {
-            if pfcp::message_type::is_request(t) {
-                requests.push((t, now));
-            }
-        }
-        self.n4.on_datagram(from, data, now)
     }
 
     /// The load now (queue and session table), for the N4 node's reports and its
