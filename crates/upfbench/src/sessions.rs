@@ -85,6 +85,39 @@ pub struct Level {
     pub bpf_map_bytes: Option<u64>,
     /// (RSS delta + BPF maps) / resident.
     pub bytes_per_session: Option<u64>,
+    /// The UPF process's CPU time (user + system, every thread) over the measured
+    /// phase, per establishment accepted in it, µs (issue 28's gate: on a machine the
+    /// emulator, the kernel and the UPF share, the rate alone says little).
+    pub upf_cpu_us_per_establishment: Option<f64>,
+    /// The same for this process (the SMF emulator): whether it, not the UPF, was the
+    /// bottleneck.
+    pub smf_cpu_us_per_establishment: Option<f64>,
+}
+
+/// A process's CPU time so far (user + system, all its threads), from
+/// `/proc/<pid>/stat` (`pid`: a number or "self").
+pub fn process_cpu(pid: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    cpu_of_stat(&stat, u64::try_from(hz).ok().filter(|h| *h > 0)?)
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line, ticks of `hz`. The
+/// command name (field 2) is in parentheses and may hold spaces and parentheses: the
+/// fields are counted from the last ')'.
+fn cpu_of_stat(stat: &str, hz: u64) -> Option<Duration> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (the state).
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_nanos(ticks.checked_mul(1_000_000_000)? / hz))
+}
+
+/// µs of `cpu` per one of `n` (None without a reading, or with nothing done).
+fn per_establishment(cpu: Option<(Duration, Duration)>, n: usize) -> Option<f64> {
+    let (a, b) = cpu?;
+    (n > 0).then(|| b.saturating_sub(a).as_secs_f64() * 1e6 / n as f64)
 }
 
 /// The memory a process holds: its anonymous resident memory (bytes) and the memlock of
@@ -262,7 +295,12 @@ pub async fn measure(
         let m = args.measure.min(level).max(1);
         let fill_n = level.saturating_sub(m).saturating_sub(resident);
         let fill = smf.establish(fill_n, pace).await;
+        let cpu = |p: Option<String>| p.as_deref().and_then(process_cpu);
+        let (upf0, smf0) = (cpu(pid.map(|p| p.to_string())), process_cpu("self"));
         let measured = smf.establish(level - resident - fill_n, pace).await;
+        let (upf1, smf1) = (cpu(pid.map(|p| p.to_string())), process_cpu("self"));
+        let upf_cpu = per_establishment(upf0.zip(upf1), measured.accepted);
+        let smf_cpu = per_establishment(smf0.zip(smf1), measured.accepted);
         resident = level;
         let after = pid.and_then(process_memory);
         let (rss_delta, maps) = match (before, after) {
@@ -274,11 +312,14 @@ pub async fn measure(
             _ => None,
         };
         eprintln!(
-            "resident {level}: {:.0} establishments/s, p50 {:.3} ms, p99 {:.3} ms{}",
+            "resident {level}: {:.0} establishments/s, p50 {:.3} ms, p99 {:.3} ms{}{}",
             measured.per_second,
             measured.latency.p50_ms,
             measured.latency.p99_ms,
-            per.map(|b| format!(", {b} B/session")).unwrap_or_default()
+            per.map(|b| format!(", {b} B/session")).unwrap_or_default(),
+            upf_cpu
+                .map(|c| format!(", UPF CPU {c:.1} µs/establishment"))
+                .unwrap_or_default()
         );
         let stop = !(fill.all_accepted() && measured.all_accepted());
         out.push(Level {
@@ -288,6 +329,8 @@ pub async fn measure(
             rss_delta_bytes: rss_delta,
             bpf_map_bytes: maps,
             bytes_per_session: per,
+            upf_cpu_us_per_establishment: upf_cpu,
+            smf_cpu_us_per_establishment: smf_cpu,
         });
         if stop {
             eprintln!("stopping: the UPF refused or did not answer some requests");
@@ -343,10 +386,20 @@ pub fn table(levels: &[Level], pid: Option<u32>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>9} | {:>10} | {:>8} | {:>8} | {:>8} | {:>10} | {:>9} | {:>9}",
-        "resident", "est/s", "p50 ms", "p99 ms", "max ms", "RSS MiB", "maps MiB", "B/session"
+        "{:>9} | {:>10} | {:>8} | {:>8} | {:>8} | {:>10} | {:>9} | {:>9} | {:>10} | {:>10}",
+        "resident",
+        "est/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "RSS MiB",
+        "maps MiB",
+        "B/session",
+        "UPF µs/est",
+        "SMF µs/est"
     );
-    let _ = writeln!(s, "{}", "-".repeat(96));
+    let _ = writeln!(s, "{}", "-".repeat(122));
+    let us = |c: Option<f64>| c.map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".into());
     let mib = |b: Option<u64>| {
         b.map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
             .unwrap_or_else(|| "-".into())
@@ -354,7 +407,7 @@ pub fn table(levels: &[Level], pid: Option<u32>) -> String {
     for l in levels {
         let _ = writeln!(
             s,
-            "{:>9} | {:>10.0} | {:>8.3} | {:>8.3} | {:>8.3} | {:>10} | {:>9} | {:>9}",
+            "{:>9} | {:>10.0} | {:>8.3} | {:>8.3} | {:>8.3} | {:>10} | {:>9} | {:>9} | {:>10} | {:>10}",
             l.resident,
             l.measured.per_second,
             l.measured.latency.p50_ms,
@@ -364,7 +417,9 @@ pub fn table(levels: &[Level], pid: Option<u32>) -> String {
             mib(l.bpf_map_bytes),
             l.bytes_per_session
                 .map(|b| b.to_string())
-                .unwrap_or_else(|| "-".into())
+                .unwrap_or_else(|| "-".into()),
+            us(l.upf_cpu_us_per_establishment),
+            us(l.smf_cpu_us_per_establishment)
         );
     }
     match pid {
@@ -372,6 +427,10 @@ pub fn table(levels: &[Level], pid: Option<u32>) -> String {
             let _ = writeln!(
                 s,
                 "memory: UPF process {p}: VmRSS above its level before the first session, plus the memlock of its BPF maps (preallocated for its capacity), per resident session"
+            );
+            let _ = writeln!(
+                s,
+                "CPU: user + system time of the UPF process (every thread) and of this emulator over each measured phase, per establishment accepted in it"
             );
         }
         None => {
@@ -382,4 +441,29 @@ pub fn table(levels: &[Level], pid: Option<u32>) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        let stat =
+            "4242 (upf d) (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 0 0";
+        assert_eq!(cpu_of_stat(stat, 100), Some(Duration::from_millis(3250)));
+        assert_eq!(cpu_of_stat("4242 (upfd) S 1", 100), None, "cut short");
+        assert!(process_cpu("self").is_some());
+        assert_eq!(
+            per_establishment(
+                Some((Duration::from_millis(1), Duration::from_millis(3))),
+                100
+            ),
+            Some(20.0)
+        );
+        assert_eq!(
+            per_establishment(Some((Duration::ZERO, Duration::ZERO)), 0),
+            None
+        );
+    }
 }

@@ -45,8 +45,18 @@ fn session_rate_with_sessions_resident_and_memory_per_session() {
         assert!(l.measured.per_second > 0.0 && l.measured.latency.p99_ms > 0.0);
         let b = l.bytes_per_session.expect("memory of the local upfd");
         assert!(b > 0 && b < 1 << 20, "{b} B/session");
+        // CPU per establishment of both processes, read (ticks of 10 ms: may be 0).
+        assert!(
+            l.upf_cpu_us_per_establishment.is_some_and(|c| c >= 0.0),
+            "{l:?}"
+        );
+        assert!(
+            l.smf_cpu_us_per_establishment.is_some_and(|c| c >= 0.0),
+            "{l:?}"
+        );
     }
     assert_eq!(upf.n4, upfd.n4.to_string());
     let text = upfbench::sessions::table(&levels, Some(upfd.pid()));
     assert!(text.contains("     2000 |"), "{text}");
+    assert!(text.contains("UPF µs/est"), "{text}");
 }
