@@ -305,8 +305,9 @@ fn a_kill_between_journal_and_send_duplicates_and_leaks_nothing() {
         .env("UPFD_FAILPOINT", "kill-before-send:51:3")
         .start();
     let smf = LoopSmf::associate_with(upfd.n4, |c| {
+        // Retransmitting for 30 s: a busy machine's restart of upfd fits in that.
         c.timers.t1 = Duration::from_secs(3);
-        c.timers.n1 = 5;
+        c.timers.n1 = 10;
     });
     let establishing = std::thread::spawn(move || {
         let mut smf = smf;
