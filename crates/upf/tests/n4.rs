@@ -94,6 +94,35 @@ fn state_header(n: &N4) -> upf::state::Header {
     }
 }
 
+/// The SEIDs of `n`'s sessions, sorted.
+fn seids_of(n: &N4) -> Vec<u64> {
+    let mut v: Vec<u64> = n.sessions().iter().map(|s| s.up_seid).collect();
+    v.sort();
+    v
+}
+
+/// `restored` (from `live`'s state) holds the same sessions, each as it is in `live`,
+/// with the same TEIDs and UE addresses in use, and its books are consistent.
+fn assert_restored_as(restored: &N4, live: &N4) {
+    assert_eq!(seids_of(restored), seids_of(live));
+    for seid in seids_of(live) {
+        assert_eq!(
+            restored.sessions().get(seid),
+            live.sessions().get(seid),
+            "{seid:#x}"
+        );
+    }
+    assert_eq!(
+        restored.sessions().resources().teids.in_use(),
+        live.sessions().resources().teids.in_use()
+    );
+    assert_eq!(
+        restored.sessions().resources().ue_ips.in_use(),
+        live.sessions().resources().ue_ips.in_use()
+    );
+    restored.sessions().check().unwrap();
+}
+
 fn ask(n: &mut N4, from: &str, data: Vec<u8>, now: Instant) -> Msg {
     let out = n.on_datagram(addr(from), &data, now);
     assert_eq!(out.len(), 1, "expected one response");
@@ -1647,25 +1676,8 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
     );
     let mut want: Vec<u64> = vec![ups[1], ups[2], fourth];
     want.sort();
-    let mut got: Vec<u64> = m.sessions().iter().map(|s| s.up_seid).collect();
-    got.sort();
-    assert_eq!(got, want);
-    for seid in &want {
-        assert_eq!(
-            m.sessions().get(*seid),
-            n.sessions().get(*seid),
-            "{seid:#x}"
-        );
-    }
-    assert_eq!(
-        m.sessions().resources().teids.in_use(),
-        n.sessions().resources().teids.in_use()
-    );
-    assert_eq!(
-        m.sessions().resources().ue_ips.in_use(),
-        n.sessions().resources().ue_ips.in_use()
-    );
-    m.sessions().check().unwrap();
+    assert_eq!(seids_of(&m), want);
+    assert_restored_as(&m, &n);
     assert_eq!(m.associations(), n.associations());
     // A heartbeat at once, with the time stamp the SMF knows, after n's sequence numbers;
     // the unanswered report again, with its sequence number.
@@ -1721,19 +1733,16 @@ fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
     let now = Instant::now();
     setup(&mut n, SMF, 1, now);
     n.track_changes();
-    let ups: Vec<u64> = (0..N)
-        .map(|k| {
-            let r = establish(
-                &mut n,
-                SMF,
-                next_seq(),
-                &establishment(0x100 + k, None),
-                now,
-            );
-            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
-            r.up_fseid.unwrap().seid
-        })
-        .collect();
+    for k in 0..N {
+        let r = establish(
+            &mut n,
+            SMF,
+            next_seq(),
+            &establishment(0x100 + k, None),
+            now,
+        );
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    }
     let state = StateDir::new(&dir);
     let header = state_header(&n);
     let mut journal = state.begin_journal(header.generation).unwrap();
@@ -1857,26 +1866,8 @@ fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
     let mut m = node_with(TeidAllocator::new(1, N as u32));
     m.restore(&saved, |_, _| upf::report::Counted::Unknown, now)
         .unwrap();
-    let seids_of = |n: &N4| {
-        let mut v: Vec<u64> = n.sessions().iter().map(|s| s.up_seid).collect();
-        v.sort();
-        v
-    };
-    assert_eq!(seids_of(&m), seids_of(&n));
     assert!(seids_of(&n).len() >= N as usize / 2, "{:?}", seids_of(&n));
-    for seid in seids_of(&n) {
-        assert_eq!(m.sessions().get(seid), n.sessions().get(seid), "{seid:#x}");
-    }
-    assert_eq!(
-        m.sessions().resources().teids.in_use(),
-        n.sessions().resources().teids.in_use()
-    );
-    assert_eq!(
-        m.sessions().resources().ue_ips.in_use(),
-        n.sessions().resources().ue_ips.in_use()
-    );
-    m.sessions().check().unwrap();
-    let _ = ups;
+    assert_restored_as(&m, &n);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
