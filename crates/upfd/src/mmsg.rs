@@ -41,8 +41,10 @@ impl RecvBatch {
         if max == 0 {
             return Ok(0);
         }
-        // SAFETY: zeroed sockaddr_storage, iovec and mmsghdr are valid values.
-        let mut names: Vec<libc::sockaddr_storage> = vec![unsafe { std::mem::zeroed() }; max];
+        // SAFETY: a zeroed sockaddr_storage is a valid value.
+        let empty: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let room = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let mut names = vec![(empty, room); max];
         let mut iovs: Vec<libc::iovec> = self.bufs[..max]
             .iter_mut()
             .map(|b| libc::iovec {
@@ -50,21 +52,11 @@ impl RecvBatch {
                 iov_len: b.len(),
             })
             .collect();
-        let mut msgs: Vec<libc::mmsghdr> = (0..max)
-            .map(|i| {
-                // SAFETY: as above.
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
-                m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
-                m.msg_hdr.msg_iov = &mut iovs[i];
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
+        let mut msgs = headers(&mut names, &mut iovs);
         let got = sock.try_io(Interest::READABLE, || {
             // SAFETY: `msgs` points at `max` headers whose names and buffers live
             // until the call returns; MSG_DONTWAIT: never blocks.
-            let r = unsafe {
+            counted(unsafe {
                 libc::recvmmsg(
                     sock.as_raw_fd(),
                     msgs.as_mut_ptr(),
@@ -72,12 +64,7 @@ impl RecvBatch {
                     libc::MSG_DONTWAIT,
                     std::ptr::null_mut(),
                 )
-            };
-            if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(r as usize)
-            }
+            })
         });
         let got = match got {
             Ok(n) => n,
@@ -86,7 +73,7 @@ impl RecvBatch {
         };
         for (i, m) in msgs.iter().enumerate().take(got) {
             self.lens[i] = m.msg_len as usize;
-            self.froms[i] = from_sockaddr(&names[i], m.msg_hdr.msg_namelen);
+            self.froms[i] = from_sockaddr(&names[i].0, m.msg_hdr.msg_namelen);
         }
         self.count = got;
         Ok(got)
@@ -117,33 +104,18 @@ pub fn send_batch(sock: &UdpSocket, datagrams: &[(SocketAddr, &[u8])]) -> usize 
                 iov_len: d.len(),
             })
             .collect();
-        let mut msgs: Vec<libc::mmsghdr> = (0..chunk.len())
-            .map(|i| {
-                // SAFETY: a zeroed mmsghdr is a valid value.
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_name = (&mut names[i].0 as *mut libc::sockaddr_storage).cast();
-                m.msg_hdr.msg_namelen = names[i].1;
-                m.msg_hdr.msg_iov = &mut iovs[i];
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
+        let mut msgs = headers(&mut names, &mut iovs);
         let r = sock.try_io(Interest::WRITABLE, || {
             // SAFETY: `msgs` points at headers whose names and buffers outlive the
             // call; MSG_DONTWAIT: never blocks.
-            let r = unsafe {
+            counted(unsafe {
                 libc::sendmmsg(
                     sock.as_raw_fd(),
                     msgs.as_mut_ptr(),
                     msgs.len() as u32,
                     libc::MSG_DONTWAIT,
                 )
-            };
-            if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(r as usize)
-            }
+            })
         });
         match r {
             Ok(n) if n > 0 => {
@@ -157,6 +129,32 @@ pub fn send_batch(sock: &UdpSocket, datagrams: &[(SocketAddr, &[u8])]) -> usize 
         }
     }
     sent
+}
+
+/// A message header for each name (a socket address and its length) and buffer: the
+/// names and buffers must outlive the system call that takes the headers.
+fn headers(
+    names: &mut [(libc::sockaddr_storage, libc::socklen_t)],
+    iovs: &mut [libc::iovec],
+) -> Vec<libc::mmsghdr> {
+    names
+        .iter_mut()
+        .zip(iovs.iter_mut())
+        .map(|((name, len), iov)| {
+            // SAFETY: a zeroed mmsghdr is a valid value.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
+            m.msg_hdr.msg_namelen = *len;
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect()
+}
+
+/// A system call's count, or its error.
+fn counted(r: libc::c_int) -> io::Result<usize> {
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
 /// A socket address as the kernel takes it.
