@@ -442,16 +442,20 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 return Ok(());
             }
         }
-        let (what, t, cpu) = (wake.what(), Instant::now(), thread_cpu_time());
+        // Timed only for the debug line (two clock reads a turn, one a system call).
+        let timed = crate::log::enabled(crate::log::DEBUG)
+            .then(|| (wake.what(), Instant::now(), thread_cpu_time()));
         d.handle(wake).await;
-        let took = t.elapsed();
-        if took >= SLOW_TURN {
-            // Every SMF waits behind a turn this long: say what it was, and how much
-            // of it upfd ran (the rest: other threads and processes had the CPU).
-            debug!(
-                "slow turn: {what} took {took:?} ({:?} of it on the CPU)",
-                thread_cpu_time().saturating_sub(cpu)
-            );
+        if let Some((what, t, cpu)) = timed {
+            let took = t.elapsed();
+            if took >= SLOW_TURN {
+                // Every SMF waits behind a turn this long: say what it was, and how
+                // much of it upfd ran (the rest: other threads and processes had the CPU).
+                debug!(
+                    "slow turn: {what} took {took:?} ({:?} of it on the CPU)",
+                    thread_cpu_time().saturating_sub(cpu)
+                );
+            }
         }
         if d.exit_now {
             let left = d.n4.association_info();
