@@ -200,9 +200,8 @@ impl Taken {
         let new = if i < Self::BITS {
             let (w, b) = ((i / 64) as usize, i % 64);
             if w >= self.bits.len() {
-                // Grown by at least half, as a Vec would be.
-                let want = (w + 1).max(self.bits.len() * 3 / 2);
-                self.bits.resize(want.min((Self::BITS / 64) as usize), 0);
+                // Amortised as any Vec's growth: the pool is mostly used from its start.
+                self.bits.resize(w + 1, 0);
             }
             let was = self.bits[w] & (1 << b) != 0;
             self.bits[w] |= 1 << b;

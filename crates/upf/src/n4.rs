@@ -492,8 +492,8 @@ impl N4 {
     /// expired or a session gone since [`N4::save_head`] has none).
     pub fn save_next(&self, left: &mut ToSave, n: usize) -> Vec<Record> {
         let mut out = Vec::new();
-        let mut budget = n;
-        if left.responses.len() > 0 {
+        let responses_left = left.responses.len();
+        if responses_left > 0 {
             let (now, unix) = (Instant::now(), unix_ms());
             let responses: Vec<SavedResponse> = left
                 .responses
@@ -510,11 +510,12 @@ impl N4 {
                     })
                 })
                 .collect();
-            budget = n.saturating_sub(responses.len().max(1));
             if !responses.is_empty() {
                 out.push(Record::Responses(responses));
             }
         }
+        // What is left of `n` once the responses taken (kept or expired) are counted.
+        let budget = n - (responses_left - left.responses.len());
         if budget > 0 && left.seids.len() > 0 {
             let mut reports = self.saved_reports();
             for seid in left.seids.by_ref().take(budget) {

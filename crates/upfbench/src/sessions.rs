@@ -295,10 +295,10 @@ pub async fn measure(
         let m = args.measure.min(level).max(1);
         let fill_n = level.saturating_sub(m).saturating_sub(resident);
         let fill = smf.establish(fill_n, pace).await;
-        let cpu = |p: Option<String>| p.as_deref().and_then(process_cpu);
-        let (upf0, smf0) = (cpu(pid.map(|p| p.to_string())), process_cpu("self"));
+        let upf_cpu_now = || pid.and_then(|p| process_cpu(&p.to_string()));
+        let (upf0, smf0) = (upf_cpu_now(), process_cpu("self"));
         let measured = smf.establish(level - resident - fill_n, pace).await;
-        let (upf1, smf1) = (cpu(pid.map(|p| p.to_string())), process_cpu("self"));
+        let (upf1, smf1) = (upf_cpu_now(), process_cpu("self"));
         let upf_cpu = per_establishment(upf0.zip(upf1), measured.accepted);
         let smf_cpu = per_establishment(smf0.zip(smf1), measured.accepted);
         resident = level;

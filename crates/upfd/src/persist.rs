@@ -80,7 +80,6 @@ struct Writing {
     header: Header,
     journal: Journal,
     started: Instant,
-    sessions: usize,
     /// The cached responses and sessions still to be read, a step at a time.
     left: upf::n4::ToSave,
     /// (responses, sessions) to read when it started, for the log.
@@ -392,7 +391,6 @@ impl Kept {
             header,
             journal,
             started: Instant::now(),
-            sessions: n4.sessions().len(),
             counts: left.counts(),
             left,
             next_step: Instant::now() + took,
@@ -487,7 +485,7 @@ impl Kept {
                     debug!(
                         "state: snapshot {} written ({} sessions, {:?})",
                         w.header.generation,
-                        w.sessions,
+                        w.counts.1,
                         w.started.elapsed()
                     );
                     self.header = w.header;
