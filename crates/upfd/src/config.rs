@@ -1914,7 +1914,8 @@ impl Config {
     /// What can be checked on this host (this network namespace) without starting, each
     /// problem once: the interfaces the data path goes on exist; the addresses upfd
     /// binds are this host's (N4, the API unless a wildcard, with `datapath.mode: xdp`
-    /// the GTP-U ones); the state directory is writable or can be created. `check-config`
+    /// the GTP-U ones); the state directory is writable or can be created; the API's
+    /// token file holds a token and its TLS certificate and key go together. `check-config`
     /// runs these after the file's checks, and so does the start, before anything else.
     pub fn check_host(&self) -> Vec<ConfigError> {
         let mut errs: Vec<(String, String)> = Vec::new();
@@ -1952,6 +1953,26 @@ impl Config {
         if let Some(d) = &self.state.directory {
             if let Err(m) = writable_dir(d) {
                 errs.push(("state.directory".into(), m));
+            }
+        }
+        // The API's files as the start reads them: a Secret not mounted, or a
+        // certificate that does not go with its key, found before anything starts.
+        if let Some(Err(m)) = self.api.token_file.as_deref().map(read_token) {
+            errs.push(("api.token_file".into(), m));
+        }
+        if let (Some(c), Some(k)) = (&self.api.tls_cert_file, &self.api.tls_key_file) {
+            if let Err(e) = crate::api::http::tls_acceptor(c, k) {
+                // The message begins with the key it is about.
+                let e = e.to_string();
+                let key = ["api.tls_key_file", "api.tls_cert_file"]
+                    .into_iter()
+                    .find(|k| e.starts_with(&format!("{k}: ")))
+                    .unwrap_or("api.tls_cert_file");
+                let m = e
+                    .strip_prefix(&format!("{key}: "))
+                    .unwrap_or(&e)
+                    .to_string();
+                errs.push((key.into(), m));
             }
         }
         errs.into_iter()
@@ -2005,6 +2026,21 @@ fn is_local(a: IpAddr) -> Result<(), String> {
         )),
         Err(e) => Err(format!("{a}: cannot be bound here: {e}")),
     }
+}
+
+/// The bearer token in `path`: its content without surrounding white space (a Secret
+/// mounted as a file often ends in a newline).
+pub fn read_token(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let raw =
+        std::fs::read(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    let token = raw.trim_ascii();
+    if token.is_empty() {
+        return Err(format!(
+            "{}: empty (it holds the bearer token the subscriber routes require)",
+            path.display()
+        ));
+    }
+    Ok(token.to_vec())
 }
 
 /// Whether `d` is a directory this process can write in, or can be created (its
@@ -2744,7 +2780,10 @@ ue_pools:
             let errs: Vec<String> = c.check_host().iter().map(|e| e.to_string()).collect();
             assert_eq!(
                 errs,
-                ["t.yaml: api.listen: 203.0.113.77: not an address of this host: no interface in this network namespace has it (ip address)"]
+                [
+                    "t.yaml: api.listen: 203.0.113.77: not an address of this host: no interface in this network namespace has it (ip address)",
+                    "t.yaml: api.token_file: /run/t: cannot read it: No such file or directory (os error 2)",
+                ]
             );
         }
     }

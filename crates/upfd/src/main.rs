@@ -104,11 +104,20 @@ fn main() -> ExitCode {
                     } else {
                         String::new()
                     },
-                    if c.datapath.mode == config::DatapathMode::Xdp {
-                        "interfaces, addresses, state directory"
-                    } else {
-                        "addresses, state directory"
-                    }
+                    [
+                        (c.datapath.mode == config::DatapathMode::Xdp, "interfaces"),
+                        (true, "addresses"),
+                        (true, "state directory"),
+                        (
+                            c.api.token_file.is_some() || c.api.tls_cert_file.is_some(),
+                            "API files"
+                        ),
+                    ]
+                    .iter()
+                    .filter(|(on, _)| *on)
+                    .map(|(_, what)| *what)
+                    .collect::<Vec<_>>()
+                    .join(", ")
                 );
                 ExitCode::SUCCESS
             }

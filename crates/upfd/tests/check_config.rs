@@ -183,6 +183,9 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
     let d = Dir::new("errors");
     let g = good(&d);
     let blocker = d.file("a-file", "");
+    let token = d.file("token", "s3cret\n");
+    // The environment's values live as long as the cases (static, as the others).
+    let token: &'static str = String::leak(token.display().to_string());
     let cases: Vec<Case> = vec![
         (
             "nonexistent interface",
@@ -216,7 +219,7 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
             g.clone(),
             vec![
                 ("UPFD_API__LISTEN", "203.0.113.77:9100"),
-                ("UPFD_API__TOKEN_FILE", "/run/upfd/token"),
+                ("UPFD_API__TOKEN_FILE", token),
             ],
             vec![],
             format!("environment UPFD_API__LISTEN: api.listen: {NOT_HERE}: not an address of this host: no interface in this network namespace has it (ip address)"),
@@ -424,8 +427,81 @@ fn every_host_error_is_said_once() {
     assert_eq!(
         r.stderr,
         format!(
-            "{}: n4.address: {NOT_HERE}: {why}\nenvironment UPFD_API__LISTEN: api.listen: {NOT_HERE}: {why}\n",
+            "{}: n4.address: {NOT_HERE}: {why}\nenvironment UPFD_API__LISTEN: api.listen: {NOT_HERE}: {why}\n\
+             environment UPFD_API__TOKEN_FILE: api.token_file: /run/upfd/token: cannot read it: No such file or directory (os error 2)\n",
             f.display()
+        )
+    );
+}
+
+/// The API's files are read as the start reads them: a token file that is missing or
+/// empty (a Secret not mounted), a certificate file with no certificate, each named with
+/// its key and path; with good ones the output says they were checked.
+#[test]
+fn the_api_files_are_read_as_the_start_reads_them() {
+    let d = Dir::new("apifiles");
+    let token = d.0.join("token");
+    let api = |extra: &str| {
+        format!(
+            "{}api:\n  listen: \"127.0.0.7:9100\"\n  token_file: {}\n{extra}",
+            good(&d),
+            token.display()
+        )
+    };
+    let f = d.file("upfd.yaml", &api(""));
+    let r = check_config(&f, &[], &[]);
+    assert_eq!(
+        (r.code, r.stderr),
+        (
+            Some(1),
+            format!(
+                "{}: api.token_file: {}: cannot read it: No such file or directory (os error 2)\n",
+                f.display(),
+                token.display()
+            )
+        )
+    );
+    std::fs::write(&token, "  \n").unwrap();
+    let r = check_config(&f, &[], &[]);
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.starts_with(&format!(
+            "{}: api.token_file: {}: empty (it holds the bearer token",
+            f.display(),
+            token.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let r = check_config(&f, &[], &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("checked on this host: addresses, state directory, API files)"),
+        "{}",
+        r.stdout
+    );
+    let cert = d.file("api.crt", "not a certificate\n");
+    let key = d.file("api.key", "not a key\n");
+    let f = d.file(
+        "tls.yaml",
+        &api(&format!(
+            "  tls_cert_file: {}\n  tls_key_file: {}\n",
+            cert.display(),
+            key.display()
+        )),
+    );
+    let r = check_config(&f, &[], &[]);
+    assert_eq!(
+        (r.code, r.stderr),
+        (
+            Some(1),
+            format!(
+                "{}: api.tls_cert_file: {}: no certificate in it\n",
+                f.display(),
+                cert.display()
+            )
         )
     );
 }
