@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::UdpSocket;
 
 use upf::alloc::{TeidAllocator, UeIpPools};
 use upf::fastpath::teid_index::TeidIndex;
@@ -31,8 +31,7 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    // A LocalSet: the API's connections are tasks of their own on this thread.
-    rt.block_on(tokio::task::LocalSet::new().run_until(serve(cfg)))
+    rt.block_on(serve(cfg))
 }
 
 /// The N4 node over a session table on `fastpath`, as the configuration says.
@@ -485,50 +484,45 @@ enum Stop {
     Release,
 }
 
-/// Bind the API's listeners (`api.listen`, `api.probe_address`) and accept on them,
-/// each connection a task of its own (api/http.rs); the requests come to the event loop
-/// through the receiver returned.
-async fn start_api(
+/// Bind the API's listeners (`api.listen`, `api.probe_address`) and serve them on a
+/// thread of their own (api/http.rs): TLS, HTTP and slow clients never take the event
+/// loop's time. The requests that need upfd's state come to the event loop through the
+/// receiver returned.
+fn start_api(
     cfg: &crate::config::Api,
 ) -> anyhow::Result<tokio::sync::mpsc::Receiver<api::http::Call>> {
-    use api::http::{Listener, Shared};
+    use api::http::Listener;
     let token = match &cfg.token_file {
-        Some(f) => Some(read_token(f).map_err(|e| anyhow::anyhow!("api.token_file: {e}"))?),
+        Some(f) => {
+            Some(crate::config::read_token(f).map_err(|e| anyhow::anyhow!("api.token_file: {e}"))?)
+        }
         None => None,
     };
     let tls = match (&cfg.tls_cert_file, &cfg.tls_key_file) {
         (Some(c), Some(k)) => Some(api::http::tls_acceptor(c, k)?),
         _ => None,
     };
-    let (tx, rx) = tokio::sync::mpsc::channel(cfg.max_connections);
-    let shared = Shared::new(token, cfg.request_timeout, cfg.max_connections, tx, tls);
+    let mut listeners = Vec::new();
     for (key, addr, kind) in [
         ("api.listen", cfg.listen, Listener::Main),
         ("api.probe_address", cfg.probe_address, Listener::Probe),
     ] {
         if let Some(a) = addr {
-            let l = TcpListener::bind(a)
-                .await
+            let l = std::net::TcpListener::bind(a)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
                 .with_context(|| format!("{key}: binding {a}"))?;
-            tokio::task::spawn_local(api::http::accept(l, kind, shared.clone()));
+            listeners.push((l, kind));
         }
     }
+    let (tx, rx) = tokio::sync::mpsc::channel(cfg.max_connections);
+    let settings = api::http::Settings {
+        token,
+        request_timeout: cfg.request_timeout,
+        max_connections: cfg.max_connections,
+        tls,
+    };
+    api::http::spawn_thread(listeners, settings, tx).context("api: starting its thread")?;
     Ok(rx)
-}
-
-/// The bearer token in `path`: its content without surrounding white space (a Secret
-/// mounted as a file often ends in a newline).
-fn read_token(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    let raw =
-        std::fs::read(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
-    let token = raw.trim_ascii();
-    if token.is_empty() {
-        return Err(format!(
-            "{}: empty (it holds the bearer token the subscriber routes require)",
-            path.display()
-        ));
-    }
-    Ok(token.to_vec())
 }
 
 impl Daemon {
@@ -551,7 +545,7 @@ impl Daemon {
             Some(_) => GtpuSockets::bind(&cfg).await?,
             None => GtpuSockets::default(),
         };
-        let api_calls = start_api(&cfg.api).await?;
+        let api_calls = start_api(&cfg.api)?;
         info!(
             "upfd {} up: node {}, N4 {addr}, datapath {:?}{}",
             env!("CARGO_PKG_VERSION"),

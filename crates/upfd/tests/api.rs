@@ -195,6 +195,13 @@ fn keep_alive_serves_requests_one_after_another_and_pipelined_on_one_connection(
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    // The connections are served by a thread of their own, not by the event loop's.
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", api.upfd.pid()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .collect();
+    assert!(threads.iter().any(|t| t == "upfd-api"), "{threads:?}");
     drop(api.upfd);
 }
 

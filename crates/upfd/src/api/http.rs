@@ -13,8 +13,10 @@
 //! - with `api.tls_cert_file` and `api.tls_key_file`, `api.listen` speaks TLS only (the
 //!   handshake within `api.request_timeout`); the probe listener stays plain.
 //!
-//! Each connection is a task of its own; a request that passes these is handed to the
-//! event loop ([`Call`]), which answers it from upfd's state (views.rs).
+//! The listeners are served on a thread of their own ([`spawn_thread`]), each connection
+//! a task there; a request that passes these is handed to the event loop ([`Call`]),
+//! which answers it from upfd's state (views.rs). TLS, HTTP and clients that are slow to
+//! send or to read never take the event loop's time.
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -45,6 +47,48 @@ pub const MAX_HEAD: usize = 8192;
 pub struct Call {
     pub req: Request,
     pub reply: oneshot::Sender<Response>,
+}
+
+/// The API's settings, from the configuration's `api` section.
+pub struct Settings {
+    /// The bearer token of `api.token_file`; None: none required (loopback).
+    pub token: Option<Vec<u8>>,
+    pub request_timeout: Duration,
+    pub max_connections: usize,
+    /// TLS on the main listener (`api.tls_cert_file`, `api.tls_key_file`).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// Serve `listeners` (bound, non-blocking) on a thread of their own, a runtime of its
+/// own, for as long as the event loop holds the receiver of `calls`.
+pub fn spawn_thread(
+    listeners: Vec<(std::net::TcpListener, Listener)>,
+    settings: Settings,
+    calls: mpsc::Sender<Call>,
+) -> io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("upfd-api".into())
+        .spawn(move || {
+            tokio::task::LocalSet::new().block_on(&rt, async move {
+                let s = settings;
+                let shared =
+                    Shared::new(s.token, s.request_timeout, s.max_connections, calls, s.tls);
+                for (l, kind) in listeners {
+                    match TcpListener::from_std(l) {
+                        Ok(l) => {
+                            tokio::task::spawn_local(accept(l, kind, shared.clone()));
+                        }
+                        Err(e) => warn!("api: a listener: {e}"),
+                    }
+                }
+                // The event loop has stopped: so does the API.
+                shared.calls.closed().await;
+            })
+        })?;
+    Ok(())
 }
 
 /// Which listener a connection came in on.

@@ -5,9 +5,9 @@
 //!
 //! HTTP/1.1 is hyper's (http.rs): keep-alive, bounded heads, a time limit for each
 //! request, a bounded number of connections, the bearer token of the subscriber routes.
-//! Connections are tasks of their own: a slow client never holds up the event loop,
-//! which only builds the answer (views.rs) from the N4 node and the data path as they
-//! are at that moment.
+//! Connections are tasks on a thread of their own: TLS, HTTP and a slow client never
+//! hold up the event loop, which only builds the answer (views.rs) from the N4 node and
+//! the data path as they are at that moment.
 
 pub mod http;
 pub mod routes;
