@@ -38,7 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
 use super::routes::{self, Access, Endpoint};
-use super::{Request, Response, Slots};
+use super::{Reply, Request, Response, Slots};
 
 /// A request's head (request line and headers), at most: more gets 431.
 pub const MAX_HEAD: usize = 8192;
@@ -46,7 +46,7 @@ pub const MAX_HEAD: usize = 8192;
 /// A request for the event loop to answer, and where the answer goes.
 pub struct Call {
     pub req: Request,
-    pub reply: oneshot::Sender<Response>,
+    pub reply: oneshot::Sender<Reply>,
 }
 
 /// The API's settings, from the configuration's `api` section.
@@ -337,9 +337,10 @@ async fn handle(req: hyper::Request<Incoming>, kind: Listener, shared: &Rc<Share
     if shared.calls.send(call).await.is_err() {
         return Response::error(503, "upfd is stopping");
     }
-    answer
-        .await
-        .unwrap_or_else(|_| Response::error(503, "upfd is stopping"))
+    match answer.await {
+        Ok(r) => r.into_response(),
+        Err(_) => Response::error(503, "upfd is stopping"),
+    }
 }
 
 fn to_hyper(r: Response) -> hyper::Response<Full<Bytes>> {
@@ -512,14 +513,15 @@ mod tests {
                 second.to_ascii_lowercase().contains("retry-after: 1"),
                 "{second}"
             );
-            let _ = held.reply.send(Response::json(
-                200,
-                &serde_json::json!({"consistent": true}),
-            ));
+            let _ = held
+                .reply
+                .send(Response::json(200, &serde_json::json!({"consistent": true})).into());
             assert!(first.await.unwrap().starts_with("HTTP/1.1 200"));
             let third = tokio::task::spawn_local(get("/check"));
             let c = rx.recv().await.unwrap();
-            let _ = c.reply.send(Response::json(200, &serde_json::json!({})));
+            let _ = c
+                .reply
+                .send(Response::json(200, &serde_json::json!({})).into());
             assert!(
                 third.await.unwrap().starts_with("HTTP/1.1 200"),
                 "given back"

@@ -80,6 +80,31 @@ pub struct Response {
     pub headers: Vec<(&'static str, String)>,
 }
 
+/// What the event loop gives back for a request: the answer, or a job that builds it on
+/// the API's thread from what the event loop took out of its state (shared sessions,
+/// their URRs' counts): the event loop's part of a page of a thousand sessions is then
+/// finding and sharing them, not writing their JSON.
+pub enum Reply {
+    Done(Response),
+    Render(Box<dyn FnOnce() -> Response + Send>),
+}
+
+impl Reply {
+    /// The answer, built here if it is a job.
+    pub fn into_response(self) -> Response {
+        match self {
+            Reply::Done(r) => r,
+            Reply::Render(f) => f(),
+        }
+    }
+}
+
+impl From<Response> for Reply {
+    fn from(r: Response) -> Reply {
+        Reply::Done(r)
+    }
+}
+
 impl Response {
     /// Compact JSON, a line (`upfctl --json` or `jq` print it indented).
     pub fn json(status: u16, v: &serde_json::Value) -> Self {

@@ -3,16 +3,18 @@
 //! (TS 29.244 clause 5.2) and its URRs' counts as the data path has them now.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use pfcp::ie::Flags;
 use serde_json::{json, Value};
 use upf::abi::{DropReason, Stat};
 use upf::n4::N4;
+use upf::report::Measurement;
 use upf::rules::{interface, Session};
 
 use super::routes::{self, Access, Endpoint};
-use super::{Request, Response};
+use super::{Reply, Request, Response};
 use crate::metrics;
 use crate::slowpath::SlowPath;
 
@@ -43,25 +45,34 @@ impl Context<'_> {
     }
 }
 
-/// The answer to `req` (http.rs has already refused what it may not ask).
-pub fn route(req: &Request, cx: &Context) -> Response {
+/// The answer to `req` (http.rs has already refused what it may not ask), or what the
+/// API's thread builds it from: the sessions, shared, with their URRs' counts now.
+pub fn route(req: &Request, cx: &Context) -> Reply {
+    match answer(req, cx) {
+        Ok(r) => Reply::Done(r),
+        Err(job) => job,
+    }
+}
+
+/// The answer to `req` built here, or (Err) the job that builds it elsewhere.
+fn answer(req: &Request, cx: &Context) -> Result<Response, Reply> {
     if req.method != "GET" && req.method != "HEAD" {
-        return Response::error(
+        return Ok(Response::error(
             405,
             format!("{} is not served: the API is read-only (GET)", req.method),
-        );
+        ));
     }
     let Some((route, param)) = routes::find(&req.path) else {
-        return Response::error(
+        return Ok(Response::error(
             404,
             format!(
                 "no route {}: see /openapi.json (routes: {})",
                 req.path,
                 routes::paths(&[Access::Probe, Access::Open, Access::Subscriber])
             ),
-        );
+        ));
     };
-    match route.endpoint {
+    Ok(match route.endpoint {
         Endpoint::Healthz => Response::json(200, &json!({ "status": "ok" })),
         Endpoint::Readyz => match &cx.ready {
             Ok(()) => Response::json(200, &json!({ "ready": true })),
@@ -74,12 +85,17 @@ pub fn route(req: &Request, cx: &Context) -> Response {
         Endpoint::Status => Response::json(200, &status(cx)),
         Endpoint::Check => Response::json(200, &check(cx.n4())),
         Endpoint::Associations => Response::json(200, &associations(cx.n4())),
-        Endpoint::Sessions => sessions(req, cx),
+        Endpoint::Sessions => return sessions(req, cx),
         Endpoint::Session => {
             let s = param.unwrap_or_default();
             match parse_u64(s) {
-                Some(seid) => match cx.n4().sessions().get(seid) {
-                    Some(sess) => Response::json(200, &session(cx.n4(), sess)),
+                Some(seid) => match cx.n4().sessions().get_arc(seid) {
+                    Some(sess) => {
+                        let m = measured(cx.n4(), &sess);
+                        return Err(Reply::Render(Box::new(move || {
+                            Response::json(200, &session(&sess, &m))
+                        })));
+                    }
                     None => Response::error(404, format!("no session has SEID {}", hex(seid))),
                 },
                 None => Response::error(400, format!("{s:?} is not a SEID (decimal or 0x-hex)")),
@@ -88,7 +104,7 @@ pub fn route(req: &Request, cx: &Context) -> Response {
         Endpoint::Stats => Response::json(200, &stats(cx)),
         Endpoint::Buffers => Response::json(200, &buffers(cx)),
         Endpoint::Applications => Response::json(200, &applications(cx.n4())),
-    }
+    })
 }
 
 /// A 64-bit SEID as the API writes it: JSON numbers lose precision past 2^53.
@@ -156,33 +172,26 @@ fn associations(n4: &N4) -> Value {
 
 /// `/api/v1/sessions`: by `seid`, `teid` or `ue` (whole sessions), else a page of
 /// summaries in SEID order after `after`, `limit` long.
-fn sessions(req: &Request, cx: &Context) -> Response {
+fn sessions(req: &Request, cx: &Context) -> Result<Response, Reply> {
     let n4 = cx.n4();
     let table = n4.sessions();
+    let bad = |m: String| Ok(Response::error(400, m));
     if let Some(s) = req.param("seid") {
         let Some(seid) = parse_u64(s) else {
-            return Response::error(400, format!("seid={s:?}: not a SEID (decimal or 0x-hex)"));
+            return bad(format!("seid={s:?}: not a SEID (decimal or 0x-hex)"));
         };
-        let found: Vec<Value> = table
-            .get(seid)
-            .map(|x| session(n4, x))
-            .into_iter()
-            .collect();
-        return Response::json(200, &json!({ "sessions": found }));
+        return Err(whole(n4, table.get_arc(seid).into_iter().collect()));
     }
     if let Some(t) = req.param("teid") {
         let Some(teid) = parse_u64(t).and_then(|v| u32::try_from(v).ok()) else {
-            return Response::error(
-                400,
-                format!("teid={t:?}: not a TEID (0-4294967295, or 0x-hex)"),
-            );
+            return bad(format!("teid={t:?}: not a TEID (0-4294967295, or 0x-hex)"));
         };
         let found = table.find_by_teid(teid);
         return found_sessions(n4, found, |s| has_teid(s, teid));
     }
     if let Some(u) = req.param("ue") {
         let Ok(addr) = u.parse::<IpAddr>() else {
-            return Response::error(400, format!("ue={u:?}: not an IPv4 or IPv6 address"));
+            return bad(format!("ue={u:?}: not an IPv4 or IPv6 address"));
         };
         let found = table.find_by_ue(addr);
         return found_sessions(n4, found, |s| has_ue(s, addr));
@@ -190,29 +199,44 @@ fn sessions(req: &Request, cx: &Context) -> Response {
     let limit = match req.param("limit").map(|l| l.parse::<usize>()) {
         None => PAGE,
         Some(Ok(l)) if (1..=PAGE_MAX).contains(&l) => l,
-        Some(_) => {
-            return Response::error(400, format!("limit: a whole number 1-{PAGE_MAX}"));
-        }
+        Some(_) => return bad(format!("limit: a whole number 1-{PAGE_MAX}")),
     };
     let after = match req.param("after").map(parse_u64) {
         None => None,
         Some(Some(a)) => Some(a),
-        Some(None) => return Response::error(400, "after: a SEID (decimal or 0x-hex)"),
+        Some(None) => return bad("after: a SEID (decimal or 0x-hex)".into()),
     };
     let (page, more) = smallest_after(table.seid_iter(), after, limit);
-    let items: Vec<Value> = page
-        .iter()
-        .filter_map(|seid| table.get(*seid))
-        .map(summary)
+    let total = table.len();
+    let next = if more {
+        page.last().map(|s| hex(*s))
+    } else {
+        None
+    };
+    let found: Vec<Arc<Session>> = page.iter().filter_map(|s| table.get_arc(*s)).collect();
+    Err(Reply::Render(Box::new(move || {
+        let items: Vec<Value> = found.iter().map(|s| summary(s)).collect();
+        Response::json(
+            200,
+            &json!({ "total": total, "sessions": items, "next": next }),
+        )
+    })))
+}
+
+/// `{"sessions": [...]}` of `found` whole, built on the API's thread; their URRs'
+/// counts read here.
+fn whole(n4: &N4, found: Vec<Arc<Session>>) -> Reply {
+    let with: Vec<_> = found
+        .into_iter()
+        .map(|s| {
+            let m = measured(n4, &s);
+            (s, m)
+        })
         .collect();
-    Response::json(
-        200,
-        &json!({
-            "total": table.len(),
-            "sessions": items,
-            "next": if more { page.last().map(|s| hex(*s)) } else { None },
-        }),
-    )
+    Reply::Render(Box::new(move || {
+        let v: Vec<Value> = with.iter().map(|(s, m)| session(s, m)).collect();
+        Response::json(200, &json!({ "sessions": v }))
+    }))
 }
 
 /// The `limit` smallest SEIDs past `after`, in order, and whether there are more: one
@@ -250,21 +274,17 @@ fn found_sessions(
     n4: &N4,
     found: Option<Option<u64>>,
     matches: impl Fn(&Session) -> bool,
-) -> Response {
+) -> Result<Response, Reply> {
     let table = n4.sessions();
-    let v: Vec<Value> = match found {
-        Some(seid) => seid
-            .and_then(|x| table.get(x))
-            .map(|s| session(n4, s))
-            .into_iter()
-            .collect(),
+    let v: Vec<Arc<Session>> = match found {
+        Some(seid) => seid.and_then(|x| table.get_arc(x)).into_iter().collect(),
         None => table
             .iter()
             .filter(|s| matches(s))
-            .map(|s| session(n4, s))
+            .filter_map(|s| table.get_arc(s.up_seid))
             .collect(),
     };
-    Response::json(200, &json!({ "sessions": v }))
+    Err(whole(n4, v))
 }
 
 fn has_teid(s: &Session, teid: u32) -> bool {
@@ -353,9 +373,18 @@ fn flag_names(f: &Flags, names: &[(u16, &'static str)]) -> Vec<&'static str> {
         .collect()
 }
 
-/// A whole session: identities, every rule, and each URR's counts now.
-pub fn session(n4: &N4, s: &Session) -> Value {
+/// Each URR's counts now, in the order of `s.urrs`.
+fn measured(n4: &N4, s: &Session) -> Vec<Measurement> {
     let table = n4.sessions();
+    s.urrs
+        .values()
+        .map(|u| table.measurement(s.up_seid, u.id))
+        .collect()
+}
+
+/// A whole session: identities, every rule, and each URR's counts (`measured`, in the
+/// order of `s.urrs`).
+pub fn session(s: &Session, measured: &[Measurement]) -> Value {
     let pdrs: Vec<Value> = s
         .pdrs
         .values()
@@ -436,9 +465,9 @@ pub fn session(n4: &N4, s: &Session) -> Value {
     let urrs: Vec<Value> = s
         .urrs
         .values()
-        .map(|u| {
+        .zip(measured.iter().chain(std::iter::repeat(&Measurement::default())))
+        .map(|(u, m)| {
             let r = &u.rule;
-            let m = table.measurement(s.up_seid, u.id);
             let usage = |x: &upf::fastpath::Usage| {
                 json!({
                     "ul_packets": x.ul_packets, "ul_bytes": x.ul_bytes,
