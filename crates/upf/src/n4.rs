@@ -709,6 +709,24 @@ impl N4 {
         &self.sessions
     }
 
+    /// Begin a check of the session books in steps ([`Sessions::check_walk`]): the
+    /// sessions changed from now on are noted for its end.
+    pub fn check_begin(&mut self) -> crate::sessions::CheckWalk {
+        self.sessions.watch_begin();
+        self.sessions.check_walk()
+    }
+
+    /// Read up to `n` more sessions of the check; whether any are left.
+    pub fn check_step(&self, w: &mut crate::sessions::CheckWalk, n: usize) -> bool {
+        self.sessions.check_step(w, n)
+    }
+
+    /// The check's end and verdict ([`Sessions::check_end`]).
+    pub fn check_end(&mut self, w: crate::sessions::CheckWalk) -> Result<(), String> {
+        let changed = self.sessions.watch_end();
+        self.sessions.check_end(w, &changed)
+    }
+
     /// Replace the PFD table outside PFD Management (upfd's `applications` at start):
     /// see [`Sessions::set_pfds`].
     pub fn set_pfds(

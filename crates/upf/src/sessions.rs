@@ -1,7 +1,7 @@
 //! The session table: every PFCP session of the UP function, the resources they hold, and
 //! the data path they are installed in. Each operation is all-or-nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::seidmap::{SeidHash, SeidMap, SeidSet};
@@ -34,6 +34,8 @@ pub struct Sessions {
     /// Sessions changed (rules, resources or reporting state) since the state was last
     /// written (state.rs), when it is kept: `None` when not.
     changed: Option<SeidSet>,
+    /// Sessions changed since a check in steps began ([`Sessions::watch_begin`]).
+    watched: Option<SeidSet>,
 }
 
 impl Sessions {
@@ -47,6 +49,7 @@ impl Sessions {
             max_sessions,
             deleted: Vec::new(),
             changed: None,
+            watched: None,
         }
     }
 
@@ -73,6 +76,19 @@ impl Sessions {
         if let Some(c) = &mut self.changed {
             c.insert(seid);
         }
+        if let Some(w) = &mut self.watched {
+            w.insert(seid);
+        }
+    }
+
+    /// Note the sessions changed from now on, for a check taken in steps.
+    pub fn watch_begin(&mut self) {
+        self.watched = Some(SeidSet::default());
+    }
+
+    /// The sessions changed since [`Sessions::watch_begin`]; no longer noted.
+    pub fn watch_end(&mut self) -> Vec<u64> {
+        self.watched.take().into_iter().flatten().collect()
     }
 
     /// A session as the state keeps it (None: no such session).
@@ -443,6 +459,9 @@ impl Sessions {
         if let Some(c) = &mut self.changed {
             c.insert(seid);
         }
+        if let Some(w) = &mut self.watched {
+            w.insert(seid);
+        }
         let s = Arc::make_mut(s);
         if let Some(b) = s.bars.get_mut(&u.bar_id) {
             if u.downlink_data_notification_delay.is_some() {
@@ -495,67 +514,114 @@ impl Sessions {
     /// Whether the books agree (tests, fuzzing and `/check`): every TEID and allocated
     /// UE address is held by one session and the allocators hold exactly those; every
     /// F-TEID a PDR uses is one its session holds; every CP function's count of sessions
-    /// is right; the TEID allocator's slot books are right. O(sessions).
+    /// is right; the TEID allocator's slot books are right. O(sessions), in one go: see
+    /// [`CheckWalk`] for the same in steps.
     pub fn check(&self) -> Result<(), String> {
-        // Sized up front and hashed as SEIDs are: at a million sessions these sets took
-        // most of the walk's time growing and SipHashing.
-        let mut teids: HashSet<u32, SeidHash> =
-            HashSet::with_capacity_and_hasher(self.res.teids.in_use(), SeidHash::default());
-        let mut ues: HashSet<std::net::IpAddr, SeidHash> =
-            HashSet::with_capacity_and_hasher(self.res.ue_ips.in_use(), SeidHash::default());
-        let mut per_node: HashMap<&NodeId, usize> = HashMap::new();
-        for (seid, s) in &self.sessions {
-            *per_node.entry(&s.cp_node).or_default() += 1;
-            for t in &s.teids {
-                if !teids.insert(*t) {
-                    return Err(format!("TEID {t:#x} held twice (session {seid:#x})"));
-                }
-                if !self.res.teids.is_used(*t) {
-                    return Err(format!(
-                        "TEID {t:#x} of session {seid:#x} is free in the allocator"
-                    ));
-                }
+        let mut w = self.check_walk();
+        self.check_step(&mut w, usize::MAX);
+        self.check_end(w, &[])
+    }
+
+    /// A check of the books in steps ([`Sessions::check_step`]), between which sessions
+    /// may change: call [`Sessions::watch_begin`] with it and give
+    /// [`Sessions::watch_end`]'s SEIDs to [`Sessions::check_end`].
+    pub fn check_walk(&self) -> CheckWalk {
+        CheckWalk {
+            left: self.seids(),
+            read: SeidMap::default(),
+            teids: HashMap::with_capacity_and_hasher(self.res.teids.in_use(), SeidHash::default()),
+            ues: HashMap::with_capacity_and_hasher(self.res.ue_ips.in_use(), SeidHash::default()),
+            per_node: HashMap::new(),
+            error: None,
+        }
+    }
+
+    /// Read up to `n` more sessions of `w`; whether any are left. A session is checked
+    /// on its own as it is now (its TEIDs in use, its PDRs' F-TEIDs its own) and
+    /// counted into the walk's books.
+    pub fn check_step(&self, w: &mut CheckWalk, n: usize) -> bool {
+        let mut read = 0;
+        while read < n && w.error.is_none() {
+            let Some(seid) = w.left.pop() else {
+                break;
+            };
+            if let Some(s) = self.sessions.get(&seid) {
+                self.check_one(w, s.clone());
+                read += 1;
             }
-            for a in &s.allocated_ue_ips {
-                if !ues.insert(*a) {
-                    return Err(format!(
-                        "UE address {a} allocated twice (session {seid:#x})"
-                    ));
-                }
+        }
+        !w.left.is_empty() && w.error.is_none()
+    }
+
+    /// Session `s` checked on its own now, and counted into `w`.
+    fn check_one(&self, w: &mut CheckWalk, s: Arc<Session>) {
+        let seid = s.up_seid;
+        for t in &s.teids {
+            if !self.res.teids.is_used(*t) {
+                w.error.get_or_insert(format!(
+                    "TEID {t:#x} of session {seid:#x} is free in the allocator"
+                ));
             }
-            for p in s.pdrs.values() {
-                if let Some(f) = s.effective_pdi(p).local_fteid {
-                    if !s.teids.contains(&f.teid) {
-                        return Err(format!(
-                            "PDR {} of session {seid:#x} uses TEID {:#x}, which the session does not hold",
-                            p.id, f.teid
-                        ));
-                    }
+        }
+        for p in s.pdrs.values() {
+            if let Some(f) = s.effective_pdi(p).local_fteid {
+                if !s.teids.contains(&f.teid) {
+                    w.error.get_or_insert(format!(
+                        "PDR {} of session {seid:#x} uses TEID {:#x}, which the session does not hold",
+                        p.id, f.teid
+                    ));
                 }
             }
         }
-        if teids.len() != self.res.teids.in_use() {
+        w.count(&s, 1);
+        w.read.insert(seid, s);
+    }
+
+    /// The end of walk `w`, in one go: the sessions `changed` since it began counted
+    /// as they are now instead of as they were read, then the books compared with the
+    /// allocators and the counts per CP function, as they are now.
+    pub fn check_end(&self, mut w: CheckWalk, changed: &[u64]) -> Result<(), String> {
+        for seid in changed {
+            if let Some(old) = w.read.remove(seid) {
+                w.count(&old, -1);
+            }
+            if let Some(s) = self.sessions.get(seid) {
+                self.check_one(&mut w, s.clone());
+            }
+        }
+        if let Some(e) = w.error {
+            return Err(e);
+        }
+        if let Some((t, (_, seid))) = w.teids.iter().find(|(_, (n, _))| *n > 1) {
+            return Err(format!("TEID {t:#x} held twice (session {seid:#x})"));
+        }
+        if let Some((a, (_, seid))) = w.ues.iter().find(|(_, (n, _))| *n > 1) {
+            return Err(format!(
+                "UE address {a} allocated twice (session {seid:#x})"
+            ));
+        }
+        if w.teids.len() != self.res.teids.in_use() {
             return Err(format!(
                 "the allocator has {} TEIDs in use, the sessions hold {}",
                 self.res.teids.in_use(),
-                teids.len()
+                w.teids.len()
             ));
         }
-        if ues.len() != self.res.ue_ips.in_use() {
+        if w.ues.len() != self.res.ue_ips.in_use() {
             return Err(format!(
                 "the pools have {} UE addresses in use, the sessions hold {}",
                 self.res.ue_ips.in_use(),
-                ues.len()
+                w.ues.len()
             ));
         }
-        if per_node.len() != self.by_node.len()
-            || per_node
+        if w.per_node.len() != self.by_node.len()
+            || w.per_node
                 .iter()
-                .any(|(node, n)| self.by_node.get(*node) != Some(n))
+                .any(|(node, n)| self.by_node.get(node) != Some(n))
         {
             return Err(format!(
                 "sessions counted by CP function {:?}, held {:?}",
-                self.by_node, per_node
+                self.by_node, w.per_node
             ));
         }
         self.res.teids.check()
@@ -569,6 +635,62 @@ impl Sessions {
             self.delete(*s);
         }
         seids.len()
+    }
+}
+
+/// A check of the session books taken in steps ([`Sessions::check_walk`]). Sessions
+/// read at different moments may have passed a TEID or a UE address on between them,
+/// so the walk counts holders and decides at its end, when the sessions changed since
+/// it began are counted again as they are then: the books it compares are those of
+/// that one moment.
+pub struct CheckWalk {
+    /// SEIDs not read yet.
+    left: Vec<u64>,
+    /// Each session read, as it was then.
+    read: SeidMap<u64, Arc<Session>>,
+    /// TEID: how many sessions read hold it, and one of them.
+    teids: HashMap<u32, (usize, u64), SeidHash>,
+    /// Allocated UE address: how many sessions read hold it, and one of them.
+    ues: HashMap<std::net::IpAddr, (usize, u64), SeidHash>,
+    per_node: HashMap<NodeId, usize>,
+    /// A session that was wrong on its own when read.
+    error: Option<String>,
+}
+
+impl CheckWalk {
+    /// Count `s`'s TEIDs, UE addresses and CP function in (`by` 1) or out (-1).
+    fn count(&mut self, s: &Session, by: isize) {
+        fn add<K: std::hash::Hash + Eq + Copy>(
+            m: &mut HashMap<K, (usize, u64), SeidHash>,
+            k: K,
+            seid: u64,
+            by: isize,
+        ) {
+            let e = m.entry(k).or_insert((0, seid));
+            e.0 = e.0.saturating_add_signed(by);
+            if by > 0 {
+                e.1 = seid;
+            }
+            if e.0 == 0 {
+                m.remove(&k);
+            }
+        }
+        for t in &s.teids {
+            add(&mut self.teids, *t, s.up_seid, by);
+        }
+        for a in &s.allocated_ue_ips {
+            add(&mut self.ues, *a, s.up_seid, by);
+        }
+        let n = self.per_node.entry(s.cp_node.clone()).or_default();
+        *n = n.saturating_add_signed(by);
+        if *n == 0 {
+            self.per_node.remove(&s.cp_node);
+        }
+    }
+
+    /// The SEIDs not read yet (in the order they will not be read: from the end).
+    pub fn seids_left(&self) -> &[u64] {
+        &self.left
     }
 }
 

@@ -1871,6 +1871,103 @@ fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `/check` read in steps while N4 works ([`upf::sessions::CheckWalk`]): sessions read
+/// early give up TEIDs that sessions read late take, some are deleted and some
+/// established between the steps. The walk judges the books of its last moment:
+/// consistent. The same walk that does not count the changed sessions again at its end
+/// finds a TEID held twice or counts that disagree with the allocator (which is why it
+/// must).
+#[test]
+fn a_check_taken_in_steps_while_sessions_change_judges_the_books_of_one_moment() {
+    // As many TEIDs as sessions: a TEID freed is the one the next CHOOSE gets.
+    const N: u64 = 40;
+    let mut n = node_with(TeidAllocator::new(1, N as u32));
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    for k in 0..N {
+        let r = establish(
+            &mut n,
+            SMF,
+            next_seq(),
+            &establishment(0x100 + k, None),
+            now,
+        );
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    }
+    let mut walk = n.check_begin();
+    let mut blind = n.sessions().check_walk();
+    let all = walk.seids_left().to_vec();
+    let (mut cp, mut moved, mut deleted) = (0x200, 0, 0);
+    loop {
+        let more = n.check_step(&mut walk, 7);
+        n.sessions().check_step(&mut blind, 7);
+        if !more {
+            break;
+        }
+        let left = walk.seids_left().to_vec();
+        let live = |n: &N4, read: bool| -> Vec<u64> {
+            all.iter()
+                .copied()
+                .filter(|s| left.contains(s) != read && n.sessions().get(*s).is_some())
+                .collect()
+        };
+        while n.sessions().resources().teids.in_use() < N as usize {
+            cp += 1;
+            let r = establish(&mut n, SMF, next_seq(), &establishment(cp, None), now);
+            assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+        }
+        let (done, todo) = (live(&n, true), live(&n, false));
+        // A session read already gives up its uplink TEID, and one still to be read
+        // takes it (the only TEID free).
+        let has = |s: u64, pdr: u16| n.sessions().get(s).unwrap().pdrs.contains_key(&pdr);
+        let giver = done.iter().copied().find(|s| has(*s, 1));
+        let taker = todo.iter().copied().find(|s| !has(*s, 3));
+        if let (Some(b), Some(a)) = (giver, taker) {
+            let mut m = empty_modification();
+            m.remove_pdrs.push(msg::RemovePdr {
+                pdr_id: 1,
+                other: vec![],
+            });
+            assert_eq!(
+                modify(&mut n, SMF, b, next_seq(), &m, now).cause,
+                CauseValue::REQUEST_ACCEPTED
+            );
+            let mut m = empty_modification();
+            m.create_pdrs.push(pdr(
+                3,
+                1,
+                pdi(0, Some(FTeid::choose(true, false, None)), None),
+            ));
+            assert_eq!(
+                modify(&mut n, SMF, a, next_seq(), &m, now).cause,
+                CauseValue::REQUEST_ACCEPTED
+            );
+            moved += 1;
+        }
+        // One session read and one to be read deleted.
+        for v in [&done, &todo] {
+            if let Some(&s) = v.get(1) {
+                assert_eq!(
+                    delete(&mut n, SMF, s, next_seq(), now).cause,
+                    CauseValue::REQUEST_ACCEPTED
+                );
+                deleted += 1;
+            }
+        }
+    }
+    assert!(
+        moved >= 2 && deleted >= 4,
+        "{moved} moved, {deleted} deleted"
+    );
+    assert_eq!(n.check_end(walk), Ok(()));
+    let e = n
+        .sessions()
+        .check_end(blind, &[])
+        .expect_err("the books as read at different moments disagree");
+    assert!(e.contains("held twice") || e.contains("in use"), "{e}");
+    assert_eq!(n.sessions().check(), Ok(()));
+}
+
 // PFD Management (clauses 6.2.5, 7.4.3) and Application ID in a PDI (clause 5.11).
 
 fn pfd_request(apps: &[(&str, Vec<pfcp::ie::PfdContents>)]) -> msg::PfdManagementRequest {

@@ -294,6 +294,8 @@ enum Wake {
     Timer,
     /// The next step of the snapshot being taken (persist.rs).
     Snapshot,
+    /// The next step of a `/check` (api/check.rs).
+    Check,
     Shutdown(Stop),
 }
 
@@ -337,6 +339,7 @@ impl Wake {
             Wake::Api(_) => "API request",
             Wake::Timer => "N4 timers",
             Wake::Snapshot => "snapshot step",
+            Wake::Check => "/check step",
             Wake::Shutdown(_) => "shutdown",
         }
     }
@@ -365,6 +368,8 @@ struct Daemon {
     n4_metrics: N4Metrics,
     /// API requests read by their connections' tasks, for the loop to answer.
     api_calls: tokio::sync::mpsc::Receiver<api::http::Call>,
+    /// A `/check` being answered in steps.
+    checking: Option<api::check::Checking>,
     started: Instant,
     /// When the release's progress was last said (SIGTERM/SIGINT, see `on_poll`).
     release_said: Option<Instant>,
@@ -585,6 +590,7 @@ impl Daemon {
             rejections: LogBudget::new(),
             n4_metrics: N4Metrics::default(),
             api_calls,
+            checking: None,
             started: Instant::now(),
             release_said: None,
             exit_now: false,
@@ -605,6 +611,7 @@ impl Daemon {
             }
         };
         let step = self.kept.as_ref().and_then(|k| k.step_due());
+        let check = self.checking.as_ref().map(|c| c.step_due());
         tokio::select! {
             r = self.n4_sock.recv_from(&mut self.n4_buf) => Wake::N4(r),
             r = self.gtpu.recv() => Wake::Gtpu(r),
@@ -615,6 +622,7 @@ impl Daemon {
             stop = signals.next() => Wake::Shutdown(stop),
             // A step at most every other millisecond: N4 waits for at most one.
             _ = tokio::time::sleep_until(step.unwrap_or(deadline).into()), if step.is_some() => Wake::Snapshot,
+            _ = tokio::time::sleep_until(check.unwrap_or(deadline).into()), if check.is_some() => Wake::Check,
         }
     }
 
@@ -639,6 +647,9 @@ impl Daemon {
                 if let Some(k) = &mut self.kept {
                     k.step(&self.n4);
                 }
+            }
+            Wake::Check => {
+                self.checking = self.checking.take().and_then(|c| c.step(&mut self.n4));
             }
             Wake::Shutdown(_) if self.releasing.is_some() => self.exit_now = true,
             Wake::Shutdown(stop) => {
@@ -829,8 +840,19 @@ impl Daemon {
         }
     }
 
-    /// Answer an API request from upfd's state now (its connection's task writes it).
+    /// Answer an API request from upfd's state now (its connection's task writes it);
+    /// `/check` in steps.
     fn answer_api(&mut self, call: api::http::Call) {
+        if api::views::is_check(&call.req) {
+            if self.checking.is_some() {
+                // http.rs lets one through at a time; this is not it.
+                let busy = api::Response::error(429, "a /check is running: try again");
+                let _ = call.reply.send(busy.into());
+            } else {
+                self.checking = Some(api::check::Checking::begin(&mut self.n4, call.reply));
+            }
+            return;
+        }
         let x = self.xdp.as_ref();
         let stats = x.map(|x| x.dp.borrow().stats());
         let nexthops = x.map(|x| x.nexthops.state());

@@ -9,6 +9,7 @@
 //! hold up the event loop, which only builds the answer (views.rs) from the N4 node and
 //! the data path as they are at that moment.
 
+pub mod check;
 pub mod http;
 pub mod routes;
 pub mod views;

@@ -83,7 +83,8 @@ fn answer(req: &Request, cx: &Context) -> Result<Response, Reply> {
         }
         Endpoint::OpenApi => Response::json(200, &routes::document()),
         Endpoint::Status => Response::json(200, &status(cx)),
-        Endpoint::Check => Response::json(200, &check(cx.n4())),
+        // The event loop answers it in steps (check.rs); here, in one go.
+        Endpoint::Check => check_answer(cx.n4().sessions().check(), cx.n4().sessions().len()),
         Endpoint::Associations => Response::json(200, &associations(cx.n4())),
         Endpoint::Sessions => return sessions(req, cx),
         Endpoint::Session => {
@@ -146,11 +147,20 @@ fn status(cx: &Context) -> Value {
     })
 }
 
-fn check(n4: &N4) -> Value {
-    match n4.sessions().check() {
-        Ok(()) => json!({"consistent": true, "sessions": n4.sessions().len()}),
+/// `/check`'s answer: whether the books agree, and the sessions read, or what is wrong.
+pub fn check_answer(verdict: Result<(), String>, sessions: usize) -> Response {
+    let v = match verdict {
+        Ok(()) => json!({"consistent": true, "sessions": sessions}),
         Err(e) => json!({"consistent": false, "error": e}),
-    }
+    };
+    Response::json(200, &v)
+}
+
+/// Whether `req` asks for `/check` (GET or HEAD), which the event loop answers in steps
+/// (check.rs).
+pub fn is_check(req: &Request) -> bool {
+    (req.method == "GET" || req.method == "HEAD")
+        && routes::find(&req.path).is_some_and(|(r, _)| r.endpoint == Endpoint::Check)
 }
 
 fn associations(n4: &N4) -> Value {

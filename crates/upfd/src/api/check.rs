@@ -1,0 +1,72 @@
+//! `/check` in steps: the session books read a few at a time between N4's batches, as a
+//! snapshot is (persist.rs), and judged at one moment at the end ([`upf::sessions::CheckWalk`]).
+//! Read in one go, a million sessions held N4 for about 2 s.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use upf::n4::N4;
+use upf::sessions::CheckWalk;
+
+use super::Reply;
+
+/// A step reads sessions for at most this long, then N4 has as long again.
+const STEP_TIME: Duration = Duration::from_millis(1);
+/// Sessions read between two looks at the clock.
+const STEP_GROUP: usize = 256;
+
+/// A `/check` being answered.
+pub struct Checking {
+    walk: CheckWalk,
+    reply: oneshot::Sender<Reply>,
+    next_step: Instant,
+    pub steps: u32,
+    pub longest: Duration,
+}
+
+impl Checking {
+    /// Begin: the SEIDs to read, and the sessions changed from now on noted.
+    pub fn begin(n4: &mut N4, reply: oneshot::Sender<Reply>) -> Checking {
+        let t = Instant::now();
+        let walk = n4.check_begin();
+        Checking {
+            walk,
+            reply,
+            next_step: Instant::now(),
+            steps: 1,
+            longest: t.elapsed(),
+        }
+    }
+
+    /// When the next step is due.
+    pub fn step_due(&self) -> Instant {
+        self.next_step
+    }
+
+    /// One step; at the last, the verdict sent (None: more steps to come).
+    pub fn step(mut self, n4: &mut N4) -> Option<Checking> {
+        let t = Instant::now();
+        let mut more = true;
+        while more && t.elapsed() < STEP_TIME {
+            more = n4.check_step(&mut self.walk, STEP_GROUP);
+        }
+        if more {
+            let took = t.elapsed();
+            self.steps += 1;
+            self.longest = self.longest.max(took);
+            self.next_step = Instant::now() + took;
+            return Some(self);
+        }
+        let verdict = n4.check_end(self.walk);
+        self.longest = self.longest.max(t.elapsed());
+        debug!(
+            "api: /check read {} session(s) in {} step(s), the longest {:?}",
+            n4.sessions().len(),
+            self.steps + 1,
+            self.longest
+        );
+        let answer = super::views::check_answer(verdict, n4.sessions().len());
+        let _ = self.reply.send(Reply::Done(answer));
+        None
+    }
+}
