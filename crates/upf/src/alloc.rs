@@ -162,12 +162,24 @@ impl TeidAllocator {
     /// The slot books agree with the TEIDs: each slot's last TEID is one of that slot
     /// (tests and fuzzing).
     pub fn check(&self) -> Result<(), String> {
-        for (s, &t) in self.last.iter().enumerate() {
+        self.check_slots(0, usize::MAX).map(|_| ())
+    }
+
+    /// Slots in the books ([`TeidAllocator::check_slots`]).
+    pub fn slots(&self) -> usize {
+        self.last.len()
+    }
+
+    /// [`TeidAllocator::check`] for up to `n` slots from `from` (a check in steps):
+    /// the next slot to check and the budget left.
+    pub fn check_slots(&self, from: usize, n: usize) -> Result<(usize, usize), String> {
+        let to = from.saturating_add(n).min(self.last.len()).max(from);
+        for (s, &t) in self.last.iter().enumerate().take(to).skip(from) {
             if t != 0 && self.index.slot(t) != Some(s as u32) {
                 return Err(format!("slot {s} holds TEID {t:#x} of another slot"));
             }
         }
-        Ok(())
+        Ok((to, n - (to - from)))
     }
 }
 

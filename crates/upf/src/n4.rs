@@ -716,15 +716,14 @@ impl N4 {
         self.sessions.check_walk()
     }
 
-    /// Read up to `n` more sessions of the check; whether any are left.
-    pub fn check_step(&self, w: &mut crate::sessions::CheckWalk, n: usize) -> bool {
+    /// About `n` more of the check ([`Sessions::check_step`]); whether any is left.
+    pub fn check_step(&mut self, w: &mut crate::sessions::CheckWalk, n: usize) -> bool {
         self.sessions.check_step(w, n)
     }
 
     /// The check's end and verdict ([`Sessions::check_end`]).
     pub fn check_end(&mut self, w: crate::sessions::CheckWalk) -> Result<(), String> {
-        let changed = self.sessions.watch_end();
-        self.sessions.check_end(w, &changed)
+        self.sessions.check_end(w)
     }
 
     /// Replace the PFD table outside PFD Management (upfd's `applications` at start):

@@ -518,39 +518,111 @@ impl Sessions {
     /// [`CheckWalk`] for the same in steps.
     pub fn check(&self) -> Result<(), String> {
         let mut w = self.check_walk();
-        self.check_step(&mut w, usize::MAX);
-        self.check_end(w, &[])
+        self.check_read(&mut w, usize::MAX);
+        self.check_slots(&mut w, usize::MAX);
+        self.check_judge(w)
     }
 
-    /// A check of the books in steps ([`Sessions::check_step`]), between which sessions
-    /// may change: call [`Sessions::watch_begin`] with it and give
-    /// [`Sessions::watch_end`]'s SEIDs to [`Sessions::check_end`].
+    /// A check of the books in steps, between which sessions may change: begin it
+    /// with [`Sessions::watch_begin`], then [`Sessions::check_step`] until it says
+    /// done, then [`Sessions::check_end`].
     pub fn check_walk(&self) -> CheckWalk {
+        let left = self.seids();
         CheckWalk {
-            left: self.seids(),
-            read: SeidMap::default(),
+            // Sized up front: growing a million-entry map is a step of its own.
+            read: SeidMap::with_capacity_and_hasher(left.len(), SeidHash::default()),
+            left,
+            recount: Vec::new(),
             teids: HashMap::with_capacity_and_hasher(self.res.teids.in_use(), SeidHash::default()),
             ues: HashMap::with_capacity_and_hasher(self.res.ue_ips.in_use(), SeidHash::default()),
+            twice: 0,
             per_node: HashMap::new(),
+            slot: 0,
             error: None,
+            end_recount: CHECK_END_RECOUNT,
+            recounts: 0,
         }
     }
 
-    /// Read up to `n` more sessions of `w`; whether any are left. A session is checked
-    /// on its own as it is now (its TEIDs in use, its PDRs' F-TEIDs its own) and
-    /// counted into the walk's books.
-    pub fn check_step(&self, w: &mut CheckWalk, n: usize) -> bool {
-        let mut read = 0;
-        while read < n && w.error.is_none() {
-            let Some(seid) = w.left.pop() else {
+    /// About `n` more of the walk: the sessions, then those changed meanwhile counted
+    /// again (until few are left to the end), then the TEID allocator's slot books;
+    /// whether any is left.
+    pub fn check_step(&mut self, w: &mut CheckWalk, n: usize) -> bool {
+        let mut budget = n;
+        loop {
+            budget = self.check_read(w, budget);
+            if w.error.is_some() {
+                return false;
+            }
+            if budget == 0 {
+                return true;
+            }
+            // What changed since it was read (or since it was last counted again) is
+            // counted again, a batch at a time, until the end can take the rest at once
+            // (or, should N4 change sessions faster than the walk counts them, after a
+            // few batches: the end then takes what N4 changed during the last).
+            let watched = self.watched.as_ref().map_or(0, |x| x.len());
+            if watched <= w.end_recount || w.recounts >= CHECK_RECOUNTS {
                 break;
-            };
-            if let Some(s) = self.sessions.get(&seid) {
-                self.check_one(w, s.clone());
-                read += 1;
+            }
+            w.recounts += 1;
+            w.recount = self
+                .watched
+                .replace(SeidSet::default())
+                .into_iter()
+                .flatten()
+                .collect();
+        }
+        self.check_slots(w, budget);
+        w.error.is_none() && w.slot < self.res.teids.slots()
+    }
+
+    /// Read up to `n` of the sessions not read yet and of those to count again; the
+    /// budget left. A session is checked on its own as it is now (its TEIDs in use,
+    /// its PDRs' F-TEIDs its own) and counted into the walk's books.
+    pub fn check_read(&self, w: &mut CheckWalk, n: usize) -> usize {
+        let mut budget = n;
+        while budget > 0 && w.error.is_none() {
+            if let Some(seid) = w.left.pop() {
+                if let Some(s) = self.sessions.get(&seid) {
+                    self.check_one(w, s.clone());
+                }
+            } else if let Some(seid) = w.recount.pop() {
+                self.check_again(w, seid);
+            } else {
+                break;
+            }
+            budget -= 1;
+        }
+        budget
+    }
+
+    /// Up to `n` slots of the TEID allocator's books (each slot's last TEID is one of
+    /// that slot, at every moment); the budget left.
+    fn check_slots(&self, w: &mut CheckWalk, n: usize) -> usize {
+        if w.error.is_some() {
+            return n;
+        }
+        match self.res.teids.check_slots(w.slot, n) {
+            Ok((next, left)) => {
+                w.slot = next;
+                left
+            }
+            Err(e) => {
+                w.error = Some(e);
+                n
             }
         }
-        !w.left.is_empty() && w.error.is_none()
+    }
+
+    /// Session `seid` counted out as it was read and in as it is now.
+    fn check_again(&self, w: &mut CheckWalk, seid: u64) {
+        if let Some(old) = w.read.remove(&seid) {
+            w.count(&old, -1);
+        }
+        if let Some(s) = self.sessions.get(&seid) {
+            self.check_one(w, s.clone());
+        }
     }
 
     /// Session `s` checked on its own now, and counted into `w`.
@@ -577,28 +649,32 @@ impl Sessions {
         w.read.insert(seid, s);
     }
 
-    /// The end of walk `w`, in one go: the sessions `changed` since it began counted
-    /// as they are now instead of as they were read, then the books compared with the
-    /// allocators and the counts per CP function, as they are now.
-    pub fn check_end(&self, mut w: CheckWalk, changed: &[u64]) -> Result<(), String> {
-        for seid in changed {
-            if let Some(old) = w.read.remove(seid) {
-                w.count(&old, -1);
-            }
-            if let Some(s) = self.sessions.get(seid) {
-                self.check_one(&mut w, s.clone());
-            }
+    /// The end of walk `w`, in one go: the sessions changed since they were read
+    /// counted again, then the verdict ([`Sessions::check_judge`]) on the books of
+    /// this moment.
+    pub fn check_end(&mut self, mut w: CheckWalk) -> Result<(), String> {
+        for seid in self.watch_end() {
+            self.check_again(&mut w, seid);
         }
+        self.check_judge(w)
+    }
+
+    /// The verdict on walk `w`'s books against the allocators and the counts per CP
+    /// function as they are now. O(CP functions), but for naming a TEID or UE address
+    /// held twice.
+    pub fn check_judge(&self, w: CheckWalk) -> Result<(), String> {
         if let Some(e) = w.error {
             return Err(e);
         }
-        if let Some((t, (_, seid))) = w.teids.iter().find(|(_, (n, _))| *n > 1) {
-            return Err(format!("TEID {t:#x} held twice (session {seid:#x})"));
-        }
-        if let Some((a, (_, seid))) = w.ues.iter().find(|(_, (n, _))| *n > 1) {
-            return Err(format!(
-                "UE address {a} allocated twice (session {seid:#x})"
-            ));
+        if w.twice > 0 {
+            if let Some((t, (_, seid))) = w.teids.iter().find(|(_, (n, _))| *n > 1) {
+                return Err(format!("TEID {t:#x} held twice (session {seid:#x})"));
+            }
+            if let Some((a, (_, seid))) = w.ues.iter().find(|(_, (n, _))| *n > 1) {
+                return Err(format!(
+                    "UE address {a} allocated twice (session {seid:#x})"
+                ));
+            }
         }
         if w.teids.len() != self.res.teids.in_use() {
             return Err(format!(
@@ -624,7 +700,14 @@ impl Sessions {
                 self.by_node, w.per_node
             ));
         }
-        self.res.teids.check()
+        if w.slot < self.res.teids.slots() {
+            return Err(format!(
+                "the walk read {} of the TEID allocator's {} slots",
+                w.slot,
+                self.res.teids.slots()
+            ));
+        }
+        Ok(())
     }
 
     /// Delete every session of a CP function (association released, peer restarted or
@@ -638,23 +721,38 @@ impl Sessions {
     }
 }
 
+/// Sessions changed during a check that its end counts again at once; more are counted
+/// again in steps before it, in at most [`CHECK_RECOUNTS`] batches.
+const CHECK_END_RECOUNT: usize = 1024;
+const CHECK_RECOUNTS: u32 = 8;
+
 /// A check of the session books taken in steps ([`Sessions::check_walk`]). Sessions
 /// read at different moments may have passed a TEID or a UE address on between them,
-/// so the walk counts holders and decides at its end, when the sessions changed since
-/// it began are counted again as they are then: the books it compares are those of
-/// that one moment.
+/// so the walk counts holders, keeps each session as it read it, and counts the
+/// sessions changed since again (in steps, the last few at its end): the books it
+/// judges are those of its last moment.
 pub struct CheckWalk {
     /// SEIDs not read yet.
     left: Vec<u64>,
+    /// SEIDs changed since they were read, to count again.
+    recount: Vec<u64>,
     /// Each session read, as it was then.
     read: SeidMap<u64, Arc<Session>>,
     /// TEID: how many sessions read hold it, and one of them.
     teids: HashMap<u32, (usize, u64), SeidHash>,
     /// Allocated UE address: how many sessions read hold it, and one of them.
     ues: HashMap<std::net::IpAddr, (usize, u64), SeidHash>,
+    /// TEIDs and UE addresses held more than once now.
+    twice: usize,
     per_node: HashMap<NodeId, usize>,
-    /// A session that was wrong on its own when read.
+    /// The TEID allocator's next slot to check.
+    slot: usize,
+    /// A session that was wrong on its own when read, or a slot book.
     error: Option<String>,
+    /// Changed sessions its end counts again at once ([`CHECK_END_RECOUNT`]).
+    end_recount: usize,
+    /// Batches of changed sessions counted again so far.
+    recounts: u32,
 }
 
 impl CheckWalk {
@@ -662,30 +760,53 @@ impl CheckWalk {
     fn count(&mut self, s: &Session, by: isize) {
         fn add<K: std::hash::Hash + Eq + Copy>(
             m: &mut HashMap<K, (usize, u64), SeidHash>,
+            twice: &mut usize,
             k: K,
             seid: u64,
             by: isize,
         ) {
             let e = m.entry(k).or_insert((0, seid));
+            let before = e.0;
             e.0 = e.0.saturating_add_signed(by);
             if by > 0 {
                 e.1 = seid;
+            }
+            match (before > 1, e.0 > 1) {
+                (false, true) => *twice += 1,
+                (true, false) => *twice -= 1,
+                _ => {}
             }
             if e.0 == 0 {
                 m.remove(&k);
             }
         }
         for t in &s.teids {
-            add(&mut self.teids, *t, s.up_seid, by);
+            add(&mut self.teids, &mut self.twice, *t, s.up_seid, by);
         }
         for a in &s.allocated_ue_ips {
-            add(&mut self.ues, *a, s.up_seid, by);
+            add(&mut self.ues, &mut self.twice, *a, s.up_seid, by);
         }
-        let n = self.per_node.entry(s.cp_node.clone()).or_default();
+        // Looked up before inserting: an FQDN Node ID is cloned once per CP function.
+        let n = match self.per_node.get_mut(&s.cp_node) {
+            Some(n) => n,
+            None => self.per_node.entry(s.cp_node.clone()).or_default(),
+        };
         *n = n.saturating_add_signed(by);
         if *n == 0 {
             self.per_node.remove(&s.cp_node);
         }
+    }
+
+    /// Count again in steps while more than `n` sessions changed (tests: a small `n`
+    /// makes a few changes take that path).
+    pub fn recount_in_steps_above(mut self, n: usize) -> Self {
+        self.end_recount = n;
+        self
+    }
+
+    /// Batches of changed sessions counted again in steps so far.
+    pub fn recounted(&self) -> u32 {
+        self.recounts
     }
 
     /// The SEIDs not read yet (in the order they will not be read: from the end).
