@@ -722,7 +722,7 @@ impl N4 {
     }
 
     /// The check's end and verdict ([`Sessions::check_end`]).
-    pub fn check_end(&mut self, w: crate::sessions::CheckWalk) -> Result<(), String> {
+    pub fn check_end(&mut self, w: &mut crate::sessions::CheckWalk) -> Result<(), String> {
         self.sessions.check_end(w)
     }
 

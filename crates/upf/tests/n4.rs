@@ -1964,10 +1964,10 @@ fn a_check_taken_in_steps_while_sessions_change_judges_the_books_of_one_moment()
         "{moved} moved, {deleted} deleted"
     );
     assert!(walk.recounted() > 0, "changed sessions counted again in steps");
-    assert_eq!(n.check_end(walk), Ok(()));
+    assert_eq!(n.check_end(&mut walk), Ok(()));
     let e = n
         .sessions()
-        .check_judge(blind)
+        .check_judge(&blind)
         .expect_err("the books as read at different moments disagree");
     assert!(e.contains("held twice") || e.contains("in use"), "{e}");
     assert_eq!(n.sessions().check(), Ok(()));

@@ -51,7 +51,7 @@ impl Checking {
             self.longest = self.longest.max(took);
             return Some(self);
         }
-        let verdict = n4.check_end(self.walk);
+        let verdict = n4.check_end(&mut self.walk);
         self.longest = self.longest.max(t.elapsed());
         debug!(
             "api: /check read {} session(s) in {} step(s), the longest {:?}",
@@ -61,6 +61,12 @@ impl Checking {
         );
         let answer = super::views::check_answer(verdict, n4.sessions().len());
         let _ = self.reply.send(Reply::Done(answer));
+        // It holds a reference to every session read: dropping them all (and the last
+        // of those deleted meanwhile) took 20-95 ms at 400,000 sessions.
+        let walk = self.walk;
+        let _ = std::thread::Builder::new()
+            .name("upfd-check-drop".into())
+            .spawn(move || drop(walk));
         None
     }
 }
