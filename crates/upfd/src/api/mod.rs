@@ -1,7 +1,7 @@
 //! upfd's HTTP endpoint on `api.listen`: the operator API (JSON, described by the
-//! OpenAPI document it serves at `/openapi.json`, built from routes.rs), `/metrics` for
-//! Prometheus, and the probes `/healthz` and `/readyz`; with `api.probe_address`, a
-//! listener of its own for the probes and `/metrics`.
+//! OpenAPI document it serves at `/openapi.json`, built from routes.rs and the types of
+//! answers.rs), `/metrics` for Prometheus, and the probes `/healthz` and `/readyz`; with
+//! `api.probe_address`, a listener of its own for the probes and `/metrics`.
 //!
 //! HTTP/1.1 is hyper's (http.rs): keep-alive, bounded heads, a time limit for each
 //! request, a bounded number of connections, the bearer token of the subscriber routes.
@@ -9,6 +9,7 @@
 //! hold up the event loop, which only builds the answer (views.rs) from the N4 node and
 //! the data path as they are at that moment.
 
+pub mod answers;
 pub mod check;
 pub mod http;
 pub mod routes;
@@ -108,7 +109,7 @@ impl From<Response> for Reply {
 
 impl Response {
     /// Compact JSON, a line (`upfctl --json` or `jq` print it indented).
-    pub fn json(status: u16, v: &serde_json::Value) -> Self {
+    pub fn json<T: serde::Serialize + ?Sized>(status: u16, v: &T) -> Self {
         let mut body = serde_json::to_string(v).unwrap_or_default();
         body.push('\n');
         Response {
@@ -130,7 +131,7 @@ impl Response {
 
     /// An error as JSON: `{"error": ...}`.
     pub fn error(status: u16, msg: impl Into<String>) -> Self {
-        Self::json(status, &serde_json::json!({ "error": msg.into() }))
+        Self::json(status, &answers::Error { error: msg.into() })
     }
 
     /// With header `name: value`.
