@@ -1,8 +1,9 @@
 //! upfd's HTTP API as a client meets it (issue 29): HTTP/1.1 keep-alive and pipelining,
 //! a head too large answered 431 and closed, a request that does not arrive in time
 //! closed, the connection limit (the probe listener answers while the main one is full),
-//! the bearer token of the subscriber routes, one method and no bodies, and the OpenAPI
-//! document listing exactly the routes served. upfd runs on loopback without a data path
+//! the bearer token of the subscriber routes, one method and no bodies, the OpenAPI
+//! document listing exactly the routes served, and every answer served valid against
+//! the schema the document gives for it. upfd runs on loopback without a data path
 //! (`datapath.mode: none`): no root needed.
 
 mod common;
@@ -12,9 +13,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::{free_tcp_port, TempDir, Upfd, PATIENCE};
+use common::{free_tcp_port, TempDir, Upfd, UpfdBuilder, PATIENCE};
+use serde_json::Value;
+use upfbench::smf::{AppRule, Pace, Smf, SmfConfig};
 
 const UPF: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
+const SMF: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 8);
 const TOKEN: &str = "t0ken-of-the-api-test";
 
 /// upfd with its API on a free port and `api` keys besides `listen`; the API's address.
@@ -27,6 +31,11 @@ struct Api {
 }
 
 fn start(keys: &str, with_token: bool, with_probe: bool) -> Api {
+    start_with(Upfd::builder(), keys, with_token, with_probe)
+}
+
+/// [`start`] with upfd's configuration from `builder`.
+fn start_with(builder: UpfdBuilder, keys: &str, with_token: bool, with_probe: bool) -> Api {
     let dir = TempDir::new("upfd-api");
     let token_file = dir.0.join("token");
     // A Secret's file often ends in a newline: upfd takes the token without it.
@@ -41,7 +50,7 @@ fn start(keys: &str, with_token: bool, with_probe: bool) -> Api {
         y += &format!("  probe_address: \"{p}\"\n");
     }
     y += keys;
-    let upfd = Upfd::builder().extra_yaml(&y).start();
+    let upfd = builder.extra_yaml(&y).start();
     Api {
         upfd,
         addr,
@@ -148,11 +157,16 @@ fn bearer() -> String {
     format!("Bearer {TOKEN}")
 }
 
-/// The served OpenAPI document's paths, and those it marks as needing the token.
-fn documented(a: SocketAddr) -> (BTreeSet<String>, BTreeSet<String>) {
+/// The served OpenAPI document.
+fn document(a: SocketAddr) -> Value {
     let doc = get(a, "/openapi.json", None);
     assert_eq!(doc.status, 200, "{doc:?}");
-    let v: serde_json::Value = serde_json::from_str(&doc.body).expect("JSON");
+    serde_json::from_str(&doc.body).expect("JSON")
+}
+
+/// The served OpenAPI document's paths, and those it marks as needing the token.
+fn documented(a: SocketAddr) -> (BTreeSet<String>, BTreeSet<String>) {
+    let v = document(a);
     let paths = v["paths"].as_object().expect("paths");
     let all = paths.keys().cloned().collect();
     let secured = paths
@@ -325,6 +339,7 @@ fn probes_and_metrics_answer_on_their_listener_while_the_main_one_is_full() {
 fn without_the_token_every_subscriber_route_answers_401_and_the_probes_answer() {
     let api = start("", true, false);
     let (all, secured) = documented(api.addr);
+    let doc = document(api.addr);
     let open: BTreeSet<String> = ["/healthz", "/readyz", "/metrics", "/openapi.json"]
         .iter()
         .map(|s| s.to_string())
@@ -345,6 +360,7 @@ fn without_the_token_every_subscriber_route_answers_401_and_the_probes_answer() 
             assert_eq!(a.status, 401, "{path} with {auth:?}: {a:?}");
             assert_eq!(a.header("www-authenticate"), Some("Bearer"), "{path}");
             assert!(a.body.contains("api.token_file"), "{path}: {}", a.body);
+            assert_as_documented(&doc, path, &a);
         }
         let a = get(api.addr, &concrete(path), Some(&bearer()));
         let want = if path.contains("{seid}") { 404 } else { 200 };
@@ -527,4 +543,283 @@ fn tls_on_the_main_listener_with_upfctl_trusting_its_certificate() {
     );
     // The probes stay plain on their own listener.
     assert_eq!(get(api.probe.unwrap(), "/healthz", None).status, 200);
+}
+
+/// Whether `v` is valid against `schema`, a schema of the OpenAPI document `doc` (whose
+/// `$ref`s name `#/components/schemas/...`): the part of OpenAPI 3.0's JSON Schema that
+/// the document uses (type, properties, required, additionalProperties, items,
+/// minItems, maxItems, minimum, maximum, enum, nullable, $ref, allOf, anyOf, oneOf),
+/// read strictly so that the document has to describe every field an answer has: an
+/// object may have only the fields its schema lists (or that `additionalProperties`
+/// allows), a schema must say what its values are, and null is valid only where the
+/// schema says `nullable`. Err says where `v` differs, as a path from `at`.
+fn valid(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+    let Some(s) = schema.as_object() else {
+        return Err(format!("{at}: the schema {schema} is not an object"));
+    };
+    if let Some(r) = s.get("$ref") {
+        let name = r
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            .ok_or_else(|| format!("{at}: $ref {r}"))?;
+        let target = doc["components"]["schemas"]
+            .get(name)
+            .ok_or_else(|| format!("{at}: no component {name}"))?;
+        return valid(doc, target, v, at);
+    }
+    if v.is_null() && s.get("nullable") == Some(&Value::Bool(true)) {
+        return Ok(());
+    }
+    let mut says = false;
+    if let Some(all) = s.get("allOf").and_then(Value::as_array) {
+        says = true;
+        for x in all {
+            valid(doc, x, v, at)?;
+        }
+    }
+    for k in ["anyOf", "oneOf"] {
+        if let Some(alternatives) = s.get(k).and_then(Value::as_array) {
+            says = true;
+            let errors: Vec<String> = alternatives
+                .iter()
+                .filter_map(|x| valid(doc, x, v, at).err())
+                .collect();
+            let held = alternatives.len() - errors.len();
+            if held == 0 || (k == "oneOf" && held > 1) {
+                return Err(format!(
+                    "{at}: {held} of the {k} alternatives hold ({})",
+                    errors.join("; ")
+                ));
+            }
+        }
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array) {
+        says = true;
+        if !e.contains(v) {
+            return Err(format!("{at}: {v} is not one of {e:?}"));
+        }
+    }
+    if let Some(t) = s.get("type") {
+        says = true;
+        let is = match t.as_str() {
+            Some("boolean") => v.is_boolean(),
+            Some("integer") => v.is_i64() || v.is_u64(),
+            Some("number") => v.is_number(),
+            Some("string") => v.is_string(),
+            Some("array") => v.is_array(),
+            Some("object") => v.is_object(),
+            _ => return Err(format!("{at}: a type this check does not know: {t}")),
+        };
+        if !is {
+            let null = if v.is_null() {
+                " (and not nullable)"
+            } else {
+                ""
+            };
+            return Err(format!("{at}: {v} is not of type {t}{null}"));
+        }
+    }
+    if !says {
+        return Err(format!(
+            "{at}: the schema {schema} says nothing of its values"
+        ));
+    }
+    if let Some(x) = v.as_f64() {
+        let bound = |k: &str| s.get(k).and_then(Value::as_f64);
+        if bound("minimum").is_some_and(|m| x < m) || bound("maximum").is_some_and(|m| x > m) {
+            return Err(format!("{at}: {v} is out of the schema's range"));
+        }
+    }
+    if let Some(items) = v
+        .as_array()
+        .filter(|_| s.get("type") == Some(&"array".into()))
+    {
+        let count = |k: &str| s.get(k).and_then(Value::as_u64);
+        let n = items.len() as u64;
+        if count("minItems").is_some_and(|m| n < m) || count("maxItems").is_some_and(|m| n > m) {
+            return Err(format!("{at}: {n} items, not as many as the schema says"));
+        }
+        if let Some(item) = s.get("items") {
+            for (i, x) in items.iter().enumerate() {
+                valid(doc, item, x, &format!("{at}[{i}]"))?;
+            }
+        }
+    }
+    // An object's fields are checked where its schema describes an object (not where it
+    // only lists alternatives, each checked above).
+    if let Some(fields) = v
+        .as_object()
+        .filter(|_| s.get("type") == Some(&"object".into()))
+    {
+        let properties = s.get("properties").and_then(Value::as_object);
+        for r in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let r = r.as_str().unwrap_or_default();
+            if !fields.contains_key(r) {
+                return Err(format!("{at}: the required field {r} is missing"));
+            }
+        }
+        for (k, x) in fields {
+            let here = format!("{at}.{k}");
+            match (
+                properties.and_then(|p| p.get(k)),
+                s.get("additionalProperties"),
+            ) {
+                (Some(p), _) => valid(doc, p, x, &here)?,
+                (None, Some(Value::Bool(true))) => {}
+                (None, Some(p @ Value::Object(_))) => valid(doc, p, x, &here)?,
+                (None, _) => return Err(format!("{here}: a field the schema does not have")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Assert that answer `a` to a request for route `route` is as the document `doc` says
+/// for its status and content type.
+fn assert_as_documented(doc: &Value, route: &str, a: &Answer) {
+    let content_type = a
+        .header("content-type")
+        .and_then(|t| t.split(';').next())
+        .unwrap_or_default()
+        .trim();
+    let documented = &doc["paths"][route]["get"]["responses"][a.status.to_string()];
+    let schema = &documented["content"][content_type]["schema"];
+    assert!(
+        schema.is_object(),
+        "{route}: the document has no {} {content_type} answer: {documented}",
+        a.status
+    );
+    let body = if content_type == "application/json" {
+        serde_json::from_str(&a.body).expect("JSON")
+    } else {
+        Value::String(a.body.clone())
+    };
+    if let Err(e) = valid(doc, schema, &body, "answer") {
+        panic!(
+            "{route} answered {} not as the document says: {e}\n{}",
+            a.status, a.body
+        );
+    }
+}
+
+/// Applications for upfd's configuration: the SMF emulator's PDRs name `video`.
+const APPLICATIONS: &str = r#"applications:
+  - id: video
+    domain_names: [video.example, { name: cdn.example, protocol: TLS_SNI }]
+    urls: ["http://video.example/live"]
+  - id: voip
+    flow_descriptions: ["permit out 17 from 198.51.100.0/24 to assigned"]
+"#;
+
+/// Every route's answers as upfd serves them are valid against the schema the served
+/// OpenAPI document gives for that route and status (the answers and the document are
+/// built from the same types, answers.rs; this holds them to it): sessions the SMF
+/// emulator established (with an SDF filter, an APN/DNN and an application's own PDRs,
+/// QER and URR) as a page, looked up and whole, the 400s and the 404, the configured
+/// applications, and the rest as upfd without a data path answers them.
+#[test]
+fn every_answer_served_is_valid_against_the_document_for_its_route_and_status() {
+    let builder = Upfd::builder()
+        .ue_pool("", "10.71.0.0/16")
+        .extra_yaml(APPLICATIONS);
+    let api = start_with(builder, "", false, false);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cfg = SmfConfig::new(api.upfd.n4);
+    cfg.bind = SocketAddr::new(SMF.into(), 0);
+    cfg.ue_pool = "10.71.0.0/16".parse().unwrap();
+    cfg.timers.t1 = Duration::from_secs(5);
+    cfg.sdf_filter = Some("permit out ip from any to assigned".into());
+    cfg.applications = vec![AppRule {
+        id: "video".into(),
+        gate_closed: false,
+        mbr_kbps: Some(2000),
+        start: true,
+    }];
+    let mut smf = rt.block_on(Smf::connect(cfg)).expect("SMF socket");
+    assert_eq!(rt.block_on(smf.associate()).accepted, 1);
+    let r = rt.block_on(smf.establish(3, Pace::default()));
+    assert_eq!(r.accepted, 3, "{r:?}");
+
+    let doc = document(api.addr);
+    let page: Value = serde_json::from_str(&get(api.addr, "/api/v1/sessions", None).body).unwrap();
+    let first = &page["sessions"][0];
+    let seid = first["seid"].as_str().expect("a SEID").to_string();
+    let teid = first["teids"][0].as_u64().expect("a TEID");
+    let ue = first["ue_addresses"][0]
+        .as_str()
+        .expect("a UE address")
+        .to_string();
+    let sessions = "/api/v1/sessions";
+    let one = "/api/v1/sessions/{seid}";
+    let requests: Vec<(&str, String, u16)> = vec![
+        ("/healthz", "/healthz".into(), 200),
+        ("/readyz", "/readyz".into(), 200),
+        ("/metrics", "/metrics".into(), 200),
+        ("/openapi.json", "/openapi.json".into(), 200),
+        ("/status", "/status".into(), 200),
+        ("/check", "/check".into(), 200),
+        ("/api/v1/status", "/api/v1/status".into(), 200),
+        ("/api/v1/associations", "/api/v1/associations".into(), 200),
+        (sessions, sessions.into(), 200),
+        (sessions, format!("{sessions}?limit=1"), 200),
+        (sessions, format!("{sessions}?limit=1&after={seid}"), 200),
+        (sessions, format!("{sessions}?seid={seid}"), 200),
+        (sessions, format!("{sessions}?teid={teid}"), 200),
+        (sessions, format!("{sessions}?ue={ue}"), 200),
+        (sessions, format!("{sessions}?seid=0x1"), 200),
+        (sessions, format!("{sessions}?seid=x"), 400),
+        (sessions, format!("{sessions}?limit=0"), 400),
+        (one, format!("{sessions}/{seid}"), 200),
+        (one, format!("{sessions}/0x1"), 404),
+        (one, format!("{sessions}/zz"), 400),
+        ("/api/v1/stats", "/api/v1/stats".into(), 200),
+        ("/api/v1/buffers", "/api/v1/buffers".into(), 200),
+        ("/api/v1/applications", "/api/v1/applications".into(), 200),
+    ];
+    let mut asked = BTreeSet::new();
+    for (route, target, status) in &requests {
+        let a = get(api.addr, target, None);
+        assert_eq!(a.status, *status, "{target}: {a:?}");
+        assert_as_documented(&doc, route, &a);
+        asked.insert(route.to_string());
+    }
+    let (all, _) = documented(api.addr);
+    assert_eq!(asked, all, "every documented route is asked");
+
+    // What the emulator installed is there, so the schemas of those values were used.
+    let s: Value =
+        serde_json::from_str(&get(api.addr, &format!("{sessions}/{seid}"), None).body).unwrap();
+    let pdr = &s["pdrs"][0];
+    assert!(pdr["sdf_filters"][0]["flow_description"].is_string(), "{s}");
+    assert!(pdr["local_fteid"]["teid"].is_u64(), "{s}");
+    assert!(s["dnn"].is_string(), "{s}");
+    assert!(s["qers"][0]["mbr_ul_kbps"].is_u64(), "{s}");
+    assert!(s["urrs"][0]["volume_threshold"]["total"].is_u64(), "{s}");
+    let pdrs = s["pdrs"].as_array().unwrap();
+    assert!(pdrs.iter().any(|p| p["application_id"] == "video"), "{s}");
+    assert!(
+        s["fars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["forwarding"]["outer_header_creation"]["teid"].is_u64()),
+        "{s}"
+    );
+    let apps: Value =
+        serde_json::from_str(&get(api.addr, "/api/v1/applications", None).body).unwrap();
+    assert_eq!(
+        apps["applications"].as_array().map(Vec::len),
+        Some(2),
+        "{apps}"
+    );
+    drop(smf);
 }
