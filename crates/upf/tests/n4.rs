@@ -1963,7 +1963,10 @@ fn a_check_taken_in_steps_while_sessions_change_judges_the_books_of_one_moment()
         moved >= 2 && deleted >= 4,
         "{moved} moved, {deleted} deleted"
     );
-    assert!(walk.recounted() > 0, "changed sessions counted again in steps");
+    assert!(
+        walk.recounted() > 0,
+        "changed sessions counted again in steps"
+    );
     assert_eq!(n.check_end(&mut walk), Ok(()));
     let e = n
         .sessions()
