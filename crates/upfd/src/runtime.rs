@@ -622,8 +622,10 @@ impl Daemon {
             stop = signals.next() => Wake::Shutdown(stop),
             // A step at most every other millisecond: N4 waits for at most one.
             _ = tokio::time::sleep_until(step.unwrap_or(deadline).into()), if step.is_some() => Wake::Snapshot,
-            // Due at once: the select's random pick lets N4 in between steps.
-            () = std::future::ready(()), if checking => Wake::Check,
+            // Due once the runtime has looked at the sockets (a future ready at once
+            // would never let it: N4 starved until the check ended), then the select's
+            // random pick lets N4 in between steps.
+            () = tokio::task::yield_now(), if checking => Wake::Check,
         }
     }
 

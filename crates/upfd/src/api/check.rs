@@ -1,8 +1,9 @@
 //! `/check` in steps: the session books read a few at a time between the event loop's
 //! other work, and judged at one moment at the end ([`upf::sessions::CheckWalk`]). Read
-//! in one go, a million sessions held N4 for about 2 s. A step is due at once: the event
-//! loop picks among what is ready at random, so an N4 datagram waits for a step (1 ms)
-//! or two, and an idle upfd answers the check at full speed.
+//! in one go, a million sessions held N4 for about 2 s. A step is due as soon as the
+//! runtime has looked at the sockets (tokio's `yield_now`); the event loop picks among
+//! what is ready at random, so an N4 datagram waits for a step (1 ms) or two, and an
+//! idle upfd answers the check at full speed.
 
 use std::time::{Duration, Instant};
 
