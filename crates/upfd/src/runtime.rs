@@ -611,7 +611,7 @@ impl Daemon {
             }
         };
         let step = self.kept.as_ref().and_then(|k| k.step_due());
-        let checking = self.checking.is_some();
+        let check = self.checking.as_ref().map(|c| c.step_due());
         tokio::select! {
             r = self.n4_sock.recv_from(&mut self.n4_buf) => Wake::N4(r),
             r = self.gtpu.recv() => Wake::Gtpu(r),
@@ -622,10 +622,8 @@ impl Daemon {
             stop = signals.next() => Wake::Shutdown(stop),
             // A step at most every other millisecond: N4 waits for at most one.
             _ = tokio::time::sleep_until(step.unwrap_or(deadline).into()), if step.is_some() => Wake::Snapshot,
-            // Due once the runtime has looked at the sockets (a future ready at once
-            // would never let it: N4 starved until the check ended), then the select's
-            // random pick lets N4 in between steps.
-            () = tokio::task::yield_now(), if checking => Wake::Check,
+            // As the snapshot's: a step at most every other millisecond.
+            _ = tokio::time::sleep_until(check.unwrap_or(deadline).into()), if check.is_some() => Wake::Check,
         }
     }
 

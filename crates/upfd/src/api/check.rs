@@ -1,9 +1,9 @@
 //! `/check` in steps: the session books read a few at a time between the event loop's
 //! other work, and judged at one moment at the end ([`upf::sessions::CheckWalk`]). Read
-//! in one go, a million sessions held N4 for about 2 s. A step is due as soon as the
-//! runtime has looked at the sockets (tokio's `yield_now`); the event loop picks among
-//! what is ready at random, so an N4 datagram waits for a step (1 ms) or two, and an
-//! idle upfd answers the check at full speed.
+//! in one go, a million sessions held N4 for about 2 s. After a step the event loop has
+//! as long again for the rest, as after a snapshot's: a step due at once starved N4 (the
+//! runtime never looked at the sockets), and one due after a yield starved the check
+//! while N4 was busy.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use upf::sessions::CheckWalk;
 
 use super::Reply;
 
-/// A step reads sessions for at most this long.
+/// A step reads sessions for at most this long, then the rest has as long again.
 const STEP_TIME: Duration = Duration::from_millis(1);
 /// Sessions read between two looks at the clock.
 const STEP_GROUP: usize = 256;
@@ -22,6 +22,7 @@ const STEP_GROUP: usize = 256;
 pub struct Checking {
     walk: CheckWalk,
     reply: oneshot::Sender<Reply>,
+    next_step: Instant,
     steps: u32,
     longest: Duration,
 }
@@ -34,9 +35,15 @@ impl Checking {
         Checking {
             walk,
             reply,
+            next_step: Instant::now() + t.elapsed(),
             steps: 1,
             longest: t.elapsed(),
         }
+    }
+
+    /// When the next step is due.
+    pub fn step_due(&self) -> Instant {
+        self.next_step
     }
 
     /// One step; at the last, the verdict sent (None: more steps to come).
@@ -50,6 +57,7 @@ impl Checking {
             let took = t.elapsed();
             self.steps += 1;
             self.longest = self.longest.max(took);
+            self.next_step = Instant::now() + took;
             return Some(self);
         }
         let verdict = n4.check_end(&mut self.walk);
