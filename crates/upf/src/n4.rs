@@ -721,6 +721,11 @@ impl N4 {
         self.sessions.check_step(w, n)
     }
 
+    /// The end of a check that gave up: changes no longer noted for it.
+    pub fn check_end_unjudged(&mut self) {
+        self.sessions.watch_end();
+    }
+
     /// The check's end and verdict ([`Sessions::check_end`]).
     pub fn check_end(&mut self, w: &mut crate::sessions::CheckWalk) -> Result<(), String> {
         self.sessions.check_end(w)

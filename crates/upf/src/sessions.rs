@@ -541,6 +541,7 @@ impl Sessions {
             error: None,
             end_recount: CHECK_END_RECOUNT,
             recounts: 0,
+            gave_up: false,
         }
     }
 
@@ -558,12 +559,16 @@ impl Sessions {
                 return true;
             }
             // What changed since it was read (or since it was last counted again) is
-            // counted again, a batch at a time, until the end can take the rest at once
-            // (or, should N4 change sessions faster than the walk counts them, after a
-            // few batches: the end then takes what N4 changed during the last).
+            // counted again, a batch at a time, until the end can take the rest at once.
+            // Should N4 change sessions faster than the walk counts them again, it gives
+            // up rather than end with a long step.
             let watched = self.watched.as_ref().map_or(0, |x| x.len());
-            if watched <= w.end_recount || w.recounts >= CHECK_RECOUNTS {
+            if watched <= w.end_recount {
                 break;
+            }
+            if w.recounts >= CHECK_RECOUNTS {
+                w.gave_up = true;
+                return false;
             }
             w.recounts += 1;
             w.recount = self
@@ -724,9 +729,9 @@ impl Sessions {
 }
 
 /// Sessions changed during a check that its end counts again at once; more are counted
-/// again in steps before it, in at most [`CHECK_RECOUNTS`] batches.
+/// again in steps before it, in at most [`CHECK_RECOUNTS`] batches (then it gives up).
 const CHECK_END_RECOUNT: usize = 1024;
-const CHECK_RECOUNTS: u32 = 8;
+const CHECK_RECOUNTS: u32 = 64;
 
 /// A check of the session books taken in steps ([`Sessions::check_walk`]). Sessions
 /// read at different moments may have passed a TEID or a UE address on between them,
@@ -755,6 +760,8 @@ pub struct CheckWalk {
     end_recount: usize,
     /// Batches of changed sessions counted again so far.
     recounts: u32,
+    /// N4 changed sessions faster than the walk could count them again.
+    gave_up: bool,
 }
 
 impl CheckWalk {
@@ -809,6 +816,12 @@ impl CheckWalk {
     /// Batches of changed sessions counted again in steps so far.
     pub fn recounted(&self) -> u32 {
         self.recounts
+    }
+
+    /// Whether it gave up: sessions changed faster than it could count them again (no
+    /// verdict; the books were not found wrong).
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
     }
 
     /// The SEIDs not read yet (in the order they will not be read: from the end).

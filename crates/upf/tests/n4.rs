@@ -1976,6 +1976,51 @@ fn a_check_taken_in_steps_while_sessions_change_judges_the_books_of_one_moment()
     assert_eq!(n.sessions().check(), Ok(()));
 }
 
+/// A check whose sessions change faster than it counts them again gives up (no verdict)
+/// rather than end with one long step, and stops noting changes.
+#[test]
+fn a_check_gives_up_when_sessions_change_faster_than_it_counts_them_again() {
+    let mut n = node_with(TeidAllocator::new(1, 1000));
+    let now = Instant::now();
+    setup(&mut n, SMF, 1, now);
+    for k in 0..4 {
+        let r = establish(
+            &mut n,
+            SMF,
+            next_seq(),
+            &establishment(0x300 + k, None),
+            now,
+        );
+        assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    }
+    let seids = n.sessions().seids();
+    let mut walk = n.check_begin().recount_in_steps_above(0);
+    let mut steps = 0;
+    // One session counted a step, two changed.
+    while n.check_step(&mut walk, 1) {
+        for s in &seids[..2] {
+            let mut m = empty_modification();
+            m.update_fars.push(msg::UpdateFar {
+                far_id: 2,
+                apply_action: Some(Flags::from_bits(&[apply_action::BUFF], 2)),
+                update_forwarding_parameters: None,
+                update_duplicating_parameters: vec![],
+                bar_id: None,
+                other: vec![],
+            });
+            assert_eq!(
+                modify(&mut n, SMF, *s, next_seq(), &m, now).cause,
+                CauseValue::REQUEST_ACCEPTED
+            );
+        }
+        steps += 1;
+        assert!(steps < 10_000, "the walk neither ended nor gave up");
+    }
+    assert!(walk.gave_up(), "{steps} steps");
+    n.check_end_unjudged();
+    assert_eq!(n.sessions().check(), Ok(()));
+}
+
 // PFD Management (clauses 6.2.5, 7.4.3) and Application ID in a PDI (clause 5.11).
 
 fn pfd_request(apps: &[(&str, Vec<pfcp::ie::PfdContents>)]) -> msg::PfdManagementRequest {
