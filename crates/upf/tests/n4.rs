@@ -1717,6 +1717,48 @@ fn a_node_restored_from_its_state_goes_on_where_it_was() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Session `from` gives up its uplink PDR (PDR 1, its CHOOSE F-TEID) and session `to`
+/// creates PDR 3 with a CHOOSE F-TEID: with every other TEID taken, `to` gets the one
+/// `from` held.
+fn move_uplink_teid(n: &mut N4, from: u64, to: u64, now: Instant) {
+    let mut m = empty_modification();
+    m.remove_pdrs.push(msg::RemovePdr {
+        pdr_id: 1,
+        other: vec![],
+    });
+    assert_eq!(
+        modify(n, SMF, from, next_seq(), &m, now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+    let mut m = empty_modification();
+    m.create_pdrs.push(pdr(
+        3,
+        1,
+        pdi(0, Some(FTeid::choose(true, false, None)), None),
+    ));
+    assert_eq!(
+        modify(n, SMF, to, next_seq(), &m, now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+}
+
+/// Session `seid`'s downlink FAR (FAR 2) set to buffer: a change of its rules alone.
+fn buffer_downlink(n: &mut N4, seid: u64, now: Instant) {
+    let mut m = empty_modification();
+    m.update_fars.push(msg::UpdateFar {
+        far_id: 2,
+        apply_action: Some(Flags::from_bits(&[apply_action::BUFF], 2)),
+        update_forwarding_parameters: None,
+        update_duplicating_parameters: vec![],
+        bar_id: None,
+        other: vec![],
+    });
+    assert_eq!(
+        modify(n, SMF, seid, next_seq(), &m, now).cause,
+        CauseValue::REQUEST_ACCEPTED
+    );
+}
+
 /// A snapshot taken in steps while N4 goes on (upfd's persist.rs: N4 never waits for
 /// a million sessions to be read): sessions deleted, changed and established between
 /// the steps, before and after the step that reads them, and a TEID freed by a session
@@ -1776,25 +1818,7 @@ fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
             .copied()
             .find(|s| n.sessions().get(*s).unwrap().pdrs.contains_key(&1));
         if let (Some(b), Some(&a)) = (with_uplink, todo.first()) {
-            let mut m = empty_modification();
-            m.remove_pdrs.push(msg::RemovePdr {
-                pdr_id: 1,
-                other: vec![],
-            });
-            assert_eq!(
-                modify(&mut n, SMF, b, next_seq(), &m, now).cause,
-                CauseValue::REQUEST_ACCEPTED
-            );
-            let mut m = empty_modification();
-            m.create_pdrs.push(pdr(
-                3,
-                1,
-                pdi(0, Some(FTeid::choose(true, false, None)), None),
-            ));
-            assert_eq!(
-                modify(&mut n, SMF, a, next_seq(), &m, now).cause,
-                CauseValue::REQUEST_ACCEPTED
-            );
+            move_uplink_teid(&mut n, b, a, now);
             taken_twice += 1;
         }
         // One read and one to be read deleted; a new one established if that freed a
@@ -1815,19 +1839,7 @@ fn a_snapshot_taken_in_steps_while_sessions_change_loads_as_the_node_is() {
         // A FAR changed in one read and one to be read (not the ones deleted).
         for v in [&done, &todo] {
             if let Some(&s) = v.first() {
-                let mut m = empty_modification();
-                m.update_fars.push(msg::UpdateFar {
-                    far_id: 2,
-                    apply_action: Some(Flags::from_bits(&[apply_action::BUFF], 2)),
-                    update_forwarding_parameters: None,
-                    update_duplicating_parameters: vec![],
-                    bar_id: None,
-                    other: vec![],
-                });
-                assert_eq!(
-                    modify(&mut n, SMF, s, next_seq(), &m, now).cause,
-                    CauseValue::REQUEST_ACCEPTED
-                );
+                buffer_downlink(&mut n, s, now);
             }
         }
         journal.append(&n.take_changes()).unwrap();
@@ -1927,25 +1939,7 @@ fn a_check_taken_in_steps_while_sessions_change_judges_the_books_of_one_moment()
         let giver = done.iter().copied().find(|s| has(*s, 1));
         let taker = todo.iter().copied().find(|s| !has(*s, 3));
         if let (Some(b), Some(a)) = (giver, taker) {
-            let mut m = empty_modification();
-            m.remove_pdrs.push(msg::RemovePdr {
-                pdr_id: 1,
-                other: vec![],
-            });
-            assert_eq!(
-                modify(&mut n, SMF, b, next_seq(), &m, now).cause,
-                CauseValue::REQUEST_ACCEPTED
-            );
-            let mut m = empty_modification();
-            m.create_pdrs.push(pdr(
-                3,
-                1,
-                pdi(0, Some(FTeid::choose(true, false, None)), None),
-            ));
-            assert_eq!(
-                modify(&mut n, SMF, a, next_seq(), &m, now).cause,
-                CauseValue::REQUEST_ACCEPTED
-            );
+            move_uplink_teid(&mut n, b, a, now);
             moved += 1;
         }
         // One session read and one to be read deleted.
@@ -1999,19 +1993,7 @@ fn a_check_gives_up_when_sessions_change_faster_than_it_counts_them_again() {
     // One session counted a step, two changed.
     while n.check_step(&mut walk, 1) {
         for s in &seids[..2] {
-            let mut m = empty_modification();
-            m.update_fars.push(msg::UpdateFar {
-                far_id: 2,
-                apply_action: Some(Flags::from_bits(&[apply_action::BUFF], 2)),
-                update_forwarding_parameters: None,
-                update_duplicating_parameters: vec![],
-                bar_id: None,
-                other: vec![],
-            });
-            assert_eq!(
-                modify(&mut n, SMF, *s, next_seq(), &m, now).cause,
-                CauseValue::REQUEST_ACCEPTED
-            );
+            buffer_downlink(&mut n, *s, now);
         }
         steps += 1;
         assert!(steps < 10_000, "the walk neither ended nor gave up");
