@@ -460,15 +460,13 @@ impl Sessions {
     /// Change a session's BAR outside a modification (Update BAR in a Session Report
     /// Response, clause 7.5.9.2): the data path does not read the BAR.
     pub fn update_bar(&mut self, seid: u64, u: &pfcp::msg::UpdateBarReportResponse) {
+        if !self.sessions.contains_key(&seid) {
+            return;
+        }
+        self.mark_changed(seid);
         let Some(s) = self.sessions.get_mut(&seid) else {
             return;
         };
-        if let Some(c) = &mut self.changed {
-            c.insert(seid);
-        }
-        if let Some(w) = &mut self.watched {
-            w.insert(seid);
-        }
         let s = Arc::make_mut(s);
         if let Some(b) = s.bars.get_mut(&u.bar_id) {
             if u.downlink_data_notification_delay.is_some() {

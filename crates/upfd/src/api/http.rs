@@ -73,9 +73,7 @@ pub fn spawn_thread(
         .name("upfd-api".into())
         .spawn(move || {
             tokio::task::LocalSet::new().block_on(&rt, async move {
-                let s = settings;
-                let shared =
-                    Shared::new(s.token, s.request_timeout, s.max_connections, calls, s.tls);
+                let shared = Shared::new(settings, calls);
                 for (l, kind) in listeners {
                     match TcpListener::from_std(l) {
                         Ok(l) => {
@@ -102,39 +100,25 @@ pub enum Listener {
 
 /// What every connection of upfd's API shares.
 pub struct Shared {
-    /// The bearer token of `api.token_file`; None: none required (loopback).
-    pub token: Option<Vec<u8>>,
-    pub request_timeout: Duration,
-    pub max_connections: usize,
+    pub settings: Settings,
     pub calls: mpsc::Sender<Call>,
     /// A `/check` is being answered.
     check_running: Cell<bool>,
-    /// TLS on the main listener (`api.tls_cert_file`, `api.tls_key_file`).
-    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Shared {
-    pub fn new(
-        token: Option<Vec<u8>>,
-        request_timeout: Duration,
-        max_connections: usize,
-        calls: mpsc::Sender<Call>,
-        tls: Option<tokio_rustls::TlsAcceptor>,
-    ) -> Rc<Shared> {
+    pub fn new(settings: Settings, calls: mpsc::Sender<Call>) -> Rc<Shared> {
         Rc::new(Shared {
-            token,
-            request_timeout,
-            max_connections,
+            settings,
             calls,
             check_running: Cell::new(false),
-            tls,
         })
     }
 
     /// Whether `header` (the Authorization header's value) carries the token; any
     /// header does when no token is configured.
     fn authorized(&self, header: Option<&HeaderValue>) -> bool {
-        let Some(token) = &self.token else {
+        let Some(token) = &self.settings.token else {
             return true;
         };
         let given = header
@@ -178,7 +162,7 @@ impl Drop for CheckRunning {
 /// Accept connections on `listener` for as long as upfd runs, each served on a task of
 /// its own while there is room (`max_connections`), else closed at once.
 pub async fn accept(listener: TcpListener, kind: Listener, shared: Rc<Shared>) {
-    let slots = Slots::new(shared.max_connections);
+    let slots = Slots::new(shared.settings.max_connections);
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -236,8 +220,8 @@ pub fn tls_acceptor(
 /// `api.request_timeout`, else closed), then [`serve_http`].
 async fn serve(stream: TcpStream, kind: Listener, shared: Rc<Shared>) {
     let _ = stream.set_nodelay(true);
-    let timeout = shared.request_timeout;
-    match (&shared.tls, kind) {
+    let timeout = shared.settings.request_timeout;
+    match (&shared.settings.tls, kind) {
         (Some(tls), Listener::Main) => {
             let tls = tls.clone();
             let Ok(Ok(s)) = tokio::time::timeout(timeout, tls.accept(stream)).await else {
@@ -255,7 +239,7 @@ async fn serve_http<S>(stream: WriteTimeout<S>, kind: Listener, shared: Rc<Share
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let timeout = shared.request_timeout;
+    let timeout = shared.settings.request_timeout;
     let io = TokioIo::new(stream);
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
@@ -452,16 +436,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WriteTimeout<S> {
 mod tests {
     use super::*;
 
+    /// Plain HTTP, `token` if any, `timeout` seconds, `max` connections.
+    fn settings(token: Option<&[u8]>, timeout: u64, max: usize) -> Settings {
+        Settings {
+            token: token.map(<[u8]>::to_vec),
+            request_timeout: Duration::from_secs(timeout),
+            max_connections: max,
+            tls: None,
+        }
+    }
+
     #[test]
     fn the_token_is_compared_whole_after_a_bearer_scheme() {
         let (tx, _rx) = mpsc::channel(1);
-        let s = Shared::new(
-            Some(b"s3cret".to_vec()),
-            Duration::from_secs(1),
-            1,
-            tx,
-            None,
-        );
+        let s = Shared::new(settings(Some(b"s3cret"), 1, 1), tx);
         let h = |v: &str| HeaderValue::from_str(v).unwrap();
         assert!(s.authorized(Some(&h("Bearer s3cret"))));
         assert!(s.authorized(Some(&h("bearer s3cret "))));
@@ -476,7 +464,7 @@ mod tests {
         }
         assert!(!s.authorized(None));
         let (tx, _rx) = mpsc::channel(1);
-        let open = Shared::new(None, Duration::from_secs(1), 1, tx, None);
+        let open = Shared::new(settings(None, 1, 1), tx);
         assert!(open.authorized(None));
     }
 
@@ -490,7 +478,7 @@ mod tests {
             .unwrap();
         tokio::task::LocalSet::new().block_on(&rt, async {
             let (tx, mut rx) = mpsc::channel(4);
-            let shared = Shared::new(None, Duration::from_secs(5), 4, tx, None);
+            let shared = Shared::new(settings(None, 5, 4), tx);
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             tokio::task::spawn_local(accept(listener, Listener::Main, shared));
