@@ -21,6 +21,7 @@ enum upf_limit {
 	MAX_URRS_PER_PDR = 4,   /* URRs one PDR counts in */
 	MAX_LOCAL_ADDRS = 4,    /* GTP-U addresses of each IP version */
 	MAX_PROTECTED_ADDRS = 8, /* other addresses user traffic must not reach, per version */
+	MAX_IF_MTUS = 4,        /* interfaces with a configured MTU (upf_config.if_mtu) */
 	EVENT_MAX_PACKET = 2048, /* octets of a packet handed up for buffering, at most */
 	GTP_MAX_EXT = 4,        /* GTP-U extension headers walked; more: handed to upfd */
 	IPV6_MAX_EXT = 8,       /* IPv6 extension headers walked before the upper layer */

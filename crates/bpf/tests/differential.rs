@@ -87,6 +87,7 @@ fn config() -> Config {
         neigh,
         slowpath_per_sec: 0,
         slowpath_burst: 0,
+        ..Default::default()
     }
 }
 

@@ -76,6 +76,30 @@ pub struct Config {
     /// Unknown-TEID packets passed to upfd per second (0: none), and at once.
     pub slowpath_per_sec: u64,
     pub slowpath_burst: u64,
+    /// ICMP errors for packets too big for their egress link once encapsulated.
+    pub icmp: Icmp,
+    /// MTUs configured per interface, by ifindex (at most `abi::MAX_IF_MTUS`): they take
+    /// precedence over the FIB's and the neighbours' for packets leaving there.
+    pub mtus: Vec<(u32, u16)>,
+}
+
+/// ICMP errors for packets that do not fit their egress link with the headers the UPF
+/// adds (RFC 1191 Fragmentation Needed for IPv4 with DF set, RFC 8201 / RFC 4443
+/// Packet Too Big for IPv6), so that path MTU discovery settles behind the UPF. The
+/// error carries the MTU that fits before encapsulation; it goes back to the packet's
+/// source on the side it came from: to a data network host as an IP packet, to a UE
+/// through its session's downlink rules (its tunnel, counted in its URRs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Icmp {
+    /// The errors' source address per IP version; None: no error of that version.
+    pub source_v4: Option<Ipv4Addr>,
+    pub source_v6: Option<Ipv6Addr>,
+    /// Errors per second over all sessions (0: none), and at once.
+    pub per_sec: u64,
+    pub burst: u64,
+    /// Errors per second for the packets of one session (0: none), and at once.
+    pub session_per_sec: u64,
+    pub session_burst: u64,
 }
 
 /// A packet the data path handed to upfd for a buffering FAR (TS 29.244 clause 5.2.1,
