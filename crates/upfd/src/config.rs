@@ -608,6 +608,116 @@ pub struct Datapath {
     /// Sizes of the data path's tables beyond the sessions' own records, for SMFs whose
     /// sessions carry more than two PDRs, a QER and a URR (docs/configuration.md).
     pub tables: Tables,
+    /// ICMP errors for packets that do not fit their egress link once encapsulated.
+    pub icmp: Icmp,
+    /// MTUs of the data path's interfaces, over the kernel FIB's.
+    pub mtu: Mtu,
+}
+
+/// ICMP errors for packets too big for their egress link with the headers the UPF adds:
+/// Fragmentation Needed (type 3 code 4) for IPv4 with DF set (RFC 1191), Packet Too Big
+/// for IPv6 (RFC 8201; RFC 4443 clause 3.2), so that path MTU discovery settles behind
+/// the UPF. Budgets are token buckets: a rate and what may go at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Icmp {
+    /// The errors' source per IP version; unset: the first IPv4 address / the first
+    /// global-scope IPv6 address `n6_interface` has at start (none: no errors of that
+    /// version).
+    pub source_ipv4: Option<Ipv4Addr>,
+    pub source_ipv6: Option<Ipv6Addr>,
+    /// Errors per second over all sessions (0: none at all), and at once. Linux's own
+    /// defaults for the ICMP it sends (`net.ipv4.icmp_msgs_per_sec` 1000,
+    /// `icmp_msgs_burst` 50).
+    pub errors_per_sec: u64,
+    pub burst: u64,
+    /// Errors per second for the packets of one session (0: none), and at once: one
+    /// busy UE or one host flooding one UE does not use up the budget of all. Above
+    /// `errors_per_sec` is allowed: the whole's budget still bounds it.
+    pub session_errors_per_sec: u64,
+    pub session_burst: u64,
+}
+
+impl Default for Icmp {
+    fn default() -> Self {
+        Icmp {
+            source_ipv4: None,
+            source_ipv6: None,
+            errors_per_sec: 1000,
+            burst: 50,
+            session_errors_per_sec: 10,
+            session_burst: 10,
+        }
+    }
+}
+
+/// MTUs of the interfaces by role; each one set takes precedence over the kernel FIB's
+/// MTU for packets leaving by that interface. An MTU is the interface's: roles that
+/// share an interface share it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Mtu {
+    pub n3: Option<u16>,
+    pub n6: Option<u16>,
+    pub n9: Option<u16>,
+}
+
+/// An MTU's range: IPv4's minimum (RFC 791) to the largest jumbo frame switches
+/// commonly carry.
+pub const MTU_RANGE: std::ops::RangeInclusive<u16> = 68..=9216;
+
+impl Datapath {
+    /// The configured MTUs by role (`n3`, `n6`, `n9`), each interface once (the first
+    /// role naming it); errors name the key: an MTU out of [`MTU_RANGE`], one for an
+    /// interface that is not configured, two different ones for one interface.
+    pub fn interface_mtus(&self) -> Result<Vec<(&'static str, u16)>, (String, String)> {
+        let roles = [
+            ("n3", self.mtu.n3, &self.n3_interface),
+            ("n6", self.mtu.n6, &self.n6_interface),
+            ("n9", self.mtu.n9, &self.n9_interface),
+        ];
+        let mut out: Vec<(&'static str, u16)> = Vec::new();
+        for (i, (role, mtu, name)) in roles.iter().enumerate() {
+            let (role, mtu) = (*role, *mtu);
+            let Some(mtu) = mtu else { continue };
+            let key = format!("datapath.mtu.{role}");
+            if !MTU_RANGE.contains(&mtu) {
+                return Err((
+                    key,
+                    format!(
+                        "{mtu} is out of range: an MTU in octets, {}-{}",
+                        MTU_RANGE.start(),
+                        MTU_RANGE.end()
+                    ),
+                ));
+            }
+            let Some(name) = name else {
+                let why = if role == "n9" {
+                    " (without it N9 traffic goes by datapath.n3_interface: set datapath.mtu.n3)"
+                } else {
+                    ""
+                };
+                return Err((key, format!("{mtu}: needs datapath.{role}_interface{why}")));
+            };
+            let earlier = roles[..i]
+                .iter()
+                .find(|(_, m, n)| m.is_some() && n.as_ref() == Some(name));
+            match earlier {
+                Some((r, Some(m), _)) if *m != mtu => {
+                    return Err((
+                        key,
+                        format!(
+                            "{mtu}: datapath.{role}_interface and datapath.{r}_interface are both {name:?}, and datapath.mtu.{r} is {m}: one MTU per interface"
+                        ),
+                    ))
+                }
+                // The interface has this MTU already.
+                Some(_) => {}
+                None => out.push((role, mtu)),
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// Entries of the tables that hold what does not fit in a session's record; each unset
@@ -641,6 +751,8 @@ impl Default for Datapath {
             spread: Spread::Off,
             spread_cpus: Vec::new(),
             tables: Tables::default(),
+            icmp: Icmp::default(),
+            mtu: Mtu::default(),
         }
     }
 }
@@ -1392,7 +1504,24 @@ fn allowed(path: &str) -> Option<String> {
         | "buffering.packets_per_session"
         | "buffering.packets_total"
         | "datapath.unknown_teid_to_slowpath_per_sec"
-        | "datapath.error_indications_per_sec" => WHOLE,
+        | "datapath.error_indications_per_sec"
+        | "datapath.icmp.errors_per_sec"
+        | "datapath.icmp.burst"
+        | "datapath.icmp.session_errors_per_sec"
+        | "datapath.icmp.session_burst" => WHOLE,
+        "datapath.icmp.source_ipv4" => IPV4,
+        "datapath.icmp.source_ipv6" => IPV6,
+        "datapath.icmp" => {
+            "a map { source_ipv4, source_ipv6, errors_per_sec, burst, session_errors_per_sec, session_burst }"
+        }
+        "datapath.mtu" => "a map { n3, n6, n9 }, e.g. { n3: 1500 }",
+        "datapath.mtu.n3" | "datapath.mtu.n6" | "datapath.mtu.n9" => {
+            return Some(format!(
+                "an MTU in octets, {}-{}",
+                MTU_RANGE.start(),
+                MTU_RANGE.end()
+            ))
+        }
         "datapath.tables.cold_entries"
         | "datapath.tables.sdf_entries"
         | "datapath.tables.cells" => "a whole number of entries 1-4294967295",
@@ -1743,6 +1872,40 @@ impl Config {
                 "datapath.spread",
                 "spreads what the XDP programs receive: needs datapath.mode xdp".into(),
             );
+        }
+        self.datapath.interface_mtus()?;
+        let icmp = &self.datapath.icmp;
+        for (key, per_sec, burst) in [
+            ("errors_per_sec", icmp.errors_per_sec, icmp.burst),
+            (
+                "session_errors_per_sec",
+                icmp.session_errors_per_sec,
+                icmp.session_burst,
+            ),
+        ] {
+            if per_sec > 0 && burst == 0 {
+                let burst_key = key.replace("errors_per_sec", "burst");
+                return err(
+                    format!("datapath.icmp.{burst_key}"),
+                    format!(
+                        "0 is out of range: at least 1 (errors sent at once) while datapath.icmp.{key} is {per_sec}; {key}: 0 sends none"
+                    ),
+                );
+            }
+        }
+        let sources = [
+            ("source_ipv4", icmp.source_ipv4.map(IpAddr::V4)),
+            ("source_ipv6", icmp.source_ipv6.map(IpAddr::V6)),
+        ];
+        for (key, a) in sources {
+            let Some(a) = a else { continue };
+            let broadcast = matches!(a, IpAddr::V4(v4) if v4.is_broadcast());
+            if a.is_unspecified() || a.is_multicast() || broadcast {
+                return err(
+                    format!("datapath.icmp.{key}"),
+                    format!("{a}: expected a unicast address of this UPF (the ICMP errors' source, RFC 1812 clause 4.3.2.4)"),
+                );
+            }
         }
         for (i, p) in self.ue_pools.iter().enumerate() {
             let key = format!("ue_pools[{i}].prefix");
@@ -2407,6 +2570,97 @@ ue_pools:
         );
         let e = err(&format!("{GOOD}datapath:\n  tables: {{ cold: 5 }}\n"));
         assert!(e.contains("datapath.tables"), "{e}");
+    }
+
+    #[test]
+    fn icmp_defaults_are_linux_s_and_a_zero_burst_is_refused_by_its_key() {
+        let i = Config::parse(GOOD, "t.yaml").unwrap().datapath.icmp;
+        assert_eq!(
+            (
+                i.source_ipv4,
+                i.source_ipv6,
+                i.errors_per_sec,
+                i.burst,
+                i.session_errors_per_sec,
+                i.session_burst
+            ),
+            (None, None, 1000, 50, 10, 10)
+        );
+        let with = |icmp: &str| format!("{GOOD}datapath:\n  icmp: {icmp}\n");
+        // Per session above the whole: allowed (the whole's budget still bounds it).
+        let c = Config::parse(
+            &with("{ source_ipv4: 192.0.2.1, source_ipv6: \"2001:db8::1\", errors_per_sec: 5, burst: 1, session_errors_per_sec: 20 }"),
+            "t.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.datapath.icmp.source_ipv4,
+            Some(Ipv4Addr::new(192, 0, 2, 1))
+        );
+        // None at all: the bursts do not matter.
+        Config::parse(&with("{ errors_per_sec: 0, burst: 0 }"), "t.yaml").unwrap();
+        Config::parse(
+            &with("{ session_errors_per_sec: 0, session_burst: 0 }"),
+            "t.yaml",
+        )
+        .unwrap();
+        for (icmp, want) in [
+            ("{ burst: 0 }", "t.yaml: datapath.icmp.burst: 0 is out of range: at least 1 (errors sent at once) while datapath.icmp.errors_per_sec is 1000; errors_per_sec: 0 sends none"),
+            ("{ session_burst: 0 }", "t.yaml: datapath.icmp.session_burst: 0 is out of range: at least 1 (errors sent at once) while datapath.icmp.session_errors_per_sec is 10; session_errors_per_sec: 0 sends none"),
+            ("{ source_ipv4: 0.0.0.0 }", "t.yaml: datapath.icmp.source_ipv4: 0.0.0.0: expected a unicast address of this UPF (the ICMP errors' source, RFC 1812 clause 4.3.2.4)"),
+            ("{ source_ipv6: \"ff02::1\" }", "t.yaml: datapath.icmp.source_ipv6: ff02::1: expected a unicast address of this UPF (the ICMP errors' source, RFC 1812 clause 4.3.2.4)"),
+            ("{ source_ipv4: \"2001:db8::1\" }", "t.yaml:12: datapath.icmp.source_ipv4: \"2001:db8::1\": expected an IPv4 address, e.g. 192.0.2.7"),
+            ("{ burst: -1 }", "t.yaml:12: datapath.icmp.burst: -1 is out of range: a whole number 0-18446744073709551615"),
+        ] {
+            assert_eq!(err(&with(icmp)), want, "{icmp}");
+        }
+    }
+
+    #[test]
+    fn mtus_by_interface_each_once_and_errors_name_the_keys() {
+        let with = |dp: &str| {
+            format!("{GOOD}datapath: {{ n3_interface: eth1, n6_interface: eth2, {dp} }}\n")
+        };
+        let mtus = |dp: &str| {
+            Config::parse(&with(dp), "t.yaml")
+                .unwrap()
+                .datapath
+                .interface_mtus()
+                .unwrap()
+        };
+        assert_eq!(mtus(""), vec![]);
+        assert_eq!(
+            mtus("mtu: { n3: 1500, n6: 9000 }"),
+            vec![("n3", 1500), ("n6", 9000)]
+        );
+        assert_eq!(mtus("mtu: { n6: 68 }"), vec![("n6", 68)]);
+        // N9 on an interface of its own, or on N3's with the same MTU (said once).
+        assert_eq!(
+            mtus("n9_interface: eth3, mtu: { n9: 9216 }"),
+            vec![("n9", 9216)]
+        );
+        assert_eq!(
+            mtus("n9_interface: eth1, mtu: { n3: 1400, n9: 1400 }"),
+            vec![("n3", 1400)]
+        );
+        for (dp, want) in [
+            ("mtu: { n6: 40 }", "t.yaml: datapath.mtu.n6: 40 is out of range: an MTU in octets, 68-9216"),
+            ("mtu: { n3: 9217 }", "t.yaml: datapath.mtu.n3: 9217 is out of range: an MTU in octets, 68-9216"),
+            ("mtu: { n9: 70000 }", "t.yaml:11: datapath.mtu.n9: 70000 is out of range: an MTU in octets, 68-9216"),
+            ("mtu: { n9: 1400 }", "t.yaml: datapath.mtu.n9: 1400: needs datapath.n9_interface (without it N9 traffic goes by datapath.n3_interface: set datapath.mtu.n3)"),
+            ("n9_interface: eth1, mtu: { n3: 1500, n9: 1400 }", "t.yaml: datapath.mtu.n9: 1400: datapath.n9_interface and datapath.n3_interface are both \"eth1\", and datapath.mtu.n3 is 1500: one MTU per interface"),
+            ("n6_interface: eth1, mtu: { n3: 1500, n6: 1400 }", "t.yaml: datapath.mtu.n6: 1400: datapath.n6_interface and datapath.n3_interface are both \"eth1\", and datapath.mtu.n3 is 1500: one MTU per interface"),
+            ("mtu: { n4: 1500 }", "t.yaml:11: datapath.mtu.n4: unknown key: datapath.mtu has n3, n6, n9"),
+        ] {
+            let text = with(dp).replace("n6_interface: eth2, n6_interface", "n6_interface");
+            assert_eq!(err(&text), want, "{dp}");
+        }
+        // Without its interface, N3's MTU is refused too (datapath.mode none).
+        let e = err(&format!("{GOOD}datapath:\n  mtu: {{ n3: 1500 }}\n"));
+        assert_eq!(
+            e,
+            "t.yaml: datapath.mtu.n3: 1500: needs datapath.n3_interface"
+        );
     }
 
     #[test]

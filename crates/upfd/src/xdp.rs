@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
@@ -55,12 +56,37 @@ fn mac_of(name: &str) -> [u8; 6] {
     m
 }
 
+/// The ifindexes of the data path's interfaces.
+#[derive(Debug, Clone, Copy)]
+struct Ifindexes {
+    n3: u32,
+    n6: u32,
+    n9: Option<u32>,
+}
+
 /// The data path's configuration from upfd's: our GTP-U addresses (N3, N9, the Network
-/// Instances'), the addresses user traffic must not reach and the slow path's budget.
-fn data_path_config(cfg: &Config) -> DataPathConfig {
+/// Instances'), the addresses user traffic must not reach, the slow path's budget, the
+/// ICMP errors' (their sources read from the N6 interface unless configured) and the
+/// configured MTUs by ifindex.
+fn data_path_config(cfg: &Config, ifs: Ifindexes) -> anyhow::Result<DataPathConfig> {
     let n9 = cfg.gtpu.n9.as_ref();
     let per_sec = cfg.datapath.unknown_teid_to_slowpath_per_sec;
-    DataPathConfig {
+    let icmp = &cfg.datapath.icmp;
+    let n6_name = cfg.datapath.n6_interface.as_deref().unwrap_or_default();
+    let n6_addrs = if icmp.errors_per_sec > 0
+        && (icmp.source_ipv4.is_none() || icmp.source_ipv6.is_none())
+    {
+        addresses_of(n6_name).with_context(|| {
+            format!("datapath.icmp: the ICMP errors' source: reading the addresses of datapath.n6_interface {n6_name:?}")
+        })?
+    } else {
+        Vec::new()
+    };
+    let (icmp, notes) = icmp_config(icmp, n6_name, &n6_addrs);
+    for n in notes {
+        info!("xdp: {n}");
+    }
+    Ok(DataPathConfig {
         local: cfg.gtpu_addresses().into_iter().map(|(a, _)| a).collect(),
         protected: cfg.protected_addresses(),
         n3_v4: cfg.gtpu.n3.ipv4,
@@ -71,7 +97,139 @@ fn data_path_config(cfg: &Config) -> DataPathConfig {
         neigh: Default::default(),
         slowpath_per_sec: per_sec,
         slowpath_burst: per_sec.max(1),
+        icmp,
+        mtus: mtus_by_ifindex(cfg, ifs)?,
+    })
+}
+
+/// `datapath.mtu` by ifindex, each interface once. The check refused two MTUs for one
+/// interface name; two names of one interface (altnames) are refused here.
+fn mtus_by_ifindex(cfg: &Config, ifs: Ifindexes) -> anyhow::Result<Vec<(u32, u16)>> {
+    let by_role = cfg
+        .datapath
+        .interface_mtus()
+        .map_err(|(key, m)| anyhow::anyhow!("{key}: {m}"))?;
+    let mut out: Vec<(&str, u32, u16)> = Vec::new();
+    for (role, mtu) in by_role {
+        let i = match role {
+            "n3" => ifs.n3,
+            "n6" => ifs.n6,
+            _ => ifs.n9.unwrap_or(ifs.n3),
+        };
+        match out.iter().find(|(_, o, _)| *o == i) {
+            Some((r, _, m)) if *m != mtu => anyhow::bail!(
+                "datapath.mtu.{role}: {mtu}: datapath.{role}_interface is datapath.{r}_interface (ifindex {i}), and datapath.mtu.{r} is {m}: one MTU per interface"
+            ),
+            Some(_) => {}
+            None => out.push((role, i, mtu)),
+        }
     }
+    anyhow::ensure!(
+        out.len() <= upf::abi::MAX_IF_MTUS as usize,
+        "datapath.mtu: {} interfaces: the data path takes {}",
+        out.len(),
+        upf::abi::MAX_IF_MTUS
+    );
+    Ok(out.into_iter().map(|(_, i, m)| (i, m)).collect())
+}
+
+/// The ICMP errors' budgets and sources: the configured sources, else the first IPv4
+/// and the first global-scope IPv6 address of `n6` (`n6_addrs`, in the kernel's order).
+/// With what to log once: the versions that get no errors for want of a source.
+fn icmp_config(
+    c: &crate::config::Icmp,
+    n6: &str,
+    n6_addrs: &[IpAddr],
+) -> (upf::fastpath::Icmp, Vec<String>) {
+    let mut icmp = upf::fastpath::Icmp {
+        source_v4: c.source_ipv4,
+        source_v6: c.source_ipv6,
+        per_sec: c.errors_per_sec,
+        burst: c.burst,
+        session_per_sec: c.session_errors_per_sec,
+        session_burst: c.session_burst,
+    };
+    let mut notes = Vec::new();
+    if c.errors_per_sec == 0 {
+        notes.push(
+            "datapath.icmp.errors_per_sec is 0: no ICMP errors for packets that do not fit".into(),
+        );
+        return (icmp, notes);
+    }
+    if icmp.source_v4.is_none() {
+        icmp.source_v4 = n6_addrs.iter().find_map(|a| match a {
+            IpAddr::V4(a) => Some(*a),
+            IpAddr::V6(_) => None,
+        });
+        if icmp.source_v4.is_none() {
+            notes.push(format!(
+                "no ICMPv4 Fragmentation Needed for packets that do not fit: datapath.n6_interface {n6:?} has no IPv4 address and datapath.icmp.source_ipv4 is not set"
+            ));
+        }
+    }
+    if icmp.source_v6.is_none() {
+        icmp.source_v6 = n6_addrs.iter().find_map(|a| match a {
+            IpAddr::V6(a) if global_scope(a) => Some(*a),
+            _ => None,
+        });
+        if icmp.source_v6.is_none() {
+            notes.push(format!(
+                "no ICMPv6 Packet Too Big for packets that do not fit: datapath.n6_interface {n6:?} has no global IPv6 address and datapath.icmp.source_ipv6 is not set"
+            ));
+        }
+    }
+    (icmp, notes)
+}
+
+/// Whether an interface's IPv6 address has global scope as Linux gives it (`ip -6 addr`):
+/// not loopback, link-local or (deprecated, RFC 3879) site-local. ULAs are global.
+fn global_scope(a: &Ipv6Addr) -> bool {
+    let s0 = a.segments()[0];
+    !(a.is_loopback()
+        || a.is_unspecified()
+        || a.is_multicast()
+        || s0 & 0xffc0 == 0xfe80
+        || s0 & 0xffc0 == 0xfec0)
+}
+
+/// The addresses of interface `name`, in the kernel's order (getifaddrs(3)).
+fn addresses_of(name: &str) -> std::io::Result<Vec<IpAddr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it allocates to `head`; freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is an entry of the list getifaddrs returned, not yet freed; its
+        // name is NUL-terminated, its address (if any) a sockaddr of its family.
+        unsafe {
+            let ifa = &*p;
+            p = ifa.ifa_next;
+            if ifa.ifa_addr.is_null()
+                || std::ffi::CStr::from_ptr(ifa.ifa_name).to_bytes() != name.as_bytes()
+            {
+                continue;
+            }
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                        sin.sin_addr.s_addr,
+                    ))));
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+                }
+                _ => {}
+            }
+        }
+    }
+    // SAFETY: `head` is the list getifaddrs returned, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
 }
 
 /// The online CPUs (/sys/devices/system/cpu/online, e.g. "0-3,6"), at most
@@ -182,7 +340,12 @@ impl Xdp {
             Some(n) => Some(ifindex(n).context("datapath.n9_interface")?),
             None => None,
         };
-        let dcfg = data_path_config(cfg);
+        let ifs = Ifindexes {
+            n3: n3_if,
+            n6: n6_if,
+            n9: n9_if,
+        };
+        let dcfg = data_path_config(cfg, ifs)?;
         let cap = capacity(cfg, teid_index);
         if running.is_some() && !cfg.state.reuse_datapath {
             info!("xdp: state.reuse_datapath is false: loading a new data path");
@@ -398,5 +561,114 @@ impl Xdp {
                 drops.join(" ")
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn icmp(yaml: &str) -> crate::config::Icmp {
+        let text = format!(
+            "node_id: 127.0.0.7\nn4: {{ address: 127.0.0.7 }}\ngtpu: {{ n3: {{ ipv4: 127.0.0.7 }} }}\ndatapath: {{ icmp: {yaml} }}\n"
+        );
+        Config::parse(&text, "t.yaml").unwrap().datapath.icmp
+    }
+
+    #[test]
+    fn icmp_sources_are_the_configured_ones_else_n6_s_first_of_each_version() {
+        let n6: Vec<IpAddr> = [
+            "fe80::1",
+            "192.0.2.7",
+            "fec0::1",
+            "2001:db8::7",
+            "198.51.100.7",
+            "2001:db8::8",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        let (i, notes) = icmp_config(&icmp("{}"), "eth2", &n6);
+        assert_eq!(
+            (i.source_v4, i.source_v6),
+            (
+                Some("192.0.2.7".parse().unwrap()),
+                Some("2001:db8::7".parse().unwrap())
+            )
+        );
+        assert_eq!(
+            (i.per_sec, i.burst, i.session_per_sec, i.session_burst),
+            (1000, 50, 10, 10)
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        // Configured sources win.
+        let (i, _) = icmp_config(
+            &icmp("{ source_ipv4: 203.0.113.1, source_ipv6: \"2001:db8::1\" }"),
+            "eth2",
+            &n6,
+        );
+        assert_eq!(
+            (i.source_v4, i.source_v6),
+            (
+                Some("203.0.113.1".parse().unwrap()),
+                Some("2001:db8::1".parse().unwrap())
+            )
+        );
+        // A version N6 has no (global) address of: none, said once.
+        let local_only: Vec<IpAddr> = vec!["fe80::1".parse().unwrap(), "::1".parse().unwrap()];
+        let (i, notes) = icmp_config(&icmp("{}"), "eth2", &local_only);
+        assert_eq!((i.source_v4, i.source_v6), (None, None));
+        assert_eq!(
+            notes,
+            vec![
+                "no ICMPv4 Fragmentation Needed for packets that do not fit: datapath.n6_interface \"eth2\" has no IPv4 address and datapath.icmp.source_ipv4 is not set",
+                "no ICMPv6 Packet Too Big for packets that do not fit: datapath.n6_interface \"eth2\" has no global IPv6 address and datapath.icmp.source_ipv6 is not set",
+            ]
+        );
+        let (i, notes) = icmp_config(&icmp("{ source_ipv4: 192.0.2.1 }"), "eth2", &[]);
+        assert_eq!(i.source_v4, Some("192.0.2.1".parse().unwrap()));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("no ICMPv6"), "{notes:?}");
+        // None at all: the per_sec the data path reads is 0.
+        let (i, notes) = icmp_config(&icmp("{ errors_per_sec: 0 }"), "eth2", &n6);
+        assert_eq!(i.per_sec, 0);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+    }
+
+    #[test]
+    fn the_loopback_interface_s_addresses_are_read() {
+        let a = addresses_of("lo").unwrap();
+        assert!(a.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)), "{a:?}");
+        assert!(addresses_of("upfd-nonesuch0").unwrap().is_empty());
+    }
+
+    #[test]
+    fn mtus_go_by_ifindex_each_interface_once() {
+        let cfg = |dp: &str| {
+            let text = format!(
+                "node_id: 127.0.0.7\nn4: {{ address: 127.0.0.7 }}\ngtpu: {{ n3: {{ ipv4: 127.0.0.7 }} }}\ndatapath: {{ n3_interface: eth1, n6_interface: eth2, {dp} }}\n"
+            );
+            Config::parse(&text, "t.yaml").unwrap()
+        };
+        let ifs = Ifindexes {
+            n3: 3,
+            n6: 4,
+            n9: Some(5),
+        };
+        let c = cfg("n9_interface: eth3, mtu: { n3: 1500, n6: 9000, n9: 1400 }");
+        assert_eq!(
+            mtus_by_ifindex(&c, ifs).unwrap(),
+            vec![(3, 1500), (4, 9000), (5, 1400)]
+        );
+        assert_eq!(mtus_by_ifindex(&cfg(""), ifs).unwrap(), vec![]);
+        // Two names of one interface (an altname) with two MTUs.
+        let c = cfg("n9_interface: eth3, mtu: { n3: 1500, n9: 1400 }");
+        let same = Ifindexes { n9: Some(3), ..ifs };
+        assert_eq!(
+            mtus_by_ifindex(&c, same).unwrap_err().to_string(),
+            "datapath.mtu.n9: 1400: datapath.n9_interface is datapath.n3_interface (ifindex 3), and datapath.mtu.n3 is 1500: one MTU per interface"
+        );
+        let c = cfg("n9_interface: eth3, mtu: { n3: 1500, n9: 1500 }");
+        assert_eq!(mtus_by_ifindex(&c, same).unwrap(), vec![(3, 1500)]);
     }
 }

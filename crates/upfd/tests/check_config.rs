@@ -359,6 +359,48 @@ fn every_error_is_one_line_with_where_the_key_the_value_and_what_is_allowed() {
             vec![],
             "environment UPFD_APPLICATIONS_STOP_AFTER: applications_stop_after: 10: a duration needs units: 10s, 500ms, 2m".into(),
         ),
+        (
+            "an MTU below IPv4's minimum",
+            format!("{g}datapath:\n  n6_interface: lo\n  mtu: {{ n6: 40 }}\n"),
+            vec![],
+            vec![],
+            "FILE: datapath.mtu.n6: 40 is out of range: an MTU in octets, 68-9216".into(),
+        ),
+        (
+            "an MTU above the range from the environment",
+            xdp(&d),
+            vec![("UPFD_DATAPATH__MTU__N3", "9300")],
+            vec![],
+            "environment UPFD_DATAPATH__MTU__N3: datapath.mtu.n3: 9300 is out of range: an MTU in octets, 68-9216".into(),
+        ),
+        (
+            "N9's MTU without an N9 interface",
+            xdp(&d),
+            vec![],
+            vec!["datapath.mtu.n9=1400"],
+            "--set: datapath.mtu.n9: 1400: needs datapath.n9_interface (without it N9 traffic goes by datapath.n3_interface: set datapath.mtu.n3)".into(),
+        ),
+        (
+            "two MTUs for one interface",
+            xdp(&d),
+            vec![],
+            vec!["datapath.mtu={ n3: 1500, n6: 1400 }"],
+            "--set: datapath.mtu.n6: 1400: datapath.n6_interface and datapath.n3_interface are both \"lo\", and datapath.mtu.n3 is 1500: one MTU per interface".into(),
+        ),
+        (
+            "ICMP errors with no burst",
+            format!("{g}datapath:\n  icmp:\n    errors_per_sec: 100\n    burst: 0\n"),
+            vec![],
+            vec![],
+            "FILE: datapath.icmp.burst: 0 is out of range: at least 1 (errors sent at once) while datapath.icmp.errors_per_sec is 100; errors_per_sec: 0 sends none".into(),
+        ),
+        (
+            "an unknown key under icmp",
+            format!("{g}datapath:\n  icmp:\n    rate: 100\n"),
+            vec![],
+            vec![],
+            "FILE:14: datapath.icmp.rate: unknown key: datapath.icmp has source_ipv4, source_ipv6, errors_per_sec, burst, session_errors_per_sec, session_burst".into(),
+        ),
     ];
     assert!(cases.len() >= 12);
     for (what, text, env, set, want) in cases {
@@ -402,6 +444,29 @@ fn applications_with_their_pfds_are_valid() {
     );
     let f = d.file("upfd.yaml", &text);
     let r = check_config(&f, &[], &[]);
+    assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""));
+}
+
+/// ICMP errors for packets that do not fit and MTUs per interface, on the XDP data path
+/// (N3 and N6 both on lo: one interface, one MTU).
+#[test]
+fn icmp_and_mtu_sections_are_valid() {
+    let d = Dir::new("icmp-mtu");
+    let text = format!(
+        "{}datapath:\n  mode: xdp\n  n3_interface: lo\n  n6_interface: lo\n  icmp:\n    source_ipv4: 192.0.2.1\n    source_ipv6: \"2001:db8::1\"\n    errors_per_sec: 100\n    burst: 10\n    session_errors_per_sec: 200\n    session_burst: 20\n  mtu:\n    n3: 1500\n    n6: 1500\n",
+        good(&d)
+    );
+    let f = d.file("upfd.yaml", &text);
+    let r = check_config(&f, &[], &[]);
+    assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""));
+    // None at all, with no burst; the limits of the MTU's range.
+    let r = check_config(
+        &f,
+        &[("UPFD_DATAPATH__ICMP", "{ errors_per_sec: 0, burst: 0 }")],
+        &["datapath.mtu={ n3: 9216, n6: 9216 }"],
+    );
+    assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""));
+    let r = check_config(&f, &[], &["datapath.mtu={ n6: 68 }"]);
     assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""));
 }
 
