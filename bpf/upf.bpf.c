@@ -6,6 +6,8 @@
  *   xdp_n6: plain IP in from the data network: UE address -> session.
  *   stage_app, stage_rules, stage_egress (and their cpumap twins): application
  *           classification; PDR, FAR, QERs, quota; headers, next hop, counts, send.
+ *   stage_icmp, stage_downlink (and their twins): an ICMP error for a packet too big
+ *           for its link, sent back to its source (for a UE, through its downlink).
  * The logic is in the headers under include/, one per concern; the tables in
  * include/upf_maps.h, the numbers in include/abi.h. The reference model
  * (crates/upf/src/model/) is what these programs are tested against (BPF_PROG_RUN,
@@ -26,6 +28,7 @@
 #include "spread.h"
 #include "app.h"
 #include "profile.h"
+#include "icmp.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -324,8 +327,10 @@ int xdp_n3_cpu(struct xdp_md *ctx)
 	return n3(ctx, cfg, &calls_cpu, 1);
 }
 
-SEC("xdp")
-int xdp_n6(struct xdp_md *ctx)
+/* The N6 processing: a plain IP packet's destination (a UE) -> session -> the stages.
+ * `made`: an ICMP error this data path made for a UE (include/icmp.h), not a frame that
+ * arrived: not counted as received, and dropped as no_route if no session has the UE. */
+static __always_inline int n6(struct xdp_md *ctx, void *calls_map, int made, int cpumap)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -335,19 +340,18 @@ int xdp_n6(struct xdp_md *ctx)
 	__u32 frame = data_end - data;
 
 	if (!cfg || !k)
-		return XDP_PASS;
+		return made ? XDP_DROP : XDP_PASS;
 	prof_mark(PROF_START);
-	count(STAT_RECEIVED_N6, frame);
+	if (!made)
+		count(STAT_RECEIVED_N6, frame);
 	__u8 family = parse_eth(data, data_end, &l3);
 
-	if (!family)
-		return pass_up(STAT_PASSED_TO_KERNEL, frame);
-	if (parse_inner(data, data_end, l3, frame, &k->f))
-		return pass_up(STAT_PASSED_TO_KERNEL, frame);
+	if (!family || parse_inner(data, data_end, l3, frame, &k->f))
+		return made ? drop(DROP_MALFORMED_IP, frame) : pass_up(STAT_PASSED_TO_KERNEL, frame);
 	int r = find_by_ue(cfg, k);
 
 	if (r < 0)
-		return pass_up(STAT_PASSED_TO_KERNEL, frame);
+		return made ? drop(DROP_NO_ROUTE, k->f.len) : pass_up(STAT_PASSED_TO_KERNEL, frame);
 	if (r > 0)
 		return drop(DROP_RULES_CHANGING, k->f.len);
 	__builtin_memset(&k->o, 0, sizeof(k->o));
@@ -356,9 +360,28 @@ int xdp_n6(struct xdp_md *ctx)
 	k->o.inner = l3;
 	k->o.qfi = QFI_ANY;
 	k->from_gtpu = 0;
-	k->cpumap = 0;
+	k->cpumap = cpumap;
 	prof_mark(PROF_FOUND);
-	return to_stages(ctx, cfg, k, &calls);
+	return to_stages(ctx, cfg, k, calls_map);
+}
+
+SEC("xdp")
+int xdp_n6(struct xdp_md *ctx)
+{
+	return n6(ctx, &calls, 0, 0);
+}
+
+/* Stage CALL_DOWNLINK: an ICMP error for a UE, into its session's downlink rules. */
+SEC("xdp")
+int stage_downlink(struct xdp_md *ctx)
+{
+	return n6(ctx, &calls, 1, 0);
+}
+
+SEC("xdp/cpumap")
+int stage_downlink_cpu(struct xdp_md *ctx)
+{
+	return n6(ctx, &calls_cpu, 1, 1);
 }
 
 /* ---------------------------------------------------------------------------------
@@ -853,7 +876,7 @@ static __always_inline int send(struct xdp_md *ctx, const struct upf_config *cfg
 	return bpf_redirect(eg->ifindex, 0);
 }
 
-static __always_inline int egress_stage(struct xdp_md *ctx)
+static __always_inline int egress_stage(struct xdp_md *ctx, void *calls_map)
 {
 	struct upf_config *cfg = get_config();
 	struct pkt *k = pkt_mem();
@@ -872,8 +895,18 @@ static __always_inline int egress_stage(struct xdp_md *ctx)
 
 	if (er == EGRESS_NO_ROUTE || (er == EGRESS_NO_NEIGH && k->far.ohc != OHC_NONE))
 		return drop(DROP_NO_ROUTE, len);
-	if (er == EGRESS_OK && l3_len > eg.mtu)
-		return drop(DROP_MTU_EXCEEDED, len);
+	if (er == EGRESS_OK)
+		eg.mtu = configured_mtu(cfg, eg.ifindex, eg.mtu);
+	if (er == EGRESS_OK && l3_len > eg.mtu) {
+		count(DROP_MTU_EXCEEDED, len);
+		/* What fits before the headers added here (RFC 791 and RFC 8200 minimums). */
+		__u32 fits = eg.mtu > e.outer_len ? eg.mtu - e.outer_len : 0;
+		__u32 least = k->f.version == 4 ? 68 : 1280;
+
+		k->icmp_mtu = fits < least ? least : fits;
+		bpf_tail_call(ctx, calls_map, CALL_ICMP);
+		return XDP_DROP;
+	}
 	prof_mark(PROF_PLANNED);
 	v = rewrite(ctx, &k->far, &e, k->o.inner, len, k->f.version,
 		    k->from_gtpu && k->far.ohc != OHC_NONE);
@@ -888,13 +921,75 @@ static __always_inline int egress_stage(struct xdp_md *ctx)
 SEC("xdp")
 int stage_egress(struct xdp_md *ctx)
 {
-	return egress_stage(ctx);
+	return egress_stage(ctx, &calls);
 }
 
 SEC("xdp/cpumap")
 int stage_egress_cpu(struct xdp_md *ctx)
 {
-	return egress_stage(ctx);
+	return egress_stage(ctx, &calls_cpu);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Stage CALL_ICMP: the error for a packet that did not fit (include/icmp.h), counted
+ * already as mtu_exceeded: to a UE through its downlink rules (CALL_DOWNLINK), to a
+ * data network host back by its route. */
+
+static __always_inline int icmp_stage(struct xdp_md *ctx, void *calls_map)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct upf_config *cfg = get_config();
+	struct pkt *k = pkt_mem();
+
+	if (!cfg || !k)
+		return XDP_DROP;
+	int way = icmp_way(k);
+
+	if (way == ICMP_NONE || !icmp_eligible(data, data_end, k, cfg))
+		return XDP_DROP;
+	if (!icmp_budget(cfg, k))
+		return drop(STAT_ICMP_LIMITED, k->f.len);
+	__u8 v4 = k->f.version == 4;
+	__u8 dst[16];
+
+	__builtin_memcpy(dst, k->f.src, 16);
+	if (icmp_build(ctx, cfg, k, k->icmp_mtu))
+		return XDP_DROP;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	__u32 len = data_end - data - ETH_LEN;
+
+	if (way == ICMP_TO_UE) {
+		count(STAT_ICMP_SENT, len);
+		bpf_tail_call(ctx, calls_map, CALL_DOWNLINK);
+		return drop(DROP_UNSUPPORTED, len);
+	}
+	struct egress eg = {};
+	int er = egress_lookup(ctx, cfg, v4 ? 4 : 6, v4 ? (__u8 *)&cfg->icmp_src_v4 : cfg->icmp_src_v6,
+			       dst, len, k->now, &eg);
+	struct ethhdr *eth = data;
+
+	if (er != EGRESS_OK || (void *)(eth + 1) > data_end)
+		return drop(DROP_NO_ROUTE, len);
+	__builtin_memcpy(eth->h_dest, eg.dmac, 6);
+	__builtin_memcpy(eth->h_source, eg.smac, 6);
+	count(STAT_ICMP_SENT, len);
+	if (eg.ifindex == ctx->ingress_ifindex)
+		return k->cpumap ? bpf_redirect(ctx->ingress_ifindex, 0) : XDP_TX;
+	return bpf_redirect(eg.ifindex, 0);
+}
+
+SEC("xdp")
+int stage_icmp(struct xdp_md *ctx)
+{
+	return icmp_stage(ctx, &calls);
+}
+
+SEC("xdp/cpumap")
+int stage_icmp_cpu(struct xdp_md *ctx)
+{
+	return icmp_stage(ctx, &calls_cpu);
 }
 
 /* Not read: makes the ring buffer's record layout and the numbers of abi.h part of the

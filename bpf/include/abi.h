@@ -114,7 +114,9 @@ enum call_index {
 	CALL_APP = 0,    /* application classification (sessions with SR_APPS) */
 	CALL_RULES = 1,  /* PDR, FAR, QER gates and MBR leases, quota leases */
 	CALL_EGRESS = 2, /* headers, next hop, URR counting, send */
-	CALL_MAX = 4,
+	CALL_ICMP = 3,   /* an ICMP error for a packet that does not fit (include/icmp.h) */
+	CALL_DOWNLINK = 4, /* an ICMP error for a UE into its session's downlink rules */
+	CALL_MAX = 8,
 };
 
 /* Application detection (include/app.h, docs/application-detection.md). */
@@ -241,7 +243,8 @@ enum stat_index {
 	STAT_REDIRECTED,                  /* handed to upfd for a redirecting FAR (TCP) */
 	STAT_TO_SLOWPATH,                 /* GTP-U for upfd: echo, unknown TEID, ... */
 	STAT_PASSED_TO_KERNEL,            /* not for the UPF, or next hop unresolved */
-	STAT_ICMP_SENT,                   /* ICMP errors sent */
+	STAT_ICMP_SENT,                   /* ICMP errors sent to a DN host or handed to a UE's downlink rules */
+	STAT_ICMP_LIMITED,                /* ICMP errors not made: over the session's or the total budget */
 	STAT_RECEIVED_N3,                 /* every frame xdp_n3 saw (N3, and N9's interface) */
 	STAT_RECEIVED_N6,                 /* every frame xdp_n6 saw (N6) */
 	STAT_MAX,

@@ -48,36 +48,29 @@ static __always_inline __u16 csum_replace2(__u16 check, __u16 old, __u16 new)
 		off &= CSUM_OFF_MASK;                                              \
 		p = data + off;                                                    \
 		if ((void *)(p + (n)) > data_end)                                  \
-			return -1;                                                 \
+			return CSUM_SHORT;                                         \
 		sum += (__u32)bpf_csum_diff(0, 0, (__be32 *)p, (n), 0);            \
 		off += (n);                                                        \
 		len -= (n);                                                        \
 	} while (0)
 
-/* The UDP checksum of the GTP-U datagram behind the outer IPv6 header at `l3` (RFC 8200
- * clause 8.1: mandatory over IPv6, and receivers drop a zero one), written into it.
- * `len` is the UDP length. A global function: the verifier checks it once, on its own,
- * rather than on every path through the caller. 0, or -1 if the frame is shorter. */
-__attribute__((noinline)) int udp6_checksum(struct xdp_md *ctx, __u32 l3, __u32 len)
+/* csum_span's answer when the frame is shorter than the span. */
+#define CSUM_SHORT (1ull << 63)
+
+/* The sum (RFC 1071, not folded) of the frame's octets [off, off + len) as 16-bit words
+ * in network order, an odd last octet padded with zero; CSUM_SHORT if the frame is
+ * shorter. A global function: the verifier checks it once, on its own, rather than on
+ * every path through its callers. */
+__attribute__((noinline)) __u64 csum_span(struct xdp_md *ctx, __u32 off, __u32 len)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u64 sum = bpf_htons(IPPROTO_UDP) + bpf_htons((__u16)len);
-	__u32 off;
+	__u64 sum = 0;
 	__u8 *p;
 	int i;
 
-	if (l3 > 64 || len > CSUM_MAX_LEN || len < 8)
-		return -1;
-	/* The pseudo-header: source and destination addresses, length and next header. */
-	off = l3 + 8;
-	CSUM_CHUNK(32);
-	len += 32; /* the addresses are not part of the datagram's length */
-	off = l3 + 40;
-	p = data + off;
-	if ((void *)(p + 8) > data_end)
-		return -1;
-	*(__u16 *)(p + 6) = 0;
+	if (off > CSUM_OFF_MASK || len > CSUM_MAX_LEN)
+		return CSUM_SHORT;
 	for (i = 0; i < CSUM_MAX_LEN / 512; i++) {
 		if (len < 512)
 			break;
@@ -101,22 +94,50 @@ __attribute__((noinline)) int udp6_checksum(struct xdp_md *ctx, __u32 l3, __u32 
 	p = data + off;
 	if (len >= 2) {
 		if ((void *)(p + 2) > data_end)
-			return -1;
+			return CSUM_SHORT;
 		sum += *(__u16 *)p;
 		p += 2;
 		len -= 2;
 	}
 	if (len) {
 		if ((void *)(p + 1) > data_end)
-			return -1;
+			return CSUM_SHORT;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 		sum += p[0];
 #else
 		sum += (__u16)p[0] << 8;
 #endif
 	}
+	return sum;
+}
+
+/* The UDP checksum of the GTP-U datagram behind the outer IPv6 header at `l3` (RFC 8200
+ * clause 8.1: mandatory over IPv6, and receivers drop a zero one), written into it.
+ * `len` is the UDP length. A global function, as csum_span. 0, or -1 if the frame is
+ * shorter. */
+__attribute__((noinline)) int udp6_checksum(struct xdp_md *ctx, __u32 l3, __u32 len)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *p;
+
+	if (l3 > 64 || len > CSUM_MAX_LEN || len < 8)
+		return -1;
+	p = data + l3 + 40;
+	if ((void *)(p + 8) > data_end)
+		return -1;
+	*(__u16 *)(p + 6) = 0;
+	/* The pseudo-header: source and destination addresses, length and next header. */
+	__u64 addrs = csum_span(ctx, l3 + 8, 32);
+	__u64 sum = csum_span(ctx, l3 + 40, len);
+
+	if ((addrs | sum) >> 63)
+		return -1;
+	sum += addrs + bpf_htons(IPPROTO_UDP) + bpf_htons((__u16)len);
 	__u16 c = csum_fold(sum);
 
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
 	p = data + ((l3 + 40) & CSUM_OFF_MASK);
 	if ((void *)(p + 8) > data_end)
 		return -1;

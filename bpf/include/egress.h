@@ -143,4 +143,17 @@ static __always_inline int egress_lookup(struct xdp_md *ctx, struct upf_config *
 	return EGRESS_OK;
 }
 
+/* The MTU of the link a packet leaves by: the configured one, if any, else what the FIB
+ * or the neighbour said. */
+static __always_inline __u32 configured_mtu(const struct upf_config *cfg, __u32 ifindex,
+					    __u32 mtu)
+{
+	int i;
+
+	for (i = 0; i < MAX_IF_MTUS; i++)
+		if (cfg->if_mtu[i].ifindex && cfg->if_mtu[i].ifindex == ifindex)
+			return cfg->if_mtu[i].mtu;
+	return mtu;
+}
+
 #endif

@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* The stages of the data path (upf.bpf.c) and what they hand each other. A packet runs
- * through up to four programs, each verified on its own (the verifier's budget is per
- * program: a new feature is a new stage), joined by tail calls into named slots, as
+ * through up to four programs (eight when it becomes an ICMP error for a UE), each
+ * verified on its own (the verifier's budget is per program: a new feature is a new
+ * stage), joined by tail calls into named slots, as
  * Cilium's pipeline is:
  *
  *   entry (xdp_n3, xdp_n6): parse, find the session, copy its record, source checks
  *     -> CALL_APP (sessions with an Application ID): classify          -> CALL_RULES
  *     -> CALL_RULES: PDR, FAR, gates, MBR and quota leases              -> CALL_EGRESS
  *     -> CALL_EGRESS: headers, next hop, URR counts, send
+ *          (too big for its link: counted as dropped)                   -> CALL_ICMP
+ *     -> CALL_ICMP: the ICMP error (include/icmp.h), back by its route, or for a UE
+ *                                                                        -> CALL_DOWNLINK
+ *     -> CALL_DOWNLINK: xdp_n6's work on the error, which then runs the UE's downlink
+ *          rules as a packet from the data network would (CALL_RULES, CALL_EGRESS)
  *
  * The stages share one per-CPU scratch record (struct pkt): a packet runs to completion
  * on its CPU before the next one starts there, so nothing else writes it meanwhile. The
@@ -42,6 +48,7 @@ struct pkt {
 	__u8 psc_flags;
 	__u8 psc_ppi;
 	__u8 touched;     /* what reading the entry's other lines early read (unused) */
+	__u32 icmp_mtu;   /* CALL_ICMP: the MTU its error reports */
 	struct sess_rec rec; /* line 0, the key's line and the home QER, copied consistently */
 	struct pdr pdr;      /* the PDR found, in full form */
 	struct far far;      /* its FAR */

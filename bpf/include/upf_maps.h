@@ -99,7 +99,7 @@ struct pool {
 	__u32 epoch;     /* a cold URR's lease epochs (the home URR's are in the record) */
 	__u32 flags;     /* URR_Q_*, URR_T_ARMED (a cold URR's); URR_Q_NOTIFIED */
 	__u64 restart[2]; /* when each direction's GCRA last restarted idle, ns */
-	__u64 pad;
+	__u64 icmp_tat;  /* the session's ICMP error budget (a GCRA, include/icmp.h); 0: idle */
 };
 
 /* One CPU's lane: what it counted and what it leased, one cache line no other CPU
@@ -277,6 +277,21 @@ struct upf_config {
 	__u32 spread;
 	__u32 n_spread;
 	__u32 spread_cpu[MAX_SPREAD_CPUS];
+	/* ICMP errors for packets that do not fit (include/icmp.h): their source per IP
+	 * version (0 / ::: none of that version), the budget in all (icmp_bucket) and per
+	 * session (struct pool's icmp_tat); a per_sec of 0 sends none. */
+	__u32 icmp_src_v4;
+	__u8 icmp_src_v6[16];
+	__u64 icmp_per_sec;
+	__u64 icmp_burst;
+	__u64 icmp_sess_per_sec;
+	__u64 icmp_sess_burst;
+	/* Configured MTUs: they take precedence over the FIB's and the neighbours' for
+	 * packets leaving by that interface (ifindex 0: unused). */
+	struct if_mtu {
+		__u32 ifindex;
+		__u32 mtu;
+	} if_mtu[MAX_IF_MTUS];
 };
 
 /* Per-CPU packets and octets of each drop reason and outcome (abi.h drop_reason,
@@ -442,6 +457,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct slowpath_bucket);
 } slowpath SEC(".maps");
+
+/* The ICMP errors' budget over all sessions (include/icmp.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct slowpath_bucket);
+} icmp_bucket SEC(".maps");
 
 /* The CPUs G-PDUs are spread over (include/spread.h): each entry's queue runs
  * xdp_n3_cpu on its CPU. upfd sizes it to the possible CPUs and fills it before it sets

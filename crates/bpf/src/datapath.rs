@@ -461,15 +461,19 @@ fn sdf_content(entries: &[types::sdf_match]) -> Vec<u8> {
 }
 
 /// The stages, by their slots in the program arrays (include/pipeline.h).
-fn stages<'a>(skel: &'a UpfSkel<'static>) -> [(&'a libbpf_rs::ProgramMut<'static>, bool, u32); 6] {
+fn stages<'a>(skel: &'a UpfSkel<'static>) -> [(&'a libbpf_rs::ProgramMut<'static>, bool, u32); 10] {
     let p = &skel.progs;
     [
         (&p.stage_app, false, abi::CALL_APP),
         (&p.stage_rules, false, abi::CALL_RULES),
         (&p.stage_egress, false, abi::CALL_EGRESS),
+        (&p.stage_icmp, false, abi::CALL_ICMP),
+        (&p.stage_downlink, false, abi::CALL_DOWNLINK),
         (&p.stage_app_cpu, true, abi::CALL_APP),
         (&p.stage_rules_cpu, true, abi::CALL_RULES),
         (&p.stage_egress_cpu, true, abi::CALL_EGRESS),
+        (&p.stage_icmp_cpu, true, abi::CALL_ICMP),
+        (&p.stage_downlink_cpu, true, abi::CALL_DOWNLINK),
     ]
 }
 
@@ -773,6 +777,24 @@ impl Datapath {
         }
         if !cfg.neigh.is_empty() {
             c.flags |= abi::CFG_F_STATIC_NEIGH;
+        }
+        let icmp = &cfg.icmp;
+        c.icmp_src_v4 = icmp.source_v4.map_or(0, |a| u32::from_ne_bytes(a.octets()));
+        c.icmp_src_v6 = icmp.source_v6.map_or([0; 16], |a| a.octets());
+        c.icmp_per_sec = icmp.per_sec;
+        c.icmp_burst = icmp.burst;
+        c.icmp_sess_per_sec = icmp.session_per_sec;
+        c.icmp_sess_burst = icmp.session_burst;
+        if cfg.mtus.len() > abi::MAX_IF_MTUS as usize {
+            return Err(FastPathError::Io(format!(
+                "MTUs configured for {} interfaces: at most {}",
+                cfg.mtus.len(),
+                abi::MAX_IF_MTUS
+            )));
+        }
+        for (to, (ifindex, mtu)) in c.if_mtu.iter_mut().zip(&cfg.mtus) {
+            to.ifindex = *ifindex;
+            to.mtu = u32::from(*mtu);
         }
         self.spread_fields(&mut c);
         let maps = &self.maps;

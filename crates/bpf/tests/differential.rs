@@ -23,7 +23,7 @@ use rand::{Rng, SeedableRng};
 use upf::abi::{DropReason, Stat};
 use upf::fastpath::teid_index::TeidIndex;
 use upf::fastpath::FastPath;
-use upf::fastpath::{Config, Egress, Event, NiAddresses};
+use upf::fastpath::{Config, Egress, Event, Icmp, NiAddresses};
 use upf::model::{Model, Verdict};
 use upf::rules::*;
 use upf_bpf::datapath::{Capacity, Datapath};
@@ -87,7 +87,19 @@ fn config() -> Config {
         neigh,
         slowpath_per_sec: 0,
         slowpath_burst: 0,
-        ..Default::default()
+        // Errors for packets that do not fit, with budgets no run of this test spends:
+        // the model's clock is not the programs' (rate_limits.rs tests budgets).
+        icmp: Icmp {
+            source_v4: Some(Ipv4Addr::new(203, 0, 113, 6)),
+            source_v6: Some(Ipv6Addr::new(0x2001, 0xdb8, 6, 0, 0, 0, 0, 6)),
+            per_sec: 1_000_000_000,
+            burst: 1_000_000,
+            session_per_sec: 1_000_000_000,
+            session_burst: 1_000_000,
+        },
+        // The data network's link is smaller than its neighbour says: the largest
+        // uplink packets do not fit.
+        mtus: vec![(20, 1400)],
     }
 }
 
@@ -412,7 +424,12 @@ impl Gen {
                 l4.extend_from_slice(&[0; 4]);
             }
             50 => l4.extend_from_slice(&self.rng.random_range(1u32..4).to_be_bytes()),
-            _ => l4.extend_from_slice(&[8, 0, 0, 0]),
+            // Echo requests and replies, and errors of both versions' numbering (an
+            // error gets no error about itself).
+            _ => {
+                let t = [8u8, 0, 3, 11, 128, 129, 2, 1][self.rng.random_range(0..8)];
+                l4.extend_from_slice(&[t, 0, 0, 0]);
+            }
         }
         let n = if self.chance(0.1) {
             self.rng.random_range(1300..1450)
@@ -443,6 +460,9 @@ impl Gen {
                     0,
                     0,
                 ];
+                if self.chance(0.7) {
+                    ip[6] = 0x40; // DF: too big gets an error, not silence
+                }
                 if self.chance(0.02) {
                     ip[6] = 0x00;
                     ip[7] = 0x10; // a later fragment: no ports
@@ -815,6 +835,12 @@ fn xdp_agrees_with_the_reference_pipeline() {
                     "redirect".into()
                 }
             };
+            // An ICMP error made for a packet that did not fit: what became of it.
+            let key = if counted.iter().any(|(i, _, _)| *i == Stat::IcmpSent.index()) {
+                format!("icmp {key}")
+            } else {
+                key
+            };
             *by_verdict.entry(key).or_default() += 1;
             done += 1;
         }
@@ -860,6 +886,9 @@ fn xdp_agrees_with_the_reference_pipeline() {
         "drop malformed_ip",
         "drop far_drop",
         "drop gate_closed",
+        "drop mtu_exceeded",
+        "icmp encap",
+        "icmp forward",
     ] {
         if cases >= 20_000 {
             assert!(

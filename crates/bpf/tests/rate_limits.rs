@@ -615,3 +615,153 @@ fn unknown_teids_reach_upfd_at_the_configured_rate_only() {
         }
     }
 }
+
+/// A DF-marked packet from the data network to `ue`, `len` octets of IP: too big for a
+/// link of less than `len` plus the tunnel's headers.
+fn big_downlink_frame(ue: std::net::Ipv4Addr, len: usize) -> Vec<u8> {
+    let mut f = downlink_frame(ue);
+    let payload = vec![0x55; len - 28];
+    let ip = capture::ip_udp_packet(common::DN.into(), ue.into(), 9, 40000, &payload);
+    f.truncate(14);
+    f.extend(ip);
+    f[14 + 6] = 0x40; // DF
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = capture::checksum(&f[14..34], 0);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// ICMP errors for packets that do not fit (include/icmp.h) keep to their two budgets,
+/// GCRAs on the coarse clock: each session's (3 at once, then 1 a second) and the one
+/// over all sessions (5 at once, then 1 a second). 30 packets of each of 3 sessions at
+/// once: the first session's burst, then the total's rest to the second, none to the
+/// third (give or take what the time the runs took refills); every packet counted as
+/// mtu_exceeded, each as an error sent or as limited. The error itself: Fragmentation
+/// Needed with the MTU that fits before the tunnel's headers, its checksum right, back
+/// to the host by its route. The model, on a clock the test sets, to the exact counts.
+#[test]
+fn icmp_errors_keep_to_their_budgets_per_session_and_in_all() {
+    if !root() {
+        return;
+    }
+    const MTU: u16 = 1000;
+    let mut cfg = neigh_config();
+    cfg.icmp = upf::fastpath::Icmp {
+        source_v4: Some(std::net::Ipv4Addr::new(203, 0, 113, 6)),
+        source_v6: None,
+        per_sec: 1,
+        burst: 5,
+        session_per_sec: 1,
+        session_burst: 3,
+    };
+    cfg.mtus = vec![(20, MTU)];
+    let mut dp = common::loaded(Capacity::for_sessions(100), cfg.clone());
+    let one = OneCpu::new();
+    let mut model = model_like(&dp, cfg, one.cpu);
+    let urr = urr_template();
+    for i in 0..3 {
+        let s = Arc::new(session(i, "permit out ip from any to assigned", &urr));
+        dp.install(None, &s).unwrap();
+        model.install(None, &s).unwrap();
+    }
+    // How many octets the tunnel adds: a packet that fits, forwarded.
+    let small = downlink_frame(ue(0));
+    let mut out = vec![0u8; 4096];
+    let r = dp
+        .skel()
+        .progs
+        .xdp_n6
+        .test_run(libbpf_rs::ProgramInput {
+            data_in: Some(&small),
+            data_out: Some(&mut out),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(r.return_value, XDP_REDIRECT);
+    let tunnel = r.data.map(|d| d.len()).unwrap() - small.len();
+
+    let total = Bucket {
+        t: 1_000_000_000,
+        tau: 4_000_000_000,
+        ttl: 0,
+        clock: CLOCK_MONOTONIC_COARSE,
+        res: clock_res_ns(CLOCK_MONOTONIC_COARSE),
+    };
+    let mut errors = Vec::new();
+    let mut sent = [0usize; 3];
+    let (_, span) = total.timed(|| {
+        for (i, n) in sent.iter_mut().enumerate() {
+            let frame = big_downlink_frame(ue(i as u32), 1100);
+            for _ in 0..30 {
+                let mut out = vec![0u8; 4096];
+                let r = dp
+                    .skel()
+                    .progs
+                    .xdp_n6
+                    .test_run(libbpf_rs::ProgramInput {
+                        data_in: Some(&frame),
+                        data_out: Some(&mut out),
+                        ..Default::default()
+                    })
+                    .unwrap();
+                if r.return_value == XDP_REDIRECT {
+                    *n += 1;
+                    errors.push((frame.clone(), r.data.unwrap().to_vec()));
+                } else {
+                    assert_eq!(r.return_value, 1, "XDP_DROP when no error goes back");
+                }
+            }
+        }
+    });
+    let stats = dp.stats();
+    let stat = |i: u32| stats[i as usize].0;
+    let made: usize = sent.iter().sum();
+    eprintln!("ICMP errors per session: {sent:?}");
+    assert_eq!(stat(upf::abi::DROP_MTU_EXCEEDED), 90);
+    assert_eq!(stat(upf::abi::STAT_ICMP_SENT), made as u64);
+    assert_eq!(stat(upf::abi::STAT_ICMP_LIMITED), 90 - made as u64);
+    // Each session at least its share of the bursts, at most its own burst and what
+    // the time refilled; in all, at most the total's.
+    let refill = ((span.end - span.start + 2 * total.res) / total.t) as usize;
+    assert!((3..=3 + refill + 1).contains(&sent[0]), "{sent:?}");
+    assert!((2..=3 + refill + 1).contains(&sent[1]), "{sent:?}");
+    assert!(sent[2] <= refill + 1, "{sent:?}");
+    assert!(made <= total.most(span, span), "{made} errors in all");
+
+    let (frame, e) = &errors[0];
+    let ip = &e[14..];
+    assert_eq!(e[12..14], [8, 0]);
+    assert_eq!(capture::checksum(&ip[..20], 0), 0, "IPv4 header checksum");
+    assert_eq!(ip[9], 1);
+    assert_eq!(ip[12..16], [203, 0, 113, 6], "from the configured source");
+    assert_eq!(ip[16..20], frame[26..30], "to the packet's source");
+    assert_eq!(ip[20..22], [3, 4], "Fragmentation Needed");
+    assert_eq!(capture::checksum(&ip[20..], 0), 0, "ICMP checksum");
+    let mtu = u16::from_be_bytes([ip[26], ip[27]]);
+    assert_eq!(
+        usize::from(mtu),
+        usize::from(MTU) - tunnel,
+        "the MTU before the tunnel"
+    );
+    assert_eq!(ip.len(), 576, "the error within 576 octets");
+    assert_eq!(ip[28..], frame[14..14 + 548], "the packet's start quoted");
+
+    // The model at one instant: exactly the bursts.
+    let mut m_sent = [0usize; 3];
+    for (i, n) in m_sent.iter_mut().enumerate() {
+        let frame = big_downlink_frame(ue(i as u32), 1100);
+        for _ in 0..30 {
+            let v = model.process_n6(&frame, 5_000_000_000);
+            if let upf::model::Verdict::Redirect { frame: f, .. } = v {
+                *n += 1;
+                if i == 0 && *n == 1 {
+                    assert_eq!(&f, &errors[0].1, "the model's error, octet for octet");
+                }
+            }
+        }
+    }
+    assert_eq!(m_sent, [3, 2, 0]);
+    let ms = model.stats();
+    assert_eq!(ms[upf::abi::STAT_ICMP_SENT as usize].0, 5);
+    assert_eq!(ms[upf::abi::STAT_ICMP_LIMITED as usize].0, 85);
+}

@@ -23,7 +23,7 @@ const BUDGET: u32 = 400_000;
 
 /// Every entry and stage program (include/pipeline.h): one missing fails the test, so a
 /// stage dropped from the object cannot pass by not being measured.
-const EXPECTED: [&str; 9] = [
+const EXPECTED: [&str; 13] = [
     "xdp_n3",
     "xdp_n6",
     "xdp_n3_cpu",
@@ -33,6 +33,10 @@ const EXPECTED: [&str; 9] = [
     "stage_app_cpu",
     "stage_rules_cpu",
     "stage_egress_cpu",
+    "stage_icmp",
+    "stage_downlink",
+    "stage_icmp_cpu",
+    "stage_downlink_cpu",
 ];
 
 /// Instructions the verifier processed for a loaded program.

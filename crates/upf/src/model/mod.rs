@@ -20,6 +20,7 @@
 
 pub mod app;
 mod encap;
+mod icmp;
 mod lease;
 mod packet;
 mod pipeline;
@@ -223,6 +224,9 @@ pub struct Model {
     stats: Vec<(u64, u64)>,
     /// The slow path's GCRA (unknown TEIDs to upfd).
     slowpath_tat: u64,
+    /// The ICMP errors' GCRAs (icmp.rs): over all sessions, and per session.
+    icmp_tat: u64,
+    icmp_tats: HashMap<u64, u64>,
     /// Verdicts of the frames sent through the model again ([`Reinject`]).
     injected: Vec<Verdict>,
     /// When the model's clock started: `reinject_n6` times frames from it.
@@ -442,6 +446,7 @@ impl FastPath for Model {
         let seid = session.up_seid;
         self.unindex(seid, &SessionKeys::of(session));
         self.sessions.remove(&seid);
+        self.icmp_tats.remove(&seid);
         self.forget_flows(seid);
         // Everything kept per rule goes with the session (a million sessions churned
         // left 36 octets each behind when thresholds stayed: upfbench soak, heap test).

@@ -21,22 +21,22 @@ use super::{Model, Verdict, VolumeEvent};
 const NSEC_PER_SEC: u64 = 1_000_000_000;
 
 /// A packet that found its session.
-struct Packet<'f> {
+pub(super) struct Packet<'f> {
     frame: &'f [u8],
-    seid: u64,
+    pub(super) seid: u64,
     key: Key,
     outer: Outer,
     /// The user's IP packet: its length and the fields SDF filters read.
-    len: usize,
-    fields: PacketFields,
+    pub(super) len: usize,
+    pub(super) fields: PacketFields,
 }
 
 impl Packet<'_> {
-    fn is_gtpu(&self) -> bool {
+    pub(super) fn is_gtpu(&self) -> bool {
         matches!(self.key, Key::Teid(_))
     }
 
-    fn ip(&self) -> &[u8] {
+    pub(super) fn ip(&self) -> &[u8] {
         &self.frame[self.outer.inner..self.outer.inner + self.len]
     }
 }
@@ -125,12 +125,12 @@ fn qer_mbr(q: &Qer, lanes: u32) -> Option<Mbr> {
 }
 
 impl Model {
-    fn count(&mut self, i: usize, bytes: usize) {
+    pub(super) fn count(&mut self, i: usize, bytes: usize) {
         self.stats[i].0 += 1;
         self.stats[i].1 += bytes as u64;
     }
 
-    fn dropped(&mut self, r: DropReason, bytes: usize) -> Verdict {
+    pub(super) fn dropped(&mut self, r: DropReason, bytes: usize) -> Verdict {
         self.count(r.index(), bytes);
         Verdict::Drop(r)
     }
@@ -184,12 +184,26 @@ impl Model {
         let Some(seid) = self.downlink_session(fields.dst) else {
             return self.passed(Stat::PassedToKernel, frame.len());
         };
+        self.process_downlink(frame, l3, seid, Key::Ue(fields.dst), len, fields, now)
+    }
+
+    /// A plain IP packet at `l3` in `frame` that found session `seid` by its destination.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn process_downlink(
+        &mut self,
+        frame: &[u8],
+        l3: usize,
+        seid: u64,
+        key: Key,
+        len: usize,
+        fields: PacketFields,
+        now: u64,
+    ) -> Verdict {
         let outer = Outer {
             family: fields.version,
             inner: l3,
             ..Outer::default()
         };
-        let key = Key::Ue(fields.dst);
         self.process(
             Packet {
                 frame,
@@ -296,8 +310,10 @@ impl Model {
         let eg = self
             .egress(peer.unwrap_or(p.fields.dst))
             .ok_or(DropReason::NoRoute)?;
-        if header.len() + p.len > usize::from(eg.mtu) {
-            return Err(DropReason::MtuExceeded);
+        let mtu = usize::from(self.configured_mtu(eg.ifindex).unwrap_or(eg.mtu));
+        if header.len() + p.len > mtu {
+            let fits = mtu.saturating_sub(header.len());
+            return Ok(self.too_big(p, uplink, fits, now));
         }
         let mut ip = p.ip().to_vec();
         // The user's packet crosses this UPF as a router hop, except on an N9 relay.
@@ -493,8 +509,16 @@ impl Model {
         }
     }
 
+    /// The MTU configured for interface `ifindex`, if any: it takes precedence over the
+    /// neighbour's (or the FIB's).
+    fn configured_mtu(&self, ifindex: u32) -> Option<u16> {
+        (self.config.mtus.iter().take(abi::MAX_IF_MTUS as usize))
+            .find(|(i, _)| *i == ifindex && *i != 0)
+            .map(|(_, m)| *m)
+    }
+
     /// The configured neighbour for `dst`, else the family's default.
-    fn egress(&self, dst: IpAddr) -> Option<Egress> {
+    pub(super) fn egress(&self, dst: IpAddr) -> Option<Egress> {
         let default = match dst {
             IpAddr::V4(_) => IpAddr::from([0u8; 4]),
             IpAddr::V6(_) => IpAddr::from([0u8; 16]),
