@@ -65,6 +65,10 @@ bugs=(
 "redirect hands UDP to upfd%bpf/upf.bpf.c%s/if \(!k->up \|\| k->f.proto != 6\)/if (!k->up)/%-p upf-bpf --test differential"
 "model: SDF direction in matches like out%crates/upf/src/sdf.rs%s/if self.inbound \|\| self.ip_version/if self.ip_version/%-p upf --lib"
 "SDF direction in compiled as a matching entry%crates/bpf/src/compile.rs%s/base.ip_version = NO_IP_VERSION;/base.ip_version = 0;/%-p upf-bpf --lib"
+"ICMPv6 checksum without the length%bpf/include/icmp.h%s/sum \+= rest \+ bpf_htons\(58\) \+ bpf_htons\(8 \+ quote\);/sum += rest + bpf_htons(58);/%-p upf-bpf --test differential"
+"ICMP session budget not charged%bpf/include/icmp.h%s/if \(!gcra\(&pool_of\(r\)->icmp_tat, cost, \(burst - 1\) \* cost, k->now, 0\)\)/if (0)/%-p upf-bpf --test rate_limits"
+"model: ICMP error reports the link's MTU, not what fits before the tunnel%crates/upf/src/model/pipeline.rs%s/let fits = mtu.saturating_sub\(header.len\(\)\);/let fits = mtu;/%-p upf-bpf --test differential;-p upf-bpf --test rate_limits"
+"model: ICMP error for an ICMP error%crates/upf/src/model/icmp.rs%s/Some\(t\) => !\[3, 4, 5, 11, 12\].contains\(t\),/Some(_) => true,/%-p upf-bpf --test differential"
 )
 
 # Runs `cargo test -q ARGS` in the scratch tree. Prints nothing if it passed, "does not
