@@ -823,3 +823,40 @@ fn every_answer_served_is_valid_against_the_document_for_its_route_and_status() 
     );
     drop(smf);
 }
+
+/// A `/check` whose client leaves before the answer stops at its next step (upfd's
+/// debug log says so), and the next `/check` is then answered, not refused with 429
+/// while the abandoned one walks on. 20,000 sessions: the check takes several steps.
+#[test]
+fn a_check_whose_client_left_stops_and_the_next_is_answered() {
+    let builder = Upfd::builder()
+        .ue_pool("", "10.72.0.0/16")
+        .log_level("debug");
+    let api = start_with(builder, "", false, false);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cfg = SmfConfig::new(api.upfd.n4);
+    cfg.bind = SocketAddr::new(SMF.into(), 0);
+    cfg.ue_pool = "10.72.0.0/16".parse().unwrap();
+    cfg.timers.t1 = Duration::from_secs(5);
+    let mut smf = rt.block_on(Smf::connect(cfg)).expect("SMF socket");
+    assert_eq!(rt.block_on(smf.associate()).accepted, 1);
+    let r = rt.block_on(smf.establish(20_000, Pace::default()));
+    assert_eq!(r.accepted, 20_000, "{r:?}");
+
+    let mut s = connect(api.addr);
+    write!(s, "GET /check HTTP/1.1\r\nHost: upfd\r\n\r\n").unwrap();
+    drop(s);
+    assert!(
+        api.upfd
+            .wait_for_log("api: /check abandoned after", PATIENCE),
+        "the abandoned /check went on: {}",
+        api.upfd.log_tail(20)
+    );
+    let a = get(api.addr, "/check", None);
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.body.contains("\"consistent\":true"), "{}", a.body);
+}

@@ -48,6 +48,17 @@ impl Checking {
 
     /// One step; at the last, the verdict sent (None: more steps to come).
     pub fn step(mut self, n4: &mut N4) -> Option<Checking> {
+        // Its client has gone (the API thread dropped the answer's receiver): no one
+        // reads the verdict, and the next /check would get 429 until this one ended.
+        if self.reply.is_closed() {
+            n4.check_end_unjudged();
+            debug!(
+                "api: /check abandoned after {} step(s): its client left",
+                self.steps
+            );
+            drop_elsewhere(self.walk);
+            return None;
+        }
         let t = Instant::now();
         let mut more = true;
         while more && t.elapsed() < STEP_TIME {
