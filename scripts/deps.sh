@@ -14,7 +14,7 @@ cd "$repo"
 APT_PACKAGES=(
   build-essential pkg-config m4 curl ca-certificates git
   clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool linux-libc-dev
-  iproute2 iputils-ping iperf3 tshark ethtool procps
+  iproute2 iputils-ping iputils-tracepath iperf3 tshark ethtool procps
   dnsmasq-base bind9-dnsutils openssl  # the lab data network's DNS and HTTPS, dig (application detection)
   fonts-dejavu-core  # the text of upfbench's report charts
   python3 python3-venv python3-pip
