@@ -66,6 +66,8 @@ pub struct UpfdOptions {
     pub pin_directory: Option<std::path::PathBuf>,
     /// `cpus`: the CPUs upfd runs on (empty: any).
     pub cpus: Vec<usize>,
+    /// More `datapath:` keys, a line each, e.g. `mtu: { n3: 1500 }`.
+    pub datapath: Vec<String>,
 }
 
 impl Default for UpfdOptions {
@@ -82,6 +84,7 @@ impl Default for UpfdOptions {
             reuse_datapath: true,
             pin_directory: None,
             cpus: Vec::new(),
+            datapath: Vec::new(),
         }
     }
 }
@@ -169,6 +172,9 @@ impl LabUpfd {
         ));
         if let Some((_, i)) = &o.n9 {
             y.push_str(&format!("  n9_interface: {i}\n"));
+        }
+        for d in &o.datapath {
+            y.push_str(&format!("  {d}\n"));
         }
         if !o.buffering.is_empty() {
             y.push_str("buffering:\n");
