@@ -150,9 +150,12 @@ static __always_inline __u32 configured_mtu(const struct upf_config *cfg, __u32 
 {
 	int i;
 
-	for (i = 0; i < MAX_IF_MTUS; i++)
-		if (cfg->if_mtu[i].ifindex && cfg->if_mtu[i].ifindex == ifindex)
+	for (i = 0; i < MAX_IF_MTUS; i++) {
+		if (i >= cfg->n_if_mtu)
+			break;
+		if (cfg->if_mtu[i].ifindex == ifindex)
 			return cfg->if_mtu[i].mtu;
+	}
 	return mtu;
 }
 

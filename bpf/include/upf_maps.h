@@ -287,7 +287,8 @@ struct upf_config {
 	__u64 icmp_sess_per_sec;
 	__u64 icmp_sess_burst;
 	/* Configured MTUs: they take precedence over the FIB's and the neighbours' for
-	 * packets leaving by that interface (ifindex 0: unused). */
+	 * packets leaving by that interface; the first n_if_mtu are in use. */
+	__u32 n_if_mtu;
 	struct if_mtu {
 		__u32 ifindex;
 		__u32 mtu;

@@ -796,6 +796,7 @@ impl Datapath {
             to.ifindex = *ifindex;
             to.mtu = u32::from(*mtu);
         }
+        c.n_if_mtu = cfg.mtus.len() as u32;
         self.spread_fields(&mut c);
         let maps = &self.maps;
         maps.upf_cfg
