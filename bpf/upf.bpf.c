@@ -907,9 +907,18 @@ static __always_inline int egress_stage(struct xdp_md *ctx, void *calls_map)
 		bpf_tail_call(ctx, calls_map, CALL_ICMP);
 		return XDP_DROP;
 	}
+	/* The user's packet crosses this UPF as a router hop, except on an N9 relay: out of
+	 * TTL here, it gets a Time Exceeded (rewrite() would drop it as well). */
+	int relay = k->from_gtpu && k->far.ohc != OHC_NONE;
+
+	if (!relay && k->f.ttl <= 1) {
+		count(DROP_TTL_EXCEEDED, len);
+		k->icmp_mtu = 0;
+		bpf_tail_call(ctx, calls_map, CALL_ICMP);
+		return XDP_DROP;
+	}
 	prof_mark(PROF_PLANNED);
-	v = rewrite(ctx, &k->far, &e, k->o.inner, len, k->f.version,
-		    k->from_gtpu && k->far.ohc != OHC_NONE);
+	v = rewrite(ctx, &k->far, &e, k->o.inner, len, k->f.version, relay);
 	if (v)
 		return drop(v, len);
 	prof_mark(PROF_REWRITTEN);
@@ -931,9 +940,9 @@ int stage_egress_cpu(struct xdp_md *ctx)
 }
 
 /* ---------------------------------------------------------------------------------
- * Stage CALL_ICMP: the error for a packet that did not fit (include/icmp.h), counted
- * already as mtu_exceeded: to a UE through its downlink rules (CALL_DOWNLINK), to a
- * data network host back by its route. */
+ * Stage CALL_ICMP: the error for a packet that did not fit or ran out of TTL
+ * (include/icmp.h), counted already as dropped: to a UE through its downlink rules
+ * (CALL_DOWNLINK), to a data network host back by its route. */
 
 static __always_inline int icmp_stage(struct xdp_md *ctx, void *calls_map)
 {

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* ICMP errors for packets too big for their egress link once the UPF's headers are on
- * them: ICMPv4 Fragmentation Needed for IPv4 with DF set (RFC 792, RFC 1191 clause 4)
- * and ICMPv6 Packet Too Big (RFC 4443 clause 3.2, RFC 8201), so that path MTU
- * discovery settles behind the UPF. The stage CALL_ICMP turns the dropped packet into
- * the error in place: it keeps the packet's first octets as the quote and writes the
- * new headers before them. The reference model's twin is crates/upf/src/model/icmp.rs. */
+/* ICMP errors for the packets the UPF drops as a router would: too big for their egress
+ * link once the UPF's headers are on them (ICMPv4 Fragmentation Needed for IPv4 with DF
+ * set, RFC 792, RFC 1191 clause 4; ICMPv6 Packet Too Big, RFC 4443 clause 3.2, RFC
+ * 8201), so that path MTU discovery settles behind the UPF; and out of TTL / hop limit
+ * at this hop (Time Exceeded, RFC 792, RFC 4443 clause 3.3), so that traceroute sees
+ * the UPF. The stage CALL_ICMP turns the dropped packet into the error in place: it
+ * keeps the packet's first octets as the quote and writes the new headers before them.
+ * k->icmp_mtu says which error: the MTU to report, or 0 for Time Exceeded. The
+ * reference model's twin is crates/upf/src/model/icmp.rs. */
 #ifndef UPF_ICMP_H
 #define UPF_ICMP_H
 
@@ -39,10 +42,10 @@ static __always_inline int icmp_way(const struct pkt *k)
 }
 
 /* Whether the packet may be answered with an error (RFC 1122 clause 3.2.2, RFC 1812
- * clause 4.3.2.7, RFC 4443 clause 2.4 (e)): IPv4 with DF set (the data path does not
- * fragment: without DF the packet is only dropped); not a later fragment; not itself
- * an ICMP error; from a unicast source; IPv4 not to a multicast or broadcast address
- * (IPv6 Packet Too Big goes to multicast senders too). */
+ * clause 4.3.2.7, RFC 4443 clause 2.4 (e)): for Fragmentation Needed, IPv4 with DF set
+ * (the data path does not fragment: without DF the packet is only dropped); not a
+ * later fragment; not itself an ICMP error; from a unicast source; not to a multicast
+ * or broadcast address (except an IPv6 Packet Too Big, RFC 4443 clause 2.4 (e.3)). */
 static __always_inline int icmp_eligible(void *data, void *data_end, const struct pkt *k,
 					 const struct upf_config *cfg)
 {
@@ -54,7 +57,8 @@ static __always_inline int icmp_eligible(void *data, void *data_end, const struc
 	if (f->version == 4) {
 		const __u8 *ip = (const __u8 *)data + (k->o.inner & 0xfff);
 
-		if (!cfg->icmp_src_v4 || (void *)(ip + 8) > data_end || !(ip[6] & 0x40))
+		if (!cfg->icmp_src_v4 || (void *)(ip + 8) > data_end ||
+		    (k->icmp_mtu && !(ip[6] & 0x40)))
 			return 0;
 		if (f->src[0] == 0 || f->src[0] == 127 || f->src[0] >= 224 || f->dst[0] >= 224)
 			return 0;
@@ -64,7 +68,7 @@ static __always_inline int icmp_eligible(void *data, void *data_end, const struc
 
 		for (i = 0; i < 16; i++)
 			any |= cfg->icmp_src_v6[i];
-		if (!any || f->src[0] == 0xff)
+		if (!any || f->src[0] == 0xff || (!k->icmp_mtu && f->dst[0] == 0xff))
 			return 0;
 		any = 0;
 		for (i = 0; i < 16; i++)
@@ -106,7 +110,8 @@ static __always_inline int icmp_budget(const struct upf_config *cfg, const struc
 }
 
 /* The frame made into the error: Ethernet, IP, ICMP, then the packet's first `quote`
- * octets, which stay where they are. `mtu` is what the error reports. 0, or -1. */
+ * octets, which stay where they are. `mtu`: the MTU a Packet Too Big reports; 0: a Time
+ * Exceeded. 0, or -1. */
 static __always_inline int icmp_build(struct xdp_md *ctx, const struct upf_config *cfg,
 				      const struct pkt *k, __u32 mtu)
 {
@@ -151,7 +156,8 @@ static __always_inline int icmp_build(struct xdp_md *ctx, const struct upf_confi
 		ip->saddr = cfg->icmp_src_v4;
 		__builtin_memcpy(&ip->daddr, src, 4);
 		ip->check = ipv4_csum(ip);
-		*(__u32 *)icmp = bpf_htonl(0x03040000); /* type 3 code 4, checksum 0 */
+		/* Type 3 code 4 or type 11 code 0, checksum 0; the Next-Hop MTU or unused. */
+		*(__u32 *)icmp = bpf_htonl(mtu ? 0x03040000 : 0x0b000000);
 		*(__u32 *)(icmp + 4) = bpf_htonl(mtu & 0xffff);
 		__u64 sum = csum_span(ctx, ETH_LEN + 20, 8 + quote);
 
@@ -174,7 +180,8 @@ static __always_inline int icmp_build(struct xdp_md *ctx, const struct upf_confi
 	l3[7] = 64;
 	__builtin_memcpy(l3 + 8, cfg->icmp_src_v6, 16);
 	__builtin_memcpy(l3 + 24, src, 16);
-	*(__u32 *)icmp = bpf_htonl(0x02000000); /* type 2 code 0, checksum 0 */
+	/* Type 2 (Packet Too Big) or 3 (Time Exceeded) code 0, checksum 0; the MTU or unused. */
+	*(__u32 *)icmp = bpf_htonl(mtu ? 0x02000000 : 0x03000000);
 	*(__u32 *)(icmp + 4) = bpf_htonl(mtu);
 	/* RFC 4443 clause 2.3: the pseudo-header's addresses, length and next header. */
 	__u64 sum = csum_span(ctx, ETH_LEN + 8, 32);

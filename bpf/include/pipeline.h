@@ -48,7 +48,7 @@ struct pkt {
 	__u8 psc_flags;
 	__u8 psc_ppi;
 	__u8 touched;     /* what reading the entry's other lines early read (unused) */
-	__u32 icmp_mtu;   /* CALL_ICMP: the MTU its error reports */
+	__u32 icmp_mtu;   /* CALL_ICMP: the MTU a Packet Too Big reports; 0: Time Exceeded */
 	struct sess_rec rec; /* line 0, the key's line and the home QER, copied consistently */
 	struct pdr pdr;      /* the PDR found, in full form */
 	struct far far;      /* its FAR */

@@ -835,11 +835,16 @@ fn xdp_agrees_with_the_reference_pipeline() {
                     "redirect".into()
                 }
             };
-            // An ICMP error made for a packet that did not fit: what became of it.
-            let key = if counted.iter().any(|(i, _, _)| *i == Stat::IcmpSent.index()) {
-                format!("icmp {key}")
-            } else {
-                key
+            // An ICMP error made for a packet that did not fit or ran out of TTL: what
+            // became of it.
+            let has = |s: usize| counted.iter().any(|(i, _, _)| *i == s);
+            let key = match (
+                has(Stat::IcmpSent.index()),
+                has(DropReason::TtlExceeded.index()),
+            ) {
+                (true, true) => format!("icmp ttl {key}"),
+                (true, false) => format!("icmp {key}"),
+                _ => key,
             };
             *by_verdict.entry(key).or_default() += 1;
             done += 1;
@@ -889,6 +894,8 @@ fn xdp_agrees_with_the_reference_pipeline() {
         "drop mtu_exceeded",
         "icmp encap",
         "icmp forward",
+        "icmp ttl encap",
+        "icmp ttl forward",
     ] {
         if cases >= 20_000 {
             assert!(

@@ -1,10 +1,12 @@
-//! ICMP errors for packets too big for their egress link once the UPF's headers are on
-//! them (bpf/include/icmp.h is the data path's twin): ICMPv4 Fragmentation Needed for
-//! IPv4 with DF set (RFC 792, RFC 1191 clause 4), ICMPv6 Packet Too Big (RFC 4443
-//! clause 3.2, RFC 8201), so that path MTU discovery settles behind the UPF. The packet
-//! itself is dropped and counted as `mtu_exceeded`; the error goes back to its source on
-//! the side it came from: a UE's (from a tunnel) through the UE's session's downlink
-//! rules, a data network host's back by its route.
+//! ICMP errors for the packets the UPF drops as a router would (bpf/include/icmp.h is the
+//! data path's twin): too big for their egress link once the UPF's headers are on them,
+//! ICMPv4 Fragmentation Needed for IPv4 with DF set (RFC 792, RFC 1191 clause 4) or
+//! ICMPv6 Packet Too Big (RFC 4443 clause 3.2, RFC 8201), so that path MTU discovery
+//! settles behind the UPF; out of TTL / hop limit here, Time Exceeded (RFC 792, RFC 4443
+//! clause 3.3), so that traceroute sees the UPF. The packet itself is dropped and
+//! counted (`mtu_exceeded`, `ttl_exceeded`); the error goes back to its source on the
+//! side it came from: a UE's (from a tunnel) through the UE's session's downlink rules,
+//! a data network host's back by its route.
 
 use std::net::IpAddr;
 
@@ -23,21 +25,33 @@ const V4_LIMIT: usize = 576;
 const V6_LIMIT: usize = 1280;
 const NSEC_PER_SEC: u64 = 1_000_000_000;
 
+/// Why a packet gets an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Why {
+    /// Too big: what fits (the link's MTU less the headers the UPF adds).
+    TooBig(usize),
+    /// Out of TTL / hop limit at this hop.
+    TtlExceeded,
+}
+
 /// Whether packet `ip` (its `fields`) may be answered with an error (RFC 1122 clause
-/// 3.2.2, RFC 1812 clause 4.3.2.7, RFC 4443 clause 2.4 (e)): IPv4 with DF set (the data
-/// path does not fragment: without DF it is only dropped); not a later fragment; not
-/// itself an ICMP error; from a unicast source; IPv4 not to a multicast or broadcast
-/// address (an IPv6 Packet Too Big goes to multicast senders too).
-fn eligible(ip: &[u8], f: &PacketFields) -> bool {
+/// 3.2.2, RFC 1812 clause 4.3.2.7, RFC 4443 clause 2.4 (e)): for Fragmentation Needed,
+/// IPv4 with DF set (the data path does not fragment: without DF it is only dropped);
+/// not a later fragment; not itself an ICMP error; from a unicast source; not to a
+/// multicast or broadcast address (except an IPv6 Packet Too Big, clause 2.4 (e.3)).
+fn eligible(ip: &[u8], f: &PacketFields, why: Why) -> bool {
     let Some(l4) = PacketFields::transport_offset(ip) else {
         return false;
     };
+    let too_big = matches!(why, Why::TooBig(_));
     let addresses = match (f.src, f.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             let (s, d) = (s.octets()[0], d.octets()[0]);
-            ip[6] & 0x40 != 0 && s != 0 && s != 127 && s < 224 && d < 224
+            (!too_big || ip[6] & 0x40 != 0) && s != 0 && s != 127 && s < 224 && d < 224
         }
-        (IpAddr::V6(s), _) => !s.is_unspecified() && !s.is_multicast(),
+        (IpAddr::V6(s), d) => {
+            !s.is_unspecified() && !s.is_multicast() && (too_big || !d.is_multicast())
+        }
         _ => false,
     };
     if !addresses {
@@ -54,8 +68,8 @@ fn eligible(ip: &[u8], f: &PacketFields) -> bool {
     }
 }
 
-/// The error for packet `ip` from `source`, reporting `mtu`: IP, ICMP and as much of
-/// the packet as fits.
+/// The error for packet `ip` from `source`: a Packet Too Big reporting `mtu`, or a Time
+/// Exceeded if `mtu` is 0; IP, ICMP and as much of the packet as fits.
 fn error(ip: &[u8], source: IpAddr, to: IpAddr, mtu: u32) -> Vec<u8> {
     match (source, to) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -68,7 +82,8 @@ fn error(ip: &[u8], source: IpAddr, to: IpAddr, mtu: u32) -> Vec<u8> {
             e.extend_from_slice(&d.octets());
             let c = capture::checksum(&e[..20], 0);
             e[10..12].copy_from_slice(&c.to_be_bytes());
-            e.extend_from_slice(&[3, 4, 0, 0, 0, 0]);
+            let (t, code) = if mtu != 0 { (3, 4) } else { (11, 0) };
+            e.extend_from_slice(&[t, code, 0, 0, 0, 0]);
             e.extend_from_slice(&(mtu as u16).to_be_bytes());
             e.extend_from_slice(quote);
             let c = capture::checksum(&e[20..], 0);
@@ -84,7 +99,7 @@ fn error(ip: &[u8], source: IpAddr, to: IpAddr, mtu: u32) -> Vec<u8> {
             e.extend_from_slice(&[58, 64]);
             e.extend_from_slice(&s.octets());
             e.extend_from_slice(&d.octets());
-            e.extend_from_slice(&[2, 0, 0, 0]);
+            e.extend_from_slice(&[if mtu != 0 { 2 } else { 3 }, 0, 0, 0]);
             e.extend_from_slice(&mtu.to_be_bytes());
             e.extend_from_slice(quote);
             // RFC 4443 clause 2.3: the pseudo-header's addresses, length, next header.
@@ -101,20 +116,23 @@ fn error(ip: &[u8], source: IpAddr, to: IpAddr, mtu: u32) -> Vec<u8> {
 }
 
 impl Model {
-    /// Packet `p` of session `seid` did not fit its egress link: `fits` octets would
-    /// have (its MTU less the headers the UPF adds). Counted as `mtu_exceeded`; an error
-    /// goes back if the packet may have one and the budgets, the session's then the
-    /// total, allow. The verdict is the packet's (a drop) or, for an error to a UE, what
-    /// the UE's downlink rules did with the error.
-    pub(super) fn too_big(
+    /// Packet `p` (of session `p.seid`) is dropped for `why`, and counted so (as
+    /// `mtu_exceeded` or `ttl_exceeded`); an error goes back if the packet may have one
+    /// and the budgets, the session's then the total, allow. The verdict is the packet's
+    /// (a drop) or, for an error to a UE, what the UE's downlink rules did with the error.
+    pub(super) fn icmp_error(
         &mut self,
         p: &Packet<'_>,
         uplink: bool,
-        fits: usize,
+        why: Why,
         now: u64,
     ) -> Verdict {
-        self.count(DropReason::MtuExceeded.index(), p.len);
-        let dropped = Verdict::Drop(DropReason::MtuExceeded);
+        let reason = match why {
+            Why::TooBig(_) => DropReason::MtuExceeded,
+            Why::TtlExceeded => DropReason::TtlExceeded,
+        };
+        self.count(reason.index(), p.len);
+        let dropped = Verdict::Drop(reason);
         let to_ue = match (uplink, p.is_gtpu()) {
             (true, true) => true,
             (false, false) => false,
@@ -130,7 +148,7 @@ impl Model {
         if self.config.icmp.per_sec == 0 || self.config.icmp.session_per_sec == 0 {
             return dropped;
         }
-        if !eligible(p.ip(), &p.fields) {
+        if !eligible(p.ip(), &p.fields, why) {
             return dropped;
         }
         if !self.icmp_budget(p.seid, now) {
@@ -138,7 +156,10 @@ impl Model {
             return dropped;
         }
         let least = if p.fields.version == 4 { 68 } else { 1280 };
-        let mtu = (fits as u32).max(least);
+        let mtu = match why {
+            Why::TooBig(fits) => (fits as u32).max(least),
+            Why::TtlExceeded => 0,
+        };
         let e = error(p.ip(), source, p.fields.src, mtu);
         if to_ue {
             self.count(Stat::IcmpSent.index(), e.len());

@@ -13,6 +13,7 @@ use crate::rules::{interface, Far, Pdr, Qer, Session};
 use crate::sdf::{Direction, PacketFields};
 
 use super::encap::{dec_ttl, outer_header, tunnel, udp6_checksum};
+use super::icmp::Why;
 use super::lease::{self, gcra, Mbr};
 use super::packet::{parse_eth, parse_gtpu, parse_inner, Gtp, Outer};
 use super::select::{candidates, pdr_takes, removal_fits, Key, Seen};
@@ -313,13 +314,13 @@ impl Model {
         let mtu = usize::from(self.configured_mtu(eg.ifindex).unwrap_or(eg.mtu));
         if header.len() + p.len > mtu {
             let fits = mtu.saturating_sub(header.len());
-            return Ok(self.too_big(p, uplink, fits, now));
+            return Ok(self.icmp_error(p, uplink, Why::TooBig(fits), now));
         }
         let mut ip = p.ip().to_vec();
         // The user's packet crosses this UPF as a router hop, except on an N9 relay.
         let relay = p.is_gtpu() && !header.is_empty();
         if !relay && !dec_ttl(&mut ip) {
-            return Err(DropReason::TtlExceeded);
+            return Ok(self.icmp_error(p, uplink, Why::TtlExceeded, now));
         }
         let mut frame = Vec::with_capacity(14 + header.len() + ip.len());
         frame.extend_from_slice(&eg.dmac);
