@@ -243,7 +243,7 @@ enum stat_index {
 	STAT_REDIRECTED,                  /* handed to upfd for a redirecting FAR (TCP) */
 	STAT_TO_SLOWPATH,                 /* GTP-U for upfd: echo, unknown TEID, ... */
 	STAT_PASSED_TO_KERNEL,            /* not for the UPF, or next hop unresolved */
-	STAT_ICMP_SENT,                   /* ICMP errors sent to a DN host or handed to a UE's downlink rules */
+	STAT_ICMP_SENT,                   /* ICMP errors (too big, out of TTL) sent to a DN host or handed to a UE's downlink rules */
 	STAT_ICMP_LIMITED,                /* ICMP errors not made: over the session's or the total budget */
 	STAT_RECEIVED_N3,                 /* every frame xdp_n3 saw (N3, and N9's interface) */
 	STAT_RECEIVED_N6,                 /* every frame xdp_n6 saw (N6) */

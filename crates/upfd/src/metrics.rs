@@ -511,7 +511,7 @@ fn datapath(e: &mut Exposition, d: &[(u64, u64)]) {
     };
     e.counters(
         "upf_datapath_packets_total",
-        "Packets the data path did not drop, by outcome: forwarded (uplink, downlink, n9), buffered, to upfd, passed to the kernel; ICMP errors for packets too big for their link, sent (icmp_sent) or over their budget (icmp_limited).",
+        "Packets the data path did not drop, by outcome: forwarded (uplink, downlink, n9), buffered, to upfd, passed to the kernel; ICMP errors for packets too big for their link or out of TTL, sent (icmp_sent) or over their budget (icmp_limited).",
         per_outcome(false),
     );
     e.counters(
