@@ -84,6 +84,8 @@ static __always_inline int parse_gtpu(void *data, void *data_end, struct upf_con
 
 	o->gtp = udp_off + sizeof(*udp);
 	__u8 *g = (__u8 *)data + o->gtp;
+	__u32 udp_end = udp_off + bpf_ntohs(udp->len);
+	int qmp = 0;
 
 	if ((void *)(g + 8) > data_end)
 		return GTPU_MALFORMED;
@@ -122,6 +124,9 @@ static __always_inline int parse_gtpu(void *data, void *data_end, struct upf_con
 					o->has_psc = 1;
 					o->psc_type = e[1] >> 4;
 					o->qfi = e[2] & 0x3f;
+					/* A UL container with QMP: an answer to upfd's QoS
+					 * monitoring (TS 38.415 clause 5.5.2.2). */
+					qmp = o->psc_type == 1 && (e[1] & 0x08);
 				}
 			} else if (next & 0x80) {
 				/* An unknown header the receiver must comprehend (clause 5.2.1):
@@ -140,6 +145,11 @@ static __always_inline int parse_gtpu(void *data, void *data_end, struct upf_con
 		if (next)
 			return GTPU_MALFORMED;
 	}
+	/* A QoS monitoring answer without a user packet (a dummy, TS 23.501 clause
+	 * 5.33.3.2) is upfd's: it reads the time stamps. One that carries a packet is
+	 * forwarded here (its time stamps are not read). */
+	if (qmp && off >= udp_end)
+		return GTPU_SLOWPATH;
 	o->inner = off;
 	return GTPU_OK;
 }

@@ -554,7 +554,9 @@ impl Gen {
             } else {
                 self.rng.random_range(1..10)
             };
-            (0x34, vec![0, 0, 0, 0x85, 1, 0x10, qfi, 0])
+            // Now and then an answer to QoS monitoring (QMP), some without a packet.
+            let ul = if self.chance(0.03) { 0x18 } else { 0x10 };
+            (0x34, vec![0, 0, 0, 0x85, 1, ul, qfi, 0])
         } else if kind < 63 {
             (0x32, vec![0, 7, 0, 0])
         } else if kind < 65 {
@@ -567,6 +569,10 @@ impl Gen {
             (0x30, vec![])
         };
         let msg_type = if self.chance(0.02) { 1 } else { 255 };
+        // A monitoring answer without a packet: upfd's.
+        if ext.get(5) == Some(&0x18) && self.chance(0.5) {
+            inner.clear();
+        }
         let body_len = ext.len() + inner.len();
         gtp.push(flags);
         gtp.push(msg_type);

@@ -107,6 +107,8 @@ pub(super) fn parse_gtpu(f: &[u8], l3: usize, family: u8, cfg: &Config) -> Gtp {
         ..Outer::default()
     };
     let mut off = g + 8;
+    let udp_end = (g - 8) + usize::from(be16(f, g - 4));
+    let mut qmp = false;
     if h[0] & 0x07 != 0 {
         // Sequence number, N-PDU number, next extension header type.
         let Some(opt) = f.get(g + 8..g + 12) else {
@@ -132,6 +134,9 @@ pub(super) fn parse_gtpu(f: &[u8], l3: usize, family: u8, cfg: &Config) -> Gtp {
                 if o.qfi.is_none() && c[1] >> 4 <= 1 {
                     o.psc_type = c[1] >> 4;
                     o.qfi = Some(c[2] & 0x3f);
+                    // A UL container with QMP: an answer to upfd's QoS monitoring
+                    // (TS 38.415 clause 5.5.2.2).
+                    qmp = o.psc_type == 1 && c[1] & 0x08 != 0;
                 }
             } else if next & 0x80 != 0 {
                 // Comprehension required (clause 5.2.1): upfd answers it.
@@ -146,6 +151,12 @@ pub(super) fn parse_gtpu(f: &[u8], l3: usize, family: u8, cfg: &Config) -> Gtp {
         if next != 0 {
             return Gtp::Malformed;
         }
+    }
+    // A QoS monitoring answer without a user packet (a dummy, TS 23.501 clause
+    // 5.33.3.2) is upfd's: it reads the time stamps. One that carries a packet is
+    // forwarded (its time stamps are not read).
+    if qmp && off >= udp_end {
+        return Gtp::SlowPath;
     }
     o.inner = off;
     Gtp::Ok(o)
