@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Messages are built through the typed API ([`pfcp::msg`]) wherever a typed struct
-//! exists; IEs that no typed struct names (MAR, SRR, TSC, ATSSS, L2TP ... groups) are
+//! exists; IEs that no typed struct names (MAR, TSC, ATSSS, L2TP ... groups) are
 //! placed as generic [`Ie`]s in the `other` list of the message or group where the
 //! specification puts them. IEs carried opaque ([`pfcp::ie::Bytes`]) appear only where a
 //! grouped IE needs them. Addresses are documentation ranges (192.0.2.0/24, 198.51.100.0/24,
@@ -31,14 +31,15 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use pfcp::header::HeaderRepr;
 use pfcp::ie::{
     apply_action, cp_function_features, measurement_method, node_report_type, report_type,
-    reporting_triggers, up_function_features, usage_report_trigger, Bitrate, Bytes, CauseValue,
-    DlFlowLevelMarking, DownlinkDataServiceInformation, DroppedDlTrafficThreshold, FSeid, FTeid,
-    FailedRuleId, Flags, FlowInformation, ForwardingPolicy, FqCsid, GprsTimer, HeaderEnrichment,
-    Ie, Interface, IpAddresses, MacAddress, MacAddresses, Multiplier, Name, NodeId,
-    OuterHeaderCreation, OuterHeaderRemoval, PacketCount, PacketRate, PfdContents, Rate,
-    RedirectInformation, RemoteGtpuPeer, SNssai, SdfFilter, SmfSetId, SourceIpAddress, Text,
-    TimeQuotaMechanism, UeIpAddress, UeIpAddressPoolIdentity, UserId,
-    UserPlaneIpResourceInformation, VlanTag, Volume, VolumeMeasurement,
+    reporting_frequency, reporting_triggers, requested_qos_monitoring, up_function_features,
+    usage_report_trigger, Bitrate, Bytes, CauseValue, DlFlowLevelMarking,
+    DownlinkDataServiceInformation, DroppedDlTrafficThreshold, FSeid, FTeid, FailedRuleId, Flags,
+    FlowInformation, ForwardingPolicy, FqCsid, GprsTimer, HeaderEnrichment, Ie, Interface,
+    IpAddresses, MacAddress, MacAddresses, Multiplier, Name, NodeId, OuterHeaderCreation,
+    OuterHeaderRemoval, PacketCount, PacketDelayThresholds, PacketRate, PfdContents,
+    QosMonitoringMeasurement, Rate, RedirectInformation, RemoteGtpuPeer, SNssai, SdfFilter,
+    SmfSetId, SourceIpAddress, Text, TimeQuotaMechanism, UeIpAddress, UeIpAddressPoolIdentity,
+    UserId, UserPlaneIpResourceInformation, VlanTag, Volume, VolumeMeasurement,
 };
 use pfcp::message::message_type as mt;
 use pfcp::msg::*;
@@ -432,18 +433,45 @@ fn packet_rate_status() -> Vec<u8> {
     v
 }
 
-fn qos_monitoring_control() -> Ie {
-    Ie::QosMonitoringPerQosFlowControlInformation(vec![
-        Ie::Qfi(9),
-        Ie::RequestedQosMonitoring(flags(&[1, 2, 3])),
-        Ie::ReportingFrequency(flags(&[1, 2])),
-        Ie::MinimumWaitTime(30),
-        Ie::MeasurementPeriod(60),
-        Ie::DirectReportingInformation(vec![
-            Ie::EventNotificationUri(Bytes(b"https://nwdaf.example.com/notify".to_vec())),
-            Ie::NotificationCorrelationId(Bytes(b"corr-1".to_vec())),
+/// QoS monitoring of QFI 9 (Table 7.5.2.9-3): downlink, uplink and round trip, reported on
+/// thresholds (all three set) and periodically.
+fn qos_monitoring_control() -> QosMonitoringPerQosFlowControlInformation {
+    QosMonitoringPerQosFlowControlInformation {
+        qfis: vec![9],
+        requested_qos_monitoring: flags(&[
+            requested_qos_monitoring::DL,
+            requested_qos_monitoring::UL,
+            requested_qos_monitoring::RP,
         ]),
-    ])
+        reporting_frequency: flags(&[reporting_frequency::EVETT, reporting_frequency::PERIO]),
+        packet_delay_thresholds: Some(PacketDelayThresholds {
+            downlink_ms: Some(20),
+            uplink_ms: Some(25),
+            round_trip_ms: Some(40),
+            spare: 0,
+        }),
+        minimum_wait_time: Some(30),
+        measurement_period: Some(60),
+        other: vec![],
+    }
+}
+
+fn create_srr() -> CreateSrr {
+    CreateSrr {
+        srr_id: 1,
+        access_availability_control_information: Some(AccessAvailabilityControlInformation {
+            requested_access_availability_information: flags(&[1]),
+            other: vec![],
+        }),
+        qos_monitoring_per_qos_flow_control_information: vec![qos_monitoring_control()],
+        direct_reporting_information: Some(DirectReportingInformation {
+            event_notification_uri: Bytes(b"https://nwdaf.example.com/notify".to_vec()),
+            notification_correlation_id: Some(Bytes(b"corr-1".to_vec())),
+            reporting_flags: None,
+            other: vec![],
+        }),
+        other: vec![],
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1174,6 +1202,7 @@ fn session_establishment_request() -> Sample {
         trace_information: None,
         apn_dnn: Some(Name::labels("internet.mnc001.mcc001.gprs")),
         pfcpse_req_flags: Some(flags(&[2])),
+        create_srrs: vec![create_srr()],
         recovery_time_stamp: Some(T0),
         s_nssai: Some(s_nssai()),
         rat_type: Some(1),
@@ -1193,13 +1222,6 @@ fn session_establishment_request() -> Sample {
                     Ie::Weight(40),
                     Ie::Priority(2),
                 ]),
-            ]),
-            Ie::CreateSrr(vec![
-                Ie::SrrId(1),
-                Ie::AccessAvailabilityControlInformation(vec![
-                    Ie::RequestedAccessAvailabilityInformation(flags(&[1])),
-                ]),
-                qos_monitoring_control(),
             ]),
             Ie::ProvideAtsssControlInformation(vec![
                 Ie::MptcpControlInformation(flags(&[1])),
@@ -1277,6 +1299,7 @@ fn session_establishment_request_ethernet() -> Sample {
         trace_information: None,
         apn_dnn: None,
         pfcpse_req_flags: None,
+        create_srrs: vec![],
         recovery_time_stamp: None,
         s_nssai: None,
         rat_type: None,
@@ -1345,6 +1368,7 @@ fn session_establishment_request_choose() -> Sample {
         trace_information: None,
         apn_dnn: Some(Name::labels("ims.mnc001.mcc001.gprs")),
         pfcpse_req_flags: None,
+        create_srrs: vec![],
         recovery_time_stamp: None,
         s_nssai: None,
         rat_type: None,
@@ -1649,6 +1673,52 @@ fn session_modification_request() -> Sample {
         query_urr_reference: Some(42),
         trace_information: None,
         node_id: Some(smf_node_id()),
+        remove_srrs: vec![RemoveSrr {
+            srr_id: 2,
+            other: vec![],
+        }],
+        // Round trip by GTP-U path monitoring for two QoS flows, reported at release.
+        create_srrs: vec![CreateSrr {
+            srr_id: 3,
+            access_availability_control_information: None,
+            qos_monitoring_per_qos_flow_control_information: vec![
+                QosMonitoringPerQosFlowControlInformation {
+                    qfis: vec![5, 6],
+                    requested_qos_monitoring: flags(&[
+                        requested_qos_monitoring::RP,
+                        requested_qos_monitoring::GTPUPM,
+                    ]),
+                    reporting_frequency: flags(&[reporting_frequency::SESRL]),
+                    packet_delay_thresholds: None,
+                    minimum_wait_time: None,
+                    measurement_period: None,
+                    other: vec![],
+                },
+            ],
+            direct_reporting_information: None,
+            other: vec![],
+        }],
+        // An uplink threshold alone now, and the access availability request again.
+        update_srrs: vec![UpdateSrr {
+            srr_id: 1,
+            access_availability_control_information: Some(AccessAvailabilityControlInformation {
+                requested_access_availability_information: flags(&[1]),
+                other: vec![],
+            }),
+            qos_monitoring_per_qos_flow_control_information: vec![
+                QosMonitoringPerQosFlowControlInformation {
+                    packet_delay_thresholds: Some(PacketDelayThresholds {
+                        uplink_ms: Some(15),
+                        ..PacketDelayThresholds::default()
+                    }),
+                    reporting_frequency: flags(&[reporting_frequency::EVETT]),
+                    measurement_period: None,
+                    ..qos_monitoring_control()
+                },
+            ],
+            direct_reporting_information: None,
+            other: vec![],
+        }],
         s_nssai: Some(s_nssai()),
         rat_type: Some(2),
         other: vec![
@@ -1663,14 +1733,6 @@ fn session_modification_request() -> Sample {
                     Ie::Priority(2),
                 ]),
                 Ie::UpdateAccessForwardingActionInformation2(vec![Ie::FarId(3), Ie::Weight(30)]),
-            ]),
-            Ie::RemoveSrr(vec![Ie::SrrId(2)]),
-            Ie::UpdateSrr(vec![
-                Ie::SrrId(1),
-                Ie::AccessAvailabilityControlInformation(vec![
-                    Ie::RequestedAccessAvailabilityInformation(flags(&[1])),
-                ]),
-                qos_monitoring_control(),
             ]),
             tsc_management(Ie::TscManagementInformationSessionModificationRequest),
             Ie::EthernetContextInformation(vec![Ie::MacAddressesDetected(MacAddresses {
@@ -1785,6 +1847,9 @@ fn session_modification_request_outer_headers() -> Sample {
         query_urr_reference: None,
         trace_information: None,
         node_id: None,
+        remove_srrs: vec![],
+        create_srrs: vec![],
+        update_srrs: vec![],
         s_nssai: None,
         rat_type: None,
         other: vec![],
@@ -1968,20 +2033,44 @@ fn session_report_request() -> Sample {
         additional_usage_reports_information: Some(0x0005),
         pfcpsr_req_flags: Some(flags(&[1])),
         old_cp_fseid: Some(cp_fseid()),
+        session_reports: vec![SessionReport {
+            srr_id: 1,
+            access_availability_report: Some(AccessAvailabilityReport {
+                access_availability_information: vec![0x05],
+                other: vec![],
+            }),
+            qos_monitoring_reports: vec![
+                QosMonitoringReport {
+                    qfi: 9,
+                    qos_monitoring_measurement: QosMonitoringMeasurement {
+                        downlink_ms: Some(12),
+                        uplink_ms: Some(15),
+                        round_trip_ms: Some(27),
+                        plmf: false,
+                        spare: 0,
+                    },
+                    time_stamp: T0 + 40,
+                    start_time: Some(T0),
+                    other: vec![],
+                },
+                // No time stamp came back for QFI 5: a measurement failure, no delay.
+                QosMonitoringReport {
+                    qfi: 5,
+                    qos_monitoring_measurement: QosMonitoringMeasurement {
+                        plmf: true,
+                        ..QosMonitoringMeasurement::default()
+                    },
+                    time_stamp: T0 + 40,
+                    start_time: None,
+                    other: vec![],
+                },
+            ],
+            other: vec![],
+        }],
         cause: None,
-        other: vec![
-            Ie::SessionReport(vec![
-                Ie::SrrId(1),
-                Ie::AccessAvailabilityReport(vec![Ie::AccessAvailabilityInformation(0x05)]),
-                Ie::QosMonitoringReport(vec![
-                    Ie::Qfi(9),
-                    Ie::QosMonitoringMeasurement(Bytes(vec![0x01, 0, 0, 0, 12])),
-                    Ie::EventTimeStamp(T0 + 40),
-                    Ie::StartTime(T0),
-                ]),
-            ]),
-            tsc_management(Ie::TscManagementInformationSessionReportRequest),
-        ],
+        other: vec![tsc_management(
+            Ie::TscManagementInformationSessionReportRequest,
+        )],
     };
     sample(
         "session-report-request",
@@ -2013,6 +2102,7 @@ fn session_report_request_follow_on() -> Sample {
         additional_usage_reports_information: None,
         pfcpsr_req_flags: None,
         old_cp_fseid: None,
+        session_reports: vec![],
         cause: Some(CauseValue::REQUEST_ACCEPTED),
         other: vec![],
     };

@@ -162,6 +162,18 @@ bits!(
 );
 
 bits!(
+    /// Requested QoS Monitoring, clause 8.2.167: which packet delays to measure; GTPUPM
+    /// measures them by GTP-U path monitoring instead of RAN and UPF time stamps.
+    requested_qos_monitoring { DL = 1, UL = 2, RP = 3, GTPUPM = 4 }
+);
+
+bits!(
+    /// Reporting Frequency, clause 8.2.168: when QoS monitoring reports (on a threshold,
+    /// periodically, at session release).
+    reporting_frequency { EVETT = 1, PERIO = 2, SESRL = 3 }
+);
+
+bits!(
     /// Data Status, clause 8.2.174.
     data_status { DROP = 1, BUFF = 2 }
 );
@@ -194,6 +206,8 @@ fn names(ie_type: u16) -> &'static [(u16, &'static str)] {
         types::PACKET_REPLICATION_AND_DETECTION_CARRY_ON_INFORMATION => {
             packet_replication_and_detection_carry_on_information::NAMES
         }
+        types::REQUESTED_QOS_MONITORING => requested_qos_monitoring::NAMES,
+        types::REPORTING_FREQUENCY => reporting_frequency::NAMES,
         types::DATA_STATUS => data_status::NAMES,
         _ => &[],
     }

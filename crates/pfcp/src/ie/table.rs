@@ -252,10 +252,10 @@ macro_rules! ie_table {
             242 QosMonitoringPerQosFlowControlInformation QOS_MONITORING_PER_QOS_FLOW_CONTROL_INFORMATION "QoS Monitoring per QoS flow Control Information" group;
             243 RequestedQosMonitoring REQUESTED_QOS_MONITORING "Requested QoS Monitoring" Flags;
             244 ReportingFrequency REPORTING_FREQUENCY "Reporting Frequency" Flags;
-            245 PacketDelayThresholds PACKET_DELAY_THRESHOLDS "Packet Delay Thresholds" Bytes;
+            245 PacketDelayThresholds PACKET_DELAY_THRESHOLDS "Packet Delay Thresholds" PacketDelayThresholds;
             246 MinimumWaitTime MINIMUM_WAIT_TIME "Minimum Wait Time" u32;
             247 QosMonitoringReport QOS_MONITORING_REPORT "QoS Monitoring Report" group;
-            248 QosMonitoringMeasurement QOS_MONITORING_MEASUREMENT "QoS Monitoring Measurement" Bytes;
+            248 QosMonitoringMeasurement QOS_MONITORING_MEASUREMENT "QoS Monitoring Measurement" QosMonitoringMeasurement;
             249 MtEdtControlInformation MT_EDT_CONTROL_INFORMATION "MT-EDT Control Information" Flags;
             250 DlDataPacketsSize DL_DATA_PACKETS_SIZE "DL Data Packets Size" u16;
             251 QerControlIndications QER_CONTROL_INDICATIONS "QER Control Indications" Flags;

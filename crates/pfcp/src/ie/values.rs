@@ -2129,6 +2129,113 @@ impl Value for SourceIpAddress {
     }
 }
 
+/// The downlink, uplink and round-trip packet delays, in milliseconds, each an Unsigned32
+/// present when its flag is set (bits 1, 2 and 3 of the first octet, in that order): the
+/// layout that Packet Delay Thresholds (clause 8.2.169) and QoS Monitoring Measurement
+/// (clause 8.2.171) share.
+fn read_delays(r: &mut Reader, flags: u8) -> Result<[Option<u32>; 3]> {
+    let mut out = [None; 3];
+    for (i, d) in out.iter_mut().enumerate() {
+        if bit(flags, i as u8 + 1) {
+            *d = Some(r.u32()?);
+        }
+    }
+    Ok(out)
+}
+
+fn delay_flags(delays: [Option<u32>; 3]) -> u8 {
+    delays
+        .iter()
+        .enumerate()
+        .fold(0, |f, (i, d)| f | set(d.is_some(), i as u8 + 1))
+}
+
+/// Packet Delay Thresholds, clause 8.2.169 (IE 245): the delays, in milliseconds, past which
+/// event-triggered QoS monitoring reports (Table 7.5.2.9-3). The specification asks for at
+/// least one flag; none set decodes to no threshold, so the IE re-encodes as received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct PacketDelayThresholds {
+    /// DL: downlink packet delay threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub downlink_ms: Option<u32>,
+    /// UL: uplink packet delay threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink_ms: Option<u32>,
+    /// RP: round trip packet delay threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_trip_ms: Option<u32>,
+    /// Spare bits 4 to 8 of the flags octet as received, kept so the IE re-encodes as
+    /// received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
+}
+
+impl Value for PacketDelayThresholds {
+    fn decode(v: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(v);
+        let f = r.u8()?;
+        let [downlink_ms, uplink_ms, round_trip_ms] = read_delays(&mut r, f)?;
+        Ok(PacketDelayThresholds {
+            downlink_ms,
+            uplink_ms,
+            round_trip_ms,
+            spare: f & 0xf8,
+        })
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let d = [self.downlink_ms, self.uplink_ms, self.round_trip_ms];
+        out.put_u8(delay_flags(d) | self.spare);
+        for x in d.into_iter().flatten() {
+            out.put_u32(x);
+        }
+    }
+}
+
+/// QoS Monitoring Measurement, clause 8.2.171 (IE 248): the packet delays the UP function
+/// measured for a QoS flow, in milliseconds, or PLMF (Packet Delay Measurement Failure: no
+/// time stamp came back within the Packet Delay Thresholds or the Measurement Period).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct QosMonitoringMeasurement {
+    /// DL: downlink packet delay, UPF (PSA) to UE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub downlink_ms: Option<u32>,
+    /// UL: uplink packet delay, UE to UPF (PSA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink_ms: Option<u32>,
+    /// RP: round trip packet delay between the UPF (PSA) and the UE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_trip_ms: Option<u32>,
+    /// PLMF, bit 4: packet delay measurement failure.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub plmf: bool,
+    /// Spare bits 5 to 8 of the flags octet as received, kept so the IE re-encodes as
+    /// received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spare: u8,
+}
+
+impl Value for QosMonitoringMeasurement {
+    fn decode(v: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(v);
+        let f = r.u8()?;
+        let [downlink_ms, uplink_ms, round_trip_ms] = read_delays(&mut r, f)?;
+        Ok(QosMonitoringMeasurement {
+            downlink_ms,
+            uplink_ms,
+            round_trip_ms,
+            plmf: bit(f, 4),
+            spare: f & 0xf0,
+        })
+    }
+    fn encode(&self, out: &mut Vec<u8>) {
+        let d = [self.downlink_ms, self.uplink_ms, self.round_trip_ms];
+        out.put_u8(delay_flags(d) | set(self.plmf, 4) | self.spare);
+        for x in d.into_iter().flatten() {
+            out.put_u32(x);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

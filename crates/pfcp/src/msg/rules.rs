@@ -5,9 +5,9 @@ use crate::ie::{
     Bitrate, Bytes, DlFlowLevelMarking, DownlinkDataServiceInformation, DroppedDlTrafficThreshold,
     FTeid, FailedRuleId, Flags, FlowInformation, ForwardingPolicy, GprsTimer, HeaderEnrichment,
     Interface, IpAddresses, MacAddress, MacAddresses, Multiplier, Name, OuterHeaderCreation,
-    OuterHeaderRemoval, PacketCount, PacketRate, PfdContents, RedirectInformation, RemoteGtpuPeer,
-    SNssai, SdfFilter, Text, TimeQuotaMechanism, UeIpAddress, UeIpAddressPoolIdentity, VlanTag,
-    Volume, VolumeMeasurement,
+    OuterHeaderRemoval, PacketCount, PacketDelayThresholds, PacketRate, PfdContents,
+    QosMonitoringMeasurement, RedirectInformation, RemoteGtpuPeer, SNssai, SdfFilter, Text,
+    TimeQuotaMechanism, UeIpAddress, UeIpAddressPoolIdentity, VlanTag, Volume, VolumeMeasurement,
 };
 
 use super::group;
@@ -207,6 +207,55 @@ group! {
         framed_ipv6_routes: V Text = FRAMED_IPV6_ROUTE,
         qfis: V u8 = QFI,
         source_interface_type: O u8 = TGPP_INTERFACE_TYPE,
+    }
+}
+
+group! {
+    /// Create SRR, Table 7.5.2.9-1: a Session Reporting Rule, for what the UP function
+    /// detects and reports per session rather than per PDR (QoS monitoring per QoS flow,
+    /// access availability). Reports come back in Session Report (Table 7.5.8.6-1).
+    pub struct CreateSrr {
+        srr_id: M u8 = SRR_ID,
+        access_availability_control_information: O AccessAvailabilityControlInformation = ACCESS_AVAILABILITY_CONTROL_INFORMATION,
+        /// One per QoS flow (or set of QoS flows) to monitor.
+        qos_monitoring_per_qos_flow_control_information: V QosMonitoringPerQosFlowControlInformation = QOS_MONITORING_PER_QOS_FLOW_CONTROL_INFORMATION,
+        direct_reporting_information: O DirectReportingInformation = DIRECT_REPORTING_INFORMATION,
+    }
+}
+
+group! {
+    /// Access Availability Control Information, Table 7.5.2.9-2.
+    pub struct AccessAvailabilityControlInformation {
+        requested_access_availability_information: M Flags = REQUESTED_ACCESS_AVAILABILITY_INFORMATION,
+    }
+}
+
+group! {
+    /// QoS Monitoring per QoS flow Control Information, Table 7.5.2.9-3: which delays to
+    /// measure for which QoS flows, and when to report them. The conditions on Packet Delay
+    /// Thresholds, Minimum Wait Time (event triggered) and Measurement Period (periodic)
+    /// are the SMF's to meet; the decoder does not enforce them.
+    pub struct QosMonitoringPerQosFlowControlInformation {
+        qfis: MV u8 = QFI,
+        /// Bits in [`crate::ie::requested_qos_monitoring`] (clause 8.2.167).
+        requested_qos_monitoring: M Flags = REQUESTED_QOS_MONITORING,
+        /// Bits in [`crate::ie::reporting_frequency`] (clause 8.2.168).
+        reporting_frequency: M Flags = REPORTING_FREQUENCY,
+        packet_delay_thresholds: O PacketDelayThresholds = PACKET_DELAY_THRESHOLDS,
+        /// Seconds between two event-triggered reports at least (clause 8.2.170).
+        minimum_wait_time: O u32 = MINIMUM_WAIT_TIME,
+        /// Seconds between periodic reports (clause 8.2.42).
+        measurement_period: O u32 = MEASUREMENT_PERIOD,
+    }
+}
+
+group! {
+    /// Direct Reporting Information, Table 7.5.2.9-4: QoS monitoring events sent by the UPF
+    /// to a Local NEF or AF (DRQOS); its IEs are carried opaque.
+    pub struct DirectReportingInformation {
+        event_notification_uri: M Bytes = EVENT_NOTIFICATION_URI,
+        notification_correlation_id: O Bytes = NOTIFICATION_CORRELATION_ID,
+        reporting_flags: O Bytes = REPORTING_FLAGS,
     }
 }
 
@@ -418,6 +467,23 @@ group! {
 }
 
 group! {
+    /// Remove SRR, Table 7.5.4.19-1.
+    pub struct RemoveSrr { srr_id: M u8 = SRR_ID }
+}
+
+group! {
+    /// Update SRR, Table 7.5.4.20-1 (Table 8.1.2-1 of Rel-17 points at 7.5.4.21-1 by
+    /// mistake). The QoS monitoring control IEs, when present, replace the whole set
+    /// provisioned before.
+    pub struct UpdateSrr {
+        srr_id: M u8 = SRR_ID,
+        access_availability_control_information: O AccessAvailabilityControlInformation = ACCESS_AVAILABILITY_CONTROL_INFORMATION,
+        qos_monitoring_per_qos_flow_control_information: V QosMonitoringPerQosFlowControlInformation = QOS_MONITORING_PER_QOS_FLOW_CONTROL_INFORMATION,
+        direct_reporting_information: O DirectReportingInformation = DIRECT_REPORTING_INFORMATION,
+    }
+}
+
+group! {
     /// Usage Report, Tables 7.5.5.2-1 (Session Modification Response), 7.5.7.2-1 (Session
     /// Deletion Response) and 7.5.8.3-1 (Session Report Request): one layout, the union.
     pub struct UsageReport {
@@ -472,6 +538,36 @@ group! {
     /// Error Indication Report, Table 7.5.8.4-1.
     pub struct ErrorIndicationReport {
         remote_fteids: MV FTeid = FTEID,
+    }
+}
+
+group! {
+    /// Session Report, Table 7.5.8.6-1: what one SRR reports (Report Type SESR).
+    pub struct SessionReport {
+        srr_id: M u8 = SRR_ID,
+        access_availability_report: O AccessAvailabilityReport = ACCESS_AVAILABILITY_REPORT,
+        qos_monitoring_reports: V QosMonitoringReport = QOS_MONITORING_REPORT,
+    }
+}
+
+group! {
+    /// Access Availability Report, Table 7.5.8.6-2: up to two Access Availability
+    /// Information IEs (clause 8.2.153), 3GPP and non-3GPP.
+    pub struct AccessAvailabilityReport {
+        access_availability_information: MV u8 = ACCESS_AVAILABILITY_INFORMATION,
+    }
+}
+
+group! {
+    /// QoS Monitoring Report, Table 7.5.8.6-3: the delays measured for one QoS flow.
+    pub struct QosMonitoringReport {
+        qfi: M u8 = QFI,
+        qos_monitoring_measurement: M QosMonitoringMeasurement = QOS_MONITORING_MEASUREMENT,
+        /// Time Stamp (clause 8.2.114, IE 156, named Event Time Stamp in this codec's
+        /// table): when the report was generated, NTP seconds.
+        time_stamp: M u32 = EVENT_TIME_STAMP,
+        /// When the measurement behind the report began, NTP seconds.
+        start_time: O u32 = START_TIME,
     }
 }
 

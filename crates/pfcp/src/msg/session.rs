@@ -6,12 +6,12 @@ use crate::ie::{
 };
 
 use super::{
-    message, CreateBar, CreateFar, CreatePdr, CreateQer, CreateTrafficEndpoint, CreateUrr,
-    CreatedPdr, CreatedTrafficEndpoint, DownlinkDataReport, ErrorIndicationReport,
+    message, CreateBar, CreateFar, CreatePdr, CreateQer, CreateSrr, CreateTrafficEndpoint,
+    CreateUrr, CreatedPdr, CreatedTrafficEndpoint, DownlinkDataReport, ErrorIndicationReport,
     LoadControlInformation, OverloadControlInformation, PartialFailureInformation, QueryUrr,
-    RemoveBar, RemoveFar, RemovePdr, RemoveQer, RemoveTrafficEndpoint, RemoveUrr, UpdateBar,
-    UpdateBarReportResponse, UpdateFar, UpdatePdr, UpdateQer, UpdateTrafficEndpoint, UpdateUrr,
-    UsageReport,
+    RemoveBar, RemoveFar, RemovePdr, RemoveQer, RemoveSrr, RemoveTrafficEndpoint, RemoveUrr,
+    SessionReport, UpdateBar, UpdateBarReportResponse, UpdateFar, UpdatePdr, UpdateQer, UpdateSrr,
+    UpdateTrafficEndpoint, UpdateUrr, UsageReport,
 };
 
 message! {
@@ -32,6 +32,7 @@ message! {
         trace_information: O Bytes = TRACE_INFORMATION,
         apn_dnn: O Name = APN_DNN,
         pfcpse_req_flags: O Flags = PFCPSE_REQ_FLAGS,
+        create_srrs: V CreateSrr = CREATE_SRR,
         recovery_time_stamp: O u32 = RECOVERY_TIME_STAMP,
         s_nssai: O SNssai = S_NSSAI,
         rat_type: O u8 = RAT_TYPE,
@@ -84,6 +85,9 @@ message! {
         query_urr_reference: O u32 = QUERY_URR_REFERENCE,
         trace_information: O Bytes = TRACE_INFORMATION,
         node_id: O NodeId = NODE_ID,
+        remove_srrs: V RemoveSrr = REMOVE_SRR,
+        create_srrs: V CreateSrr = CREATE_SRR,
+        update_srrs: V UpdateSrr = UPDATE_SRR,
         s_nssai: O SNssai = S_NSSAI,
         rat_type: O u8 = RAT_TYPE,
     }
@@ -134,6 +138,8 @@ message! {
         additional_usage_reports_information: O u16 = ADDITIONAL_USAGE_REPORTS_INFORMATION,
         pfcpsr_req_flags: O Flags = PFCPSR_REQ_FLAGS,
         old_cp_fseid: O FSeid = FSEID,
+        /// One per SRR that reports (Report Type SESR).
+        session_reports: V SessionReport = SESSION_REPORT,
         cause: O CauseValue = CAUSE,
     }
 }
@@ -152,6 +158,7 @@ impl SessionReportRequest {
             additional_usage_reports_information: None,
             pfcpsr_req_flags: None,
             old_cp_fseid: None,
+            session_reports: vec![],
             cause: None,
             other: vec![],
         }
@@ -170,6 +177,14 @@ impl SessionReportRequest {
         SessionReportRequest {
             downlink_data_report: Some(report),
             ..Self::new(Flags::from_bits(&[report_type::DLDR], 1))
+        }
+    }
+
+    /// SESR: Session Reports, e.g. QoS Monitoring Reports (clause 7.5.8.6).
+    pub fn session(session_reports: Vec<SessionReport>) -> Self {
+        SessionReportRequest {
+            session_reports,
+            ..Self::new(Flags::from_bits(&[report_type::SESR], 1))
         }
     }
 

@@ -838,6 +838,7 @@ impl Smf {
                 }
             }),
             pfcpse_req_flags: None,
+            create_srrs: vec![],
             recovery_time_stamp: None,
             s_nssai: None,
             rat_type: None,
@@ -917,6 +918,9 @@ impl Smf {
             query_urr_reference: None,
             trace_information: None,
             node_id: None,
+            remove_srrs: vec![],
+            create_srrs: vec![],
+            update_srrs: vec![],
             s_nssai: None,
             rat_type: None,
             other: vec![],
