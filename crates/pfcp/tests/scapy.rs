@@ -17,6 +17,11 @@
 //!
 //! Where scapy 2.6.1 departs from TS 29.244, the comment at the check says so; the octets
 //! we emit are never bent to suit scapy.
+//!
+//! scapy 2.6.1 has no class for IE types above 160 (it dissects them as
+//! `IE_NotImplemented`), so the QoS monitoring IEs (SRRs, Session Report, 211-248) are
+//! checked against tshark only (tshark.rs) and against the clauses' figures
+//! (qos_monitoring.rs).
 
 #[path = "../../../tests/oracles/oracle.rs"]
 mod oracle;

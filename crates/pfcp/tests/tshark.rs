@@ -1516,6 +1516,19 @@ fn leaf(x: &Ie, c: &mut Check) {
             c.bytes("pfcp.s_nssai_sst.sst", &[v.sst]);
             c.bytes("pfcp.s_nssai_sst.sd", &v.sd.to_be_bytes()[1..]);
         }
+        Ie::PacketDelayThresholds(v) => delays(
+            c,
+            "pfcp.packet_delay_thresholds.",
+            [v.downlink_ms, v.uplink_ms, v.round_trip_ms],
+        ),
+        Ie::QosMonitoringMeasurement(v) => {
+            c.flag("pfcp.qos_monitoring_measurement.flags.plmf", v.plmf);
+            delays(
+                c,
+                "pfcp.qos_monitoring_measurement.",
+                [v.downlink_ms, v.uplink_ms, v.round_trip_ms],
+            )
+        }
         other => {
             c.st.failures.push(format!(
                 "{}: {}: no comparison written for IE type {}",
@@ -1536,6 +1549,19 @@ fn volume(c: &mut Check, v: &ie::Volume, flags: &str, flag_suffix: &str, values:
         c.flag(&format!("{flags}{name}{flag_suffix}"), x.is_some());
         if let Some(x) = x {
             c.uint(&format!("{values}{name}"), x);
+        }
+    }
+}
+
+/// The DL / UL / RP flags and delays (milliseconds) of clauses 8.2.169 and 8.2.171.
+fn delays(c: &mut Check, prefix: &str, ms: [Option<u32>; 3]) {
+    for ((flag, value), x) in [("dl", "downlink"), ("ul", "uplink"), ("rp", "roundtrip")]
+        .into_iter()
+        .zip(ms)
+    {
+        c.flag(&format!("{prefix}flags.{flag}"), x.is_some());
+        if let Some(x) = x {
+            c.uint(&format!("{prefix}{value}"), x as u64);
         }
     }
 }
