@@ -51,6 +51,16 @@ pub struct Args {
     /// Print the counters as JSON (one object a line).
     #[arg(long)]
     pub json: bool,
+    /// Downlink delay of N3, milliseconds: everything received is held this long before
+    /// it is received (QoS monitoring's DL Received Time Stamp, delivery, answers).
+    /// At most 10 000.
+    #[arg(long, default_value_t = 0)]
+    pub dl_delay_ms: u64,
+    /// Uplink delay of N3, milliseconds: the emulator's answers (QoS monitoring, Echo
+    /// Responses) are held this long after their UL Sending Time Stamp. The UEs' uplink
+    /// is not held. At most 10 000.
+    #[arg(long, default_value_t = 0)]
+    pub ul_delay_ms: u64,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -91,6 +101,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         mtu: args.mtu,
         tun_prefix: args.tun_prefix.clone(),
         table_base: args.table_base,
+        dl_delay: Duration::from_millis(args.dl_delay_ms),
+        ul_delay: Duration::from_millis(args.ul_delay_ms),
         ..GnbConfig::default()
     };
     // SAFETY: installing an async-signal-safe handler (one atomic store).
@@ -101,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let gnb = Gnb::start(cfg, sessions).context("starting the gNB emulator")?;
     let first = gnb.sessions().first().map(|s| s.index).unwrap_or(0);
     eprintln!(
-        "gnb: up: {n} UEs ({}{first}...), GTP-U from {}:{}, {}",
+        "gnb: up: {n} UEs ({}{first}...), GTP-U from {}:{}, {}, N3 delay {} ms down, {} ms up",
         args.tun_prefix,
         args.gnb,
         super::GTPU_PORT,
@@ -109,7 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "no PDU Session Container".to_string()
         } else {
             format!("UL PDU Session Container QFI {}", args.qfi)
-        }
+        },
+        args.dl_delay_ms,
+        args.ul_delay_ms
     );
     let start = Instant::now();
     let mut next_stats = start + Duration::from_secs(args.stats.max(1));

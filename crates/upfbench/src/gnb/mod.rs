@@ -15,7 +15,17 @@
 //! - downlink: a G-PDU whose TEID is a session's `gnb_teid` (the downlink TEID the SMF gave
 //!   the UPF) loses its GTP-U header and extension headers and is written to that UE's
 //!   TUN, if the inner destination is the UE's address; G-PDUs with other TEIDs are
-//!   counted and dropped; an Echo Request gets an Echo Response.
+//!   counted and dropped; an Echo Request gets an Echo Response;
+//! - QoS monitoring (TS 23.501 clause 5.33.3.2): a downlink G-PDU whose PDU Session
+//!   Container has QMP set, with or without a T-PDU, is answered as an NG-RAN answers it,
+//!   with a G-PDU on the session's uplink F-TEID carrying the three time stamps of TS
+//!   38.415 clause 5.5.2.2 and no T-PDU ([`qos`]); its T-PDU, if any, goes to the UE as
+//!   usual;
+//! - delays ([`GnbConfig::dl_delay`], [`GnbConfig::ul_delay`]): the N3 transport's, so that
+//!   a UPF's delay measurements have something to measure. Everything received on N3 is
+//!   held the downlink delay before it is received (stamped, delivered, answered); the
+//!   emulator's answers (QoS monitoring, Echo Responses) are held the uplink delay after
+//!   they are stamped; the UEs' own uplink is not held ([`delay`]).
 //!
 //! Counters are kept per UE and direction ([`GnbStats`]). One thread reads every TUN (epoll)
 //! and one per socket reads GTP-U; buffers are allocated once.
@@ -41,6 +51,8 @@
 //! ```
 
 pub mod cli;
+pub mod delay;
+pub mod qos;
 pub mod tun;
 
 use std::collections::HashMap;
@@ -52,12 +64,13 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use gtpu::{message_type, Message, PscFields};
 use serde::{Deserialize, Serialize};
 
 use crate::lab::{addr, in_netns};
+use delay::DelayLine;
 use tun::Tun;
 
 /// The GTP-U port (TS 29.281 clause 4.4.2.0).
@@ -237,6 +250,15 @@ pub struct GnbConfig {
     pub table_base: u32,
     /// Socket send and receive buffer, octets.
     pub socket_buffer: usize,
+    /// Downlink delay: every GTP-U message received on N3 is held this long before the
+    /// emulator receives it (stamps QoS monitoring's DL Received Time Stamp, delivers,
+    /// answers). Zero: none. At most [`delay::MAX_DELAY`].
+    pub dl_delay: Duration,
+    /// Uplink delay: the emulator's answers (QoS monitoring, Echo Responses) are held
+    /// this long after they are stamped (QoS monitoring's UL Sending Time Stamp) before
+    /// they are sent. The UEs' uplink data is not held. Zero: none. At most
+    /// [`delay::MAX_DELAY`].
+    pub ul_delay: Duration,
 }
 
 impl Default for GnbConfig {
@@ -252,6 +274,8 @@ impl Default for GnbConfig {
             tun_prefix: "ue".into(),
             table_base: 100,
             socket_buffer: 4 << 20,
+            dl_delay: Duration::ZERO,
+            ul_delay: Duration::ZERO,
         }
     }
 }
@@ -280,6 +304,10 @@ struct Counters {
     other_messages: AtomicU64,
     send_errors: AtomicU64,
     tun_write_errors: AtomicU64,
+    qos_monitoring: AtomicU64,
+    qos_answers: AtomicU64,
+    dl_delay_dropped: AtomicU64,
+    ul_delay_dropped: AtomicU64,
 }
 
 /// One UE's counters.
@@ -320,6 +348,20 @@ pub struct GnbStats {
     pub send_errors: u64,
     /// TUN writes that failed.
     pub tun_write_errors: u64,
+    /// QoS monitoring packets received for a session (DL PDU Session Container with QMP
+    /// set).
+    #[serde(default)]
+    pub qos_monitoring: u64,
+    /// QoS monitoring answers made (each sent, or counted in `ul_delay_dropped` or
+    /// `send_errors`).
+    #[serde(default)]
+    pub qos_answers: u64,
+    /// Datagrams received that the downlink delay had no room to hold.
+    #[serde(default)]
+    pub dl_delay_dropped: u64,
+    /// Answers the uplink delay had no room to hold.
+    #[serde(default)]
+    pub ul_delay_dropped: u64,
 }
 
 impl GnbStats {
@@ -382,6 +424,10 @@ impl GnbStats {
             self.send_errors,
             self.tun_write_errors
         ));
+        s.push_str(&format!(
+            "QoS monitoring packets {}, answered {}; not held for lack of room: downlink {}, uplink {}\n",
+            self.qos_monitoring, self.qos_answers, self.dl_delay_dropped, self.ul_delay_dropped
+        ));
         s
     }
 }
@@ -401,6 +447,10 @@ struct Shared {
     by_teid: HashMap<u32, usize>,
     counters: Counters,
     cfg: GnbConfig,
+    /// Holds what N3 delivers, when there is a downlink delay.
+    dl_line: Option<DelayLine>,
+    /// Holds the answers, when there is an uplink delay.
+    ul_line: Option<DelayLine>,
 }
 
 /// A running emulator. [`Gnb::stop`] (or drop) stops its threads and removes its rules;
@@ -420,6 +470,11 @@ pub enum GnbError {
     DuplicateTeid(u32),
     #[error("session {0}: its uplink F-TEID is IPv6 and no IPv6 gNB address is set (--gnb6)")]
     NeedIpv6(usize),
+    #[error("{which} delay {value:?} is longer than {max:?}", max = delay::MAX_DELAY)]
+    Delay {
+        which: &'static str,
+        value: Duration,
+    },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
     #[error("{command}: {stderr}")]
@@ -522,6 +577,11 @@ impl Gnb {
                 return Err(GnbError::NeedIpv6(s.index));
             }
         }
+        for (which, value) in [("downlink", cfg.dl_delay), ("uplink", cfg.ul_delay)] {
+            if value > delay::MAX_DELAY {
+                return Err(GnbError::Delay { which, value });
+            }
+        }
         let netns = cfg.netns.clone();
         let setup = in_netns(netns.as_deref(), || Gnb::setup(&cfg, &sessions))
             .map_err(io_err(format!("entering network namespace {netns:?}")))??;
@@ -536,11 +596,14 @@ impl Gnb {
                 counters: UeCounters::default(),
             })
             .collect();
+        let line = |d: Duration| (!d.is_zero()).then(|| DelayLine::new(d));
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             ues,
             by_teid,
             counters: Counters::default(),
+            dl_line: line(cfg.dl_delay),
+            ul_line: line(cfg.ul_delay),
             cfg,
         });
         let sock4 = Arc::new(sock4);
@@ -560,14 +623,31 @@ impl Gnb {
             )?);
         }
         {
-            let (sh, s) = (shared.clone(), sock4.clone());
-            threads.push(spawn("gnb-downlink", Box::new(move || downlink(&sh, &s)))?);
+            let (sh, s4, s6) = (shared.clone(), sock4.clone(), sock6.clone());
+            threads.push(spawn(
+                "gnb-downlink",
+                Box::new(move || downlink(&sh, &s4, &Tx::new(&s4, s6.as_deref()))),
+            )?);
         }
-        if let Some(s6) = sock6 {
-            let sh = shared.clone();
+        if let Some(s6) = sock6.clone() {
+            let (sh, s4) = (shared.clone(), sock4.clone());
             threads.push(spawn(
                 "gnb-downlink6",
-                Box::new(move || downlink(&sh, &s6)),
+                Box::new(move || downlink(&sh, &s6, &Tx::new(&s4, Some(&s6)))),
+            )?);
+        }
+        if shared.dl_line.is_some() {
+            let (sh, s4, s6) = (shared.clone(), sock4.clone(), sock6.clone());
+            threads.push(spawn(
+                "gnb-dl-delay",
+                Box::new(move || dl_delayed(&sh, &Tx::new(&s4, s6.as_deref()))),
+            )?);
+        }
+        if shared.ul_line.is_some() {
+            let (sh, s4, s6) = (shared.clone(), sock4.clone(), sock6.clone());
+            threads.push(spawn(
+                "gnb-ul-delay",
+                Box::new(move || ul_delayed(&sh, &Tx::new(&s4, s6.as_deref()))),
             )?);
         }
         Ok(Gnb {
@@ -678,6 +758,10 @@ impl Gnb {
             other_messages: c.other_messages.load(Relaxed),
             send_errors: c.send_errors.load(Relaxed),
             tun_write_errors: c.tun_write_errors.load(Relaxed),
+            qos_monitoring: c.qos_monitoring.load(Relaxed),
+            qos_answers: c.qos_answers.load(Relaxed),
+            dl_delay_dropped: c.dl_delay_dropped.load(Relaxed),
+            ul_delay_dropped: c.ul_delay_dropped.load(Relaxed),
         }
     }
 
@@ -824,10 +908,48 @@ fn to_ue(p: &[u8], s: &UeSession) -> bool {
     }
 }
 
-/// Reads GTP-U from one socket: G-PDUs to the TUNs, Echo Requests answered.
-fn downlink(sh: &Shared, sock: &UdpSocket) {
+/// The sockets answers leave from: the IPv4 one or the IPv6 one, by the peer's address.
+struct Tx<'a> {
+    sock4: &'a UdpSocket,
+    sock6: Option<&'a UdpSocket>,
+}
+
+impl<'a> Tx<'a> {
+    fn new(sock4: &'a UdpSocket, sock6: Option<&'a UdpSocket>) -> Self {
+        Tx { sock4, sock6 }
+    }
+
+    /// Sends at once.
+    fn send(&self, sh: &Shared, data: &[u8], to: SocketAddr) {
+        let sock = if to.is_ipv4() {
+            Some(self.sock4)
+        } else {
+            self.sock6
+        };
+        if sock.is_none_or(|s| s.send_to(data, to).is_err()) {
+            sh.counters.send_errors.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Sends an answer stamped at `stamped`: at once, or once the uplink delay has held
+    /// it.
+    fn answer(&self, sh: &Shared, data: &[u8], to: SocketAddr, stamped: SystemTime) {
+        match &sh.ul_line {
+            Some(line) => {
+                if !line.push(data, to, stamped) {
+                    sh.counters.ul_delay_dropped.fetch_add(1, Relaxed);
+                }
+            }
+            None => self.send(sh, data, to),
+        }
+    }
+}
+
+/// Reads GTP-U from one socket: each message received at once, or held the downlink
+/// delay first.
+fn downlink(sh: &Shared, sock: &UdpSocket, tx: &Tx) {
     let mut buf = vec![0u8; BUF_LEN];
-    let mut tx = [0u8; 64];
+    let mut out = [0u8; 64];
     while !sh.stop.load(Relaxed) {
         let (len, from) = match sock.recv_from(&mut buf) {
             Ok(r) => r,
@@ -847,63 +969,132 @@ fn downlink(sh: &Shared, sock: &UdpSocket) {
                 continue;
             }
         };
+        let arrived = SystemTime::now();
         let msg = &buf[..len];
-        if msg.len() >= 2 && msg[1] == message_type::G_PDU {
-            let info = match gtpu::parse_gpdu(msg) {
-                Ok(i) => i,
-                Err(_) => {
-                    sh.counters.malformed.fetch_add(1, Relaxed);
-                    continue;
-                }
-            };
-            let Some(ue) = sh.by_teid.get(&info.teid).and_then(|&i| sh.ues.get(i)) else {
-                sh.counters.unknown_teid.fetch_add(1, Relaxed);
-                continue;
-            };
-            let inner = info.payload(msg);
-            let inner = trim_to_ip_length(inner);
-            if !to_ue(inner, &ue.session) {
-                ue.counters.dl_dropped.fetch_add(1, Relaxed);
-                continue;
-            }
-            match ue.tun.write(inner) {
-                Ok(_) => {
-                    ue.counters.dl_packets.fetch_add(1, Relaxed);
-                    ue.counters.dl_bytes.fetch_add(inner.len() as u64, Relaxed);
-                }
-                Err(_) => {
-                    ue.counters.dl_dropped.fetch_add(1, Relaxed);
-                    sh.counters.tun_write_errors.fetch_add(1, Relaxed);
+        match &sh.dl_line {
+            Some(line) => {
+                if !line.push(msg, from, arrived) {
+                    sh.counters.dl_delay_dropped.fetch_add(1, Relaxed);
                 }
             }
-            continue;
+            None => received(sh, tx, msg, from, arrived, &mut out),
         }
-        // Signalling messages are rare: the full parser may allocate.
-        match Message::parse(msg) {
-            Ok(m @ Message::EchoRequest { .. }) => {
-                sh.counters.echo_requests.fetch_add(1, Relaxed);
-                let resp = Message::echo_response_to(m.header());
-                if let Ok(n) = resp.emit(&mut tx) {
-                    if sock.send_to(&tx[..n], from).is_err() {
-                        sh.counters.send_errors.fetch_add(1, Relaxed);
-                    }
-                }
-            }
-            Ok(Message::EchoResponse { .. }) => {
-                sh.counters.echo_responses.fetch_add(1, Relaxed);
-            }
-            Ok(Message::ErrorIndication { .. }) => {
-                sh.counters.error_indications.fetch_add(1, Relaxed);
-            }
-            Ok(Message::EndMarker { .. }) => {
-                sh.counters.end_markers.fetch_add(1, Relaxed);
-            }
-            Ok(_) => {
-                sh.counters.other_messages.fetch_add(1, Relaxed);
-            }
+    }
+}
+
+/// Receives what the downlink delay held, once it is due.
+fn dl_delayed(sh: &Shared, tx: &Tx) {
+    let Some(line) = &sh.dl_line else { return };
+    let mut out = [0u8; 64];
+    line.run(&sh.stop, |h| {
+        // Not before arrival plus the delay by the wall clock either, which the time
+        // stamps are read from (the line waits by the monotonic clock).
+        let at = SystemTime::now().max(h.at + line.delay());
+        received(sh, tx, &h.data, h.addr, at, &mut out);
+    });
+}
+
+/// Sends the answers the uplink delay held, once due.
+fn ul_delayed(sh: &Shared, tx: &Tx) {
+    let Some(line) = &sh.ul_line else { return };
+    line.run(&sh.stop, |h| {
+        // Held the delay by the wall clock too, which the UPF reads its receive time
+        // from (the line waits by the monotonic clock): at most a slew's worth more.
+        let due = h.at + line.delay();
+        if let Ok(short) = due.duration_since(SystemTime::now()) {
+            std::thread::sleep(short.min(line.delay()));
+        }
+        tx.send(sh, &h.data, h.addr)
+    });
+}
+
+/// One GTP-U message from `from`, received at `at`: a G-PDU to its UE's TUN and, when
+/// it is a QoS monitoring packet, answered; an Echo Request answered.
+fn received(sh: &Shared, tx: &Tx, msg: &[u8], from: SocketAddr, at: SystemTime, out: &mut [u8]) {
+    if msg.len() >= 2 && msg[1] == message_type::G_PDU {
+        let info = match gtpu::parse_gpdu(msg) {
+            Ok(i) => i,
             Err(_) => {
                 sh.counters.malformed.fetch_add(1, Relaxed);
+                return;
             }
+        };
+        let Some(ue) = sh.by_teid.get(&info.teid).and_then(|&i| sh.ues.get(i)) else {
+            sh.counters.unknown_teid.fetch_add(1, Relaxed);
+            return;
+        };
+        let Ok(monitoring) = qos::dl_monitoring(msg, &info) else {
+            sh.counters.malformed.fetch_add(1, Relaxed);
+            return;
+        };
+        let inner = trim_to_ip_length(info.payload(msg));
+        // A monitoring packet may carry no T-PDU: nothing for the UE then.
+        if monitoring.is_none() || !inner.is_empty() {
+            deliver(sh, ue, inner);
+        }
+        if let Some(dl) = monitoring {
+            sh.counters.qos_monitoring.fetch_add(1, Relaxed);
+            // T3 >= T2 even if the wall clock stepped back meanwhile.
+            let sent = SystemTime::now().max(at);
+            match qos::write_answer(
+                out,
+                ue.session.ul_teid,
+                dl,
+                qos::ntp64(at),
+                qos::ntp64(sent),
+            ) {
+                Ok(n) => {
+                    sh.counters.qos_answers.fetch_add(1, Relaxed);
+                    tx.answer(sh, &out[..n], ue.dst, sent);
+                }
+                Err(_) => {
+                    sh.counters.send_errors.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        return;
+    }
+    // Signalling messages are rare: the full parser may allocate.
+    match Message::parse(msg) {
+        Ok(m @ Message::EchoRequest { .. }) => {
+            sh.counters.echo_requests.fetch_add(1, Relaxed);
+            let resp = Message::echo_response_to(m.header());
+            if let Ok(n) = resp.emit(out) {
+                tx.answer(sh, &out[..n], from, SystemTime::now());
+            }
+        }
+        Ok(Message::EchoResponse { .. }) => {
+            sh.counters.echo_responses.fetch_add(1, Relaxed);
+        }
+        Ok(Message::ErrorIndication { .. }) => {
+            sh.counters.error_indications.fetch_add(1, Relaxed);
+        }
+        Ok(Message::EndMarker { .. }) => {
+            sh.counters.end_markers.fetch_add(1, Relaxed);
+        }
+        Ok(_) => {
+            sh.counters.other_messages.fetch_add(1, Relaxed);
+        }
+        Err(_) => {
+            sh.counters.malformed.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Writes a downlink packet to the UE's TUN, if it is for the UE.
+fn deliver(sh: &Shared, ue: &Ue, inner: &[u8]) {
+    if !to_ue(inner, &ue.session) {
+        ue.counters.dl_dropped.fetch_add(1, Relaxed);
+        return;
+    }
+    match ue.tun.write(inner) {
+        Ok(_) => {
+            ue.counters.dl_packets.fetch_add(1, Relaxed);
+            ue.counters.dl_bytes.fetch_add(inner.len() as u64, Relaxed);
+        }
+        Err(_) => {
+            ue.counters.dl_dropped.fetch_add(1, Relaxed);
+            sh.counters.tun_write_errors.fetch_add(1, Relaxed);
         }
     }
 }
@@ -952,6 +1143,32 @@ mod tests {
         );
         assert_eq!(s[2].upf, "fd00:3::2".parse::<IpAddr>().unwrap());
         assert_eq!(parse_sessions("{}\n").unwrap_err().0, 1);
+    }
+
+    #[test]
+    fn delays_are_bounded() {
+        let s = UeSession {
+            index: 0,
+            ue_ip: Some(Ipv4Addr::new(10, 45, 0, 1)),
+            ue_ip6: None,
+            gnb_teid: 1,
+            ul_teid: 1,
+            upf: "192.168.3.2".parse().unwrap(),
+        };
+        let too_long = delay::MAX_DELAY + Duration::from_millis(1);
+        // Refused before anything is set up (no namespace, socket or TUN needed).
+        let r = Gnb::start(
+            GnbConfig {
+                ul_delay: too_long,
+                ..GnbConfig::default()
+            },
+            vec![s],
+        );
+        assert!(
+            matches!(r, Err(GnbError::Delay { which: "uplink", value }) if value == too_long),
+            "{:?}",
+            r.err()
+        );
     }
 
     #[test]
