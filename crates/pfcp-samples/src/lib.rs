@@ -1957,6 +1957,7 @@ fn session_deletion_response() -> Sample {
         overload_control_information: Some(overload_control()),
         usage_reports: vec![usage_report(1, 4, &[t::TERMR])],
         additional_usage_reports_information: Some(3),
+        session_reports: vec![],
         other: vec![Ie::PacketRateStatusReport(vec![
             Ie::QerId(1),
             Ie::PacketRateStatus(Bytes(packet_rate_status())),

@@ -1083,6 +1083,7 @@ fn our_messages() -> Vec<Emitted> {
                 volume(2_000, 1_200, 800),
             )],
             additional_usage_reports_information: None,
+            session_reports: vec![],
             other: vec![],
         },
     ));

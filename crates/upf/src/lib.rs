@@ -13,6 +13,7 @@ pub mod n4;
 pub mod pfd;
 pub mod predefined;
 pub mod procedures;
+pub mod qos_monitoring;
 pub mod redirect;
 pub mod report;
 pub mod rules;

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use ipnet::IpNet;
 use pfcp::header::{Header, HeaderRepr};
@@ -19,6 +19,7 @@ use pfcp::msg;
 
 use crate::load::{Load, LoadControl};
 use crate::procedures::{Created, Rejection};
+use crate::qos_monitoring::QosMonitor;
 use crate::report::Report;
 use crate::rules::UeIp;
 use crate::sessions::Sessions;
@@ -209,6 +210,10 @@ pub struct Stats {
     /// Application flows whose START was not reported: their CP function had
     /// MAX_OUTSTANDING_REPORTS unanswered reports.
     pub app_starts_unreported: u64,
+    /// Answers to QoS monitoring packets read (clause 5.24.2), and those on a TEID no
+    /// session has.
+    pub qos_answers: u64,
+    pub qos_answers_unmatched: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -331,6 +336,8 @@ pub struct N4 {
     app_stop_after: Duration,
     /// When the application flows are next looked at (once a second).
     next_app_poll: Option<Instant>,
+    /// The QoS flows the sessions' SRRs monitor (crate::qos_monitoring).
+    qos: QosMonitor,
 }
 
 /// Now, in milliseconds since the UNIX epoch (the saved responses' clock: it goes on
@@ -398,6 +405,7 @@ impl N4 {
             saved_pfds: None,
             app_stop_after: crate::report::DEFAULT_INACTIVITY,
             next_app_poll: None,
+            qos: QosMonitor::new(),
         }
     }
 
@@ -628,6 +636,8 @@ impl N4 {
             }
             let seid = s.session.up_seid;
             self.sessions.restore(s, |u| counted(seid, u))?;
+            self.qos
+                .set_session(seid, s.session.srrs.values(), now, SystemTime::now());
             for r in &s.reports {
                 self.outstanding.insert(
                     r.sequence,
@@ -1815,6 +1825,7 @@ impl N4 {
         match result {
             Ok((seid, created)) => {
                 self.events.push(Event::Established { seid });
+                self.monitor_qos(seid);
                 rsp.up_fseid = Some(self.fseid(seid));
                 add_created(
                     &created,
@@ -1912,6 +1923,7 @@ impl N4 {
                 );
                 rsp.usage_reports = self.usage_reports(seid, &reports);
                 self.events.push(Event::Modified { seid });
+                self.monitor_qos(seid);
                 for (far_id, old) in fx.end_markers {
                     self.events.push(Event::EndMarkers { seid, far_id, old });
                 }
@@ -1943,6 +1955,7 @@ impl N4 {
             overload_control_information: None,
             usage_reports: Vec::new(),
             additional_usage_reports_information: None,
+            session_reports: Vec::new(),
             other: Vec::new(),
         };
         (
@@ -1963,6 +1976,8 @@ impl N4 {
                         .filter_map(|r| s.urrs.get(&r.urr_id).map(|u| usage_report(u, r)))
                         .collect();
                 }
+                // QoS monitoring that reports at release (SESRL, clause 5.24.2).
+                rsp.session_reports = self.qos.release(seid, SystemTime::now());
             }
             Err(rej) => {
                 self.rejected(from, mt::SESSION_DELETION_REQUEST, &rej);
@@ -1974,6 +1989,87 @@ impl N4 {
             &Self::session_header(mt::SESSION_DELETION_RESPONSE, cp_seid, seq),
             &rsp,
         )
+    }
+
+    /// Session `seid`'s SRRs as they are now, monitored from now on.
+    fn monitor_qos(&mut self, seid: u64) {
+        if let Some(s) = self.sessions.get(seid) {
+            let srrs: Vec<crate::rules::Srr> = s.srrs.values().cloned().collect();
+            self.qos
+                .set_session(seid, srrs.iter(), self.now, SystemTime::now());
+        }
+    }
+
+    /// QoS flows monitored now (clause 5.24.2).
+    pub fn qos_flows(&self) -> usize {
+        self.qos.flows()
+    }
+
+    /// The QoS monitoring packets due at `now`: (session, QFI) pairs, for upfd to send
+    /// to the gNB of each (crate::qos_monitoring).
+    pub fn qos_probes(&mut self, now: Instant) -> Vec<(u64, u8)> {
+        self.qos.due_probes(now)
+    }
+
+    /// When QoS monitoring next has something to do.
+    pub fn qos_next_due(&self) -> Option<Instant> {
+        self.qos.next_due()
+    }
+
+    /// The session whose PDRs have local TEID `teid`: the data path's answer, or the
+    /// sessions' own when the data path cannot say.
+    pub fn session_of_teid(&self, teid: u32) -> Option<u64> {
+        match self.sessions.find_by_teid(teid) {
+            Some(found) => found,
+            None => self.sessions.iter().find_map(|s| {
+                s.pdrs
+                    .values()
+                    .any(|p| p.pdi.local_fteid.is_some_and(|f| f.teid == teid))
+                    .then_some(s.up_seid)
+            }),
+        }
+    }
+
+    /// A gNB's answer to a QoS monitoring packet, on uplink TEID `teid` for QoS flow
+    /// `qfi`, with delays `d`: the event-triggered Session Reports it causes, sent.
+    pub fn qos_answer(
+        &mut self,
+        teid: u32,
+        qfi: u8,
+        d: crate::qos_monitoring::Delays,
+        now: Instant,
+    ) -> Vec<Out> {
+        let Some(seid) = self.session_of_teid(teid) else {
+            self.stats.qos_answers_unmatched += 1;
+            return Vec::new();
+        };
+        self.stats.qos_answers += 1;
+        let reports = self.qos.answer(seid, qfi, d, now, SystemTime::now());
+        if reports.is_empty() || !self.can_report(seid) {
+            return Vec::new();
+        }
+        self.send_report(seid, msg::SessionReportRequest::session(reports), now)
+    }
+
+    /// The periodic QoS monitoring reports due at `now`, sent; flows of sessions gone
+    /// without a release (their association ended) forgotten.
+    pub fn poll_qos(&mut self, now: Instant) -> Vec<Out> {
+        for seid in self.qos.seids() {
+            if self.sessions.get(seid).is_none() {
+                self.qos.forget(seid);
+            }
+        }
+        let mut out = Vec::new();
+        for (seid, reports) in self.qos.due_reports(now, SystemTime::now()) {
+            if self.can_report(seid) {
+                out.extend(self.send_report(
+                    seid,
+                    msg::SessionReportRequest::session(reports),
+                    now,
+                ));
+            }
+        }
+        out
     }
 
     fn usage_reports(&self, seid: u64, reports: &[Report]) -> Vec<msg::UsageReport> {

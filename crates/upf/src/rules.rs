@@ -434,6 +434,21 @@ pub struct Session {
     /// PDRs with predefined rules active (clause 5.19): the rules and what each PDR had
     /// of its own. One word and no allocation for the sessions without (most).
     pub predefined: ThinVec<(u16, crate::predefined::Activated)>,
+    /// Session Reporting Rules (clause 5.2.1: QoS monitoring per QoS flow, clause
+    /// 5.24.2). Kept in the state by their own record (`state::Record::Srrs`), so that
+    /// states written before them load as they are.
+    #[serde(skip)]
+    pub srrs: RuleMap<u8, Srr>,
+}
+
+/// Session Reporting Rule (clause 5.2.1, Create SRR Table 7.5.2.9-1): what the UP
+/// function measures per session and reports in Session Reports; upfd measures QoS
+/// flows' packet delays (crate::qos_monitoring).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Srr {
+    pub id: u8,
+    /// The QoS flows to monitor, and how to report (Table 7.5.2.9-3).
+    pub qos: Vec<pfcp::msg::QosMonitoringPerQosFlowControlInformation>,
 }
 
 impl Session {
@@ -457,6 +472,7 @@ impl Session {
             fq_csids: ThinVec::new(),
             user_plane_inactivity_timer: None,
             predefined: ThinVec::new(),
+            srrs: RuleMap::new(),
         }
     }
 

@@ -229,6 +229,13 @@ pub enum Record {
     /// upfd, whose answer was lost when the old one stopped, is answered as it was
     /// instead of being executed twice (a second session for one establishment).
     Responses(Vec<SavedResponse>),
+    /// A session's Session Reporting Rules (clause 5.2.1): by SRR ID, the bodies of its
+    /// QoS Monitoring per QoS flow Control Information IEs, wire-encoded. Right after
+    /// the session's record, whenever it has any; a record of its own, as `Redirects`.
+    Srrs {
+        seid: u64,
+        srrs: Vec<(u8, Vec<Vec<u8>>)>,
+    },
 }
 
 /// A response of the cache (n4.rs), as kept on disk.
@@ -258,9 +265,29 @@ impl Record {
                 Some((f.id, b))
             })
             .collect();
+        let srrs: Vec<(u8, Vec<Vec<u8>>)> = s
+            .session
+            .srrs
+            .values()
+            .map(|r| {
+                let bodies = r
+                    .qos
+                    .iter()
+                    .map(|c| {
+                        let mut b = Vec::new();
+                        pfcp::msg::Group::encode_body(c, &mut b);
+                        b
+                    })
+                    .collect();
+                (r.id, bodies)
+            })
+            .collect();
         let mut v = vec![Record::Session(Box::new(s))];
         if !fars.is_empty() {
             v.push(Record::Redirects { seid, fars });
+        }
+        if !srrs.is_empty() {
+            v.push(Record::Srrs { seid, srrs });
         }
         v
     }
@@ -750,6 +777,23 @@ impl Builder {
                         .and_then(|f| f.forwarding.as_mut())
                         .ok_or_else(|| format!("Redirect Information of session {seid:#x}'s FAR {far}, which does not forward"))?;
                     fw.redirect = Some(r);
+                }
+            }
+            Record::Srrs { seid, srrs } => {
+                let s = self
+                    .sessions
+                    .get_mut(&seid)
+                    .ok_or_else(|| format!("SRRs of session {seid:#x}, which is not there"))?;
+                let session = std::sync::Arc::make_mut(&mut s.session);
+                for (id, bodies) in srrs {
+                    let qos = bodies
+                        .iter()
+                        .map(|b| {
+                            <pfcp::msg::QosMonitoringPerQosFlowControlInformation as pfcp::msg::Group>::decode_body(b, 0, 0, 0)
+                                .map_err(|e| format!("session {seid:#x} SRR {id}: {e:?}"))
+                        })
+                        .collect::<Result<Vec<_>, String>>()?;
+                    session.srrs.insert(id, crate::rules::Srr { id, qos });
                 }
             }
             Record::Header(_) => return Err("a second header".into()),

@@ -2693,3 +2693,152 @@ fn requests_retransmitted_to_a_restarted_node_get_the_answers_sent_before() {
     assert_eq!(l.stats().duplicates, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Create SRR of QoS monitoring (clause 5.24.2, Table 7.5.2.9-3) for QFI 5: DL, UL
+/// and round-trip delay, reported as `freq` says.
+fn qos_srr(id: u8, freq: &[u16], period: Option<u32>, dl_threshold: Option<u32>) -> msg::CreateSrr {
+    use pfcp::ie::requested_qos_monitoring as q;
+    msg::CreateSrr {
+        srr_id: id,
+        access_availability_control_information: None,
+        qos_monitoring_per_qos_flow_control_information: vec![
+            msg::QosMonitoringPerQosFlowControlInformation {
+                qfis: vec![5],
+                requested_qos_monitoring: Flags::from_bits(&[q::DL, q::UL, q::RP], 1),
+                reporting_frequency: Flags::from_bits(freq, 1),
+                packet_delay_thresholds: dl_threshold.map(|t| pfcp::ie::PacketDelayThresholds {
+                    downlink_ms: Some(t),
+                    ..Default::default()
+                }),
+                minimum_wait_time: None,
+                measurement_period: period,
+                other: vec![],
+            },
+        ],
+        direct_reporting_information: None,
+        other: vec![],
+    }
+}
+
+/// QoS monitoring per QoS flow through N4 (TS 29.244 clause 5.24.2): an SRR that cannot
+/// be measured is refused with its cause and offending IE; a periodic one gives
+/// monitoring packets to send for its QFI, reads the gNB's answers on the session's
+/// TEID and sends a Session Report Request (SESR) with the mean delays each period; one
+/// that reports at release puts its Session Report in the Session Deletion Response.
+/// The SRRs are kept in the state (snapshot and journal) and monitored again after a
+/// restore.
+#[test]
+fn qos_monitoring_srrs_probe_report_periodically_and_at_release_and_are_kept() {
+    use pfcp::ie::reporting_frequency as f;
+    use upf::qos_monitoring::Delays;
+    use upf::state::StateDir;
+    let dir = std::env::temp_dir().join(format!("upf-n4-srr-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut n = node();
+    let t0 = Instant::now();
+    assert!(matches!(
+        setup(&mut n, SMF, 1, t0),
+        Msg::AssociationSetupResponse(_)
+    ));
+    n.track_changes();
+
+    // EVETT without Packet Delay Thresholds, PERIO without a Measurement Period.
+    for (srr, missing) in [
+        (
+            qos_srr(1, &[f::EVETT], None, None),
+            types::PACKET_DELAY_THRESHOLDS,
+        ),
+        (
+            qos_srr(1, &[f::PERIO], None, None),
+            types::MEASUREMENT_PERIOD,
+        ),
+    ] {
+        let mut e = establishment(0x900, None);
+        e.create_srrs = vec![srr];
+        let r = establish(&mut n, SMF, next_seq(), &e, t0);
+        assert_eq!(r.cause, CauseValue::CONDITIONAL_IE_MISSING, "{r:?}");
+        assert_eq!(r.offending_ie, Some(missing));
+    }
+    assert_eq!(n.qos_flows(), 0);
+
+    let mut e = establishment(0x901, None);
+    e.create_srrs = vec![
+        qos_srr(1, &[f::PERIO], Some(2), None),
+        qos_srr(2, &[f::SESRL], None, None),
+    ];
+    let r = establish(&mut n, SMF, next_seq(), &e, t0);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    let seid = r.up_fseid.unwrap().seid;
+    let teid = r.created_pdrs[0].local_fteid.unwrap().teid.expect("a TEID");
+    assert_eq!(n.qos_flows(), 2);
+    // One monitoring packet for QFI 5, however many SRRs name it.
+    assert_eq!(n.qos_probes(t0), vec![(seid, 5)]);
+    assert!(n.qos_probes(t0 + Duration::from_millis(100)).is_empty());
+    let ms = |d, u, r| Delays {
+        downlink: d,
+        uplink: u,
+        round_trip: r,
+    };
+    assert!(n.qos_answer(teid, 5, ms(30, 4, 35), t0).is_empty());
+    assert!(n.qos_answer(teid, 5, ms(50, 6, 57), t0).is_empty());
+    assert!(
+        n.qos_answer(teid + 999, 5, ms(1, 1, 1), t0).is_empty(),
+        "no such TEID"
+    );
+    assert!(n.poll_qos(t0 + Duration::from_millis(1900)).is_empty());
+    let out = n.poll_qos(t0 + Duration::from_secs(2));
+    assert_eq!(out.len(), 1);
+    let Msg::SessionReportRequest(rr) = Msg::parse(&out[0].data).unwrap().1 else {
+        panic!("not a report: {out:?}");
+    };
+    assert!(rr.report_type.get(pfcp::ie::report_type::SESR));
+    assert_eq!(rr.session_reports.len(), 1);
+    assert_eq!(rr.session_reports[0].srr_id, 1);
+    let q = &rr.session_reports[0].qos_monitoring_reports[0];
+    assert_eq!(q.qfi, 5);
+    let m = q.qos_monitoring_measurement;
+    assert_eq!(
+        (m.downlink_ms, m.uplink_ms, m.round_trip_ms),
+        (Some(40), Some(5), Some(46))
+    );
+
+    // Kept across a restart: the restored node monitors the same flows.
+    let header = state_header(&n);
+    let state = StateDir::new(&dir);
+    let mut journal = state.write_snapshot(&header, n.save_all()).unwrap();
+    let mut m = empty_modification();
+    m.remove_srrs = vec![msg::RemoveSrr {
+        srr_id: 1,
+        other: vec![],
+    }];
+    let r = modify(&mut n, SMF, seid, next_seq(), &m, t0);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED, "{r:?}");
+    assert_eq!(n.qos_flows(), 1);
+    let mut bad = empty_modification();
+    bad.remove_srrs = vec![msg::RemoveSrr {
+        srr_id: 1,
+        other: vec![],
+    }];
+    let r = modify(&mut n, SMF, seid, next_seq(), &bad, t0);
+    assert_eq!(r.cause, CauseValue::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(r.offending_ie, Some(types::REMOVE_SRR));
+    journal.append(&n.take_changes()).unwrap();
+    let saved = state.load("t").unwrap().unwrap();
+    let mut restored = node();
+    restored
+        .restore(&saved, |_, _| upf::report::Counted::Unknown, t0)
+        .unwrap();
+    assert_restored_as(&restored, &n);
+    assert_eq!(restored.qos_flows(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Released: SRR 2 (SESRL) reports the answers so far in the Deletion Response.
+    assert!(n.qos_answer(teid, 5, ms(10, 2, 13), t0).is_empty());
+    let r = delete(&mut n, SMF, seid, next_seq(), t0);
+    assert_eq!(r.cause, CauseValue::REQUEST_ACCEPTED);
+    assert_eq!(r.session_reports.len(), 1, "{r:?}");
+    assert_eq!(r.session_reports[0].srr_id, 2);
+    let m = r.session_reports[0].qos_monitoring_reports[0].qos_monitoring_measurement;
+    assert_eq!(m.downlink_ms, Some(30), "the mean of 30, 50 and 10");
+    assert_eq!(n.qos_flows(), 0);
+}

@@ -2341,7 +2341,9 @@ impl Config {
     /// The UP Function Features to announce (clause 8.2.25): only what this
     /// configuration does. FTUP: F-TEID allocation. UEIP: UE address allocation, with UE
     /// pools. ADPDP: predefined rules, with some configured. With the XDP data path: BUCP (buffering in the UP function), EMPU (End
-    /// Marker packets), QUOAC (forwarding stops when a volume quota is used up).
+    /// Marker packets), QUOAC (forwarding stops when a volume quota is used up), QFQM
+    /// (QoS monitoring per QoS flow by GTP-U, clause 5.24.2: upfd sends the monitoring
+    /// packets and reads the gNB's answers).
     pub fn up_function_features(&self) -> pfcp::ie::Flags {
         use pfcp::ie::up_function_features as f;
         let mut bits = vec![f::FTUP];
@@ -2352,7 +2354,7 @@ impl Config {
             bits.push(f::ADPDP);
         }
         if self.datapath.mode == DatapathMode::Xdp {
-            bits.extend([f::BUCP, f::EMPU, f::QUOAC]);
+            bits.extend([f::BUCP, f::EMPU, f::QUOAC, f::QFQM]);
         }
         // PFD Management (application detection).
         bits.push(f::PFDM);

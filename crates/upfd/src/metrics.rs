@@ -582,6 +582,18 @@ fn slow_path(e: &mut Exposition, sp: &SlowPath) {
             ],
         ),
     );
+    e.counters(
+        "upf_qos_monitoring_packets_total",
+        "QoS monitoring per QoS flow by GTP-U (TS 23.501 5.33.3.2): monitoring packets sent to gNBs, answers read, and packets not sent because the session had no tunnel to a gNB.",
+        by(
+            "kind",
+            &[
+                ("sent", c.qos_monitoring_sent),
+                ("answered", c.qos_monitoring_answers),
+                ("no_tunnel", c.qos_monitoring_no_tunnel),
+            ],
+        ),
+    );
 }
 
 /// An XDP attach mode as the metrics and the API name it.

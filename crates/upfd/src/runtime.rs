@@ -296,6 +296,8 @@ enum Wake {
     Snapshot,
     /// The next step of a `/check` (api/check.rs).
     Check,
+    /// QoS monitoring: packets to send, periodic reports due (upf::qos_monitoring).
+    Qos,
     Shutdown(Stop),
 }
 
@@ -340,6 +342,7 @@ impl Wake {
             Wake::Timer => "N4 timers",
             Wake::Snapshot => "snapshot step",
             Wake::Check => "/check step",
+            Wake::Qos => "QoS monitoring",
             Wake::Shutdown(_) => "shutdown",
         }
     }
@@ -604,6 +607,8 @@ impl Daemon {
             .n4
             .next_deadline()
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        // QoS monitoring's packets go out through the data path's GTP-U socket.
+        let qos = self.xdp.as_ref().and_then(|_| self.n4.qos_next_due());
         let xdp = async {
             match self.xdp.as_mut() {
                 Some(x) => x.next().await,
@@ -624,6 +629,7 @@ impl Daemon {
             _ = tokio::time::sleep_until(step.unwrap_or(deadline).into()), if step.is_some() => Wake::Snapshot,
             // As the snapshot's: a step at most every other millisecond.
             _ = tokio::time::sleep_until(check.unwrap_or(deadline).into()), if check.is_some() => Wake::Check,
+            _ = tokio::time::sleep_until(qos.unwrap_or(deadline).into()), if qos.is_some() => Wake::Qos,
         }
     }
 
@@ -651,6 +657,14 @@ impl Daemon {
             }
             Wake::Check => {
                 self.checking = self.checking.take().and_then(|c| c.step(&mut self.n4));
+            }
+            Wake::Qos => {
+                if let Some(x) = self.xdp.as_mut() {
+                    let probes = x.slow.qos_probes(&mut self.n4, now);
+                    self.gtpu.send(probes).await;
+                }
+                let out = self.n4.poll_qos(now);
+                self.send_n4(out).await;
             }
             Wake::Shutdown(_) if self.releasing.is_some() => self.exit_now = true,
             Wake::Shutdown(stop) => {

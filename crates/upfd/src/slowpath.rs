@@ -100,6 +100,11 @@ pub struct Counters {
     /// Segments whose session or FAR no longer redirects (changed since), or whose
     /// answer the data path did not take.
     pub redirect_dropped: u64,
+    /// QoS monitoring (upf::qos_monitoring): packets sent to gNBs, answers read, and
+    /// QoS flows that had no tunnel to a gNB to monitor.
+    pub qos_monitoring_sent: u64,
+    pub qos_monitoring_answers: u64,
+    pub qos_monitoring_no_tunnel: u64,
 }
 
 /// The slow path's state: buffers, the Error Indication budget, GTP-U peers seen.
@@ -407,6 +412,20 @@ impl SlowPath {
                     gtp_out.push((from, r));
                 }
             }
+            gtpu::Message::GPdu { header, .. } if qos_answer(header).is_some() => {
+                // An answer to QoS monitoring (the data path hands those here).
+                if let Some((qfi, t)) = qos_answer(header) {
+                    self.counters.qos_monitoring_answers += 1;
+                    let t4 = upf::qos_monitoring::ntp64(std::time::SystemTime::now());
+                    let d = upf::qos_monitoring::Delays::of(
+                        t.dl_sending_time_stamp_repeated,
+                        t.dl_received_time_stamp,
+                        t.ul_sending_time_stamp,
+                        t4,
+                    );
+                    n4_out.extend(n4.qos_answer(header.teid, qfi, d, now));
+                }
+            }
             gtpu::Message::GPdu { header, .. } => {
                 // The data path knows no such TEID (else the G-PDU would not be here).
                 if self.ei.take(now) {
@@ -472,6 +491,48 @@ impl SlowPath {
         n4.send_report(seid, report, now)
     }
 
+    /// The QoS monitoring packets due (TS 23.501 clause 5.33.3.2): for each (session,
+    /// QFI) N4 names, a G-PDU without a user packet whose DL PDU Session Container has
+    /// QMP and the DL Sending Time Stamp (TS 38.415 clause 5.5.2.1), on the tunnel of
+    /// the session's downlink FAR for that QFI (the FAR of a PDR whose QER has it, else
+    /// the first that tunnels to the access network).
+    pub fn qos_probes(&mut self, n4: &mut N4, now: Instant) -> GtpuOut {
+        let mut out = Vec::new();
+        for (seid, qfi) in n4.qos_probes(now) {
+            let Some(s) = n4.sessions().get(seid) else {
+                continue;
+            };
+            let Some(t) = downlink_tunnel(s, qfi).and_then(|fw| {
+                let ni = fw.network_instance.as_deref();
+                let o = fw.outer_header_creation?;
+                tunnel(
+                    &Addresses::from(&self.gtpu),
+                    fw.destination_interface,
+                    ni,
+                    &o,
+                )
+            }) else {
+                self.counters.qos_monitoring_no_tunnel += 1;
+                continue;
+            };
+            let mut psc = gtpu::PduSessionContainer::dl(qfi);
+            if let gtpu::PduSessionContainer::Dl(d) = &mut psc {
+                d.dl_sending_time_stamp =
+                    Some(upf::qos_monitoring::ntp64(std::time::SystemTime::now()));
+            }
+            let mut m = gtpu::Message::g_pdu(t.teid, &[]);
+            m.header_mut()
+                .extension_headers
+                .push(gtpu::ExtensionHeader::PduSessionContainer(psc));
+            let mut buf = [0u8; 64];
+            if let Ok(n) = m.emit(&mut buf) {
+                self.counters.qos_monitoring_sent += 1;
+                out.push((SocketAddr::new(t.peer, t.port), buf[..n].to_vec()));
+            }
+        }
+        out
+    }
+
     /// End Marker packets on the old path (clause 5.9), over the family the data path
     /// used for it.
     pub fn end_markers(&mut self, old: &pfcp::ie::OuterHeaderCreation) -> GtpuOut {
@@ -517,6 +578,41 @@ impl SlowPath {
         }
         out
     }
+}
+
+/// The QFI and time stamps of a G-PDU's UL PDU Session Container with QMP (TS 38.415
+/// clause 5.5.2.2): a gNB's answer to QoS monitoring.
+fn qos_answer(h: &gtpu::Header<'_>) -> Option<(u8, gtpu::UlTimeStamps)> {
+    h.extension_headers.iter().find_map(|e| match e {
+        gtpu::ExtensionHeader::PduSessionContainer(gtpu::PduSessionContainer::Ul(u)) => {
+            u.qos_monitoring.map(|t| (u.qfi, t))
+        }
+        _ => None,
+    })
+}
+
+/// The forwarding of session `s`'s downlink towards the access network for QoS flow
+/// `qfi`: the FAR of a downlink PDR one of whose QERs has that QFI, else of the first
+/// downlink PDR whose FAR tunnels to the access network.
+fn downlink_tunnel(s: &upf::rules::Session, qfi: u8) -> Option<&upf::rules::Forwarding> {
+    let tunnels = |p: &&upf::rules::Pdr| {
+        p.far_id
+            .and_then(|f| s.fars.get(&f))
+            .and_then(|f| f.forwarding.as_ref())
+            .filter(|fw| {
+                fw.destination_interface == interface::ACCESS && fw.outer_header_creation.is_some()
+            })
+    };
+    let pdrs = s.pdrs_by_precedence();
+    let with_qfi = pdrs.iter().filter(|p| {
+        p.qer_ids
+            .iter()
+            .any(|q| s.qers.get(q).is_some_and(|q| q.qfi == Some(qfi)))
+    });
+    with_qfi
+        .filter_map(tunnels)
+        .next()
+        .or_else(|| pdrs.iter().filter_map(tunnels).next())
 }
 
 #[cfg(test)]

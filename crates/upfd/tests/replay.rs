@@ -230,6 +230,7 @@ mod recorded {
                 overload_control_information: None,
                 usage_reports: vec![],
                 additional_usage_reports_information: None,
+                session_reports: vec![],
                 other: vec![],
             },
         )

@@ -123,6 +123,9 @@ message! {
         overload_control_information: O OverloadControlInformation = OVERLOAD_CONTROL_INFORMATION,
         usage_reports: V UsageReport = USAGE_REPORT_SESSION_DELETION_RESPONSE,
         additional_usage_reports_information: O u16 = ADDITIONAL_USAGE_REPORTS_INFORMATION,
+        /// Session Reports of the SRRs that report at release (Reporting Frequency
+        /// SESRL, clause 8.2.168): last in Table 7.5.7.1-1 of Rel-17.
+        session_reports: V SessionReport = SESSION_REPORT,
     }
 }
 
