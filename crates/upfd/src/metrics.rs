@@ -60,6 +60,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("upf_buffered_packets", "gauge"),
     ("upf_buffer_packets_total", "counter"),
     ("upf_redirect_segments_total", "counter"),
+    ("upf_qos_monitoring_packets_total", "counter"),
 ];
 
 /// Upper bounds (seconds) of the request latency histogram's buckets: 50 us to 1 s.
