@@ -40,6 +40,7 @@ const TUNNEL_V4_PSC: u32 = 44;
 const SENT: &str = "upf_datapath_packets_total{outcome=\"icmp_sent\"}";
 const LIMITED: &str = "upf_datapath_packets_total{outcome=\"icmp_limited\"}";
 const MTU_EXCEEDED: &str = "upf_dropped_packets_total{reason=\"mtu_exceeded\"}";
+const TTL_EXCEEDED: &str = "upf_dropped_packets_total{reason=\"ttl_exceeded\"}";
 
 /// The lab with N3 at [`N3_LINK_MTU`] on both ends, set before upfd attaches its XDP
 /// programs.
@@ -119,8 +120,10 @@ fn route_get(lab: &Lab, ns: Ns, args: &[&str]) -> String {
 /// `ip route get` shows the learned MTU, and 1400-octet pings get their replies: path MTU
 /// discovery settled. Then `tracepath` from the UE (on its own route: tracepath cannot
 /// pick a source address, so a route in gnb's main table gives it the UE's) starts at
-/// 1500 octets, is told 1400 by upfd and reaches the data network host with it. Every
-/// packet that did not fit got its error (`icmp_sent` = `mtu_exceeded`, none limited).
+/// 1500 octets, is told 1400 by upfd and reaches the data network host with it; its
+/// first hop is upfd, whose Time Exceeded for the TTL-1 probes comes from its N6
+/// address. Every packet that did not fit or ran out of TTL got its error (`icmp_sent` =
+/// `mtu_exceeded` + `ttl_exceeded`, none limited).
 #[test]
 fn ue_df_packet_gets_fragmentation_needed_and_pmtu_settles() {
     if !root() {
@@ -210,10 +213,28 @@ fn ue_df_packet_gets_fragmentation_needed_and_pmtu_settles() {
     );
     assert!(text.contains("reached"), "tracepath: {text}");
     eprintln!("tracepath from the UE:\n{text}");
-    // Every packet too big got its error; none was held back.
+    // Hop 1 is upfd: its probes (TTL 1) got Time Exceeded from its N6 address.
+    let hop1 = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1:") && !l.contains("[LOCALHOST]"))
+        .unwrap_or_default();
+    assert!(
+        hop1.contains(&addr::UPF_N6.to_string()),
+        "tracepath's first hop is not upfd: {text}"
+    );
+    // Every packet too big or out of TTL got its error; none was held back.
     let sent = upfd.metric(SENT);
-    assert!(sent >= 2, "tracepath's first probe got no error: {sent}");
-    assert_eq!(upfd.metric(MTU_EXCEEDED), sent, "{MTU_EXCEEDED} and {SENT}");
+    let (too_big, ttl) = (upfd.metric(MTU_EXCEEDED), upfd.metric(TTL_EXCEEDED));
+    assert!(
+        too_big >= 2,
+        "tracepath's first probe got no error: {too_big}"
+    );
+    assert!(ttl >= 1, "tracepath's TTL 1 probes: {ttl}");
+    assert_eq!(
+        too_big + ttl,
+        sent,
+        "{MTU_EXCEEDED} + {TTL_EXCEEDED} and {SENT}"
+    );
     assert_eq!(upfd.metric(LIMITED), 0, "{LIMITED}");
 
     let st = g.stop();
