@@ -775,26 +775,26 @@ fn node_report_request() -> Sample {
             remote_gtpu_peers: vec![remote_peer_v6()],
             other: vec![],
         }),
-        other: vec![
-            Ie::ClockDriftReport(vec![
-                Ie::TsnTimeDomainNumber(3),
-                Ie::TimeOffsetMeasurement(Bytes(vec![0, 0, 0, 0, 0, 0, 0x07, 0xd0])),
-                Ie::EventTimeStamp(T0 + 10),
-            ]),
-            Ie::GtpuPathQosReport(vec![
-                Ie::RemoteGtpuPeer(remote_peer_v4()),
-                Ie::GtpuPathInterfaceType(flags(&[1])),
-                Ie::QosReportTrigger(flags(&[2])),
-                Ie::EventTimeStamp(T0 + 20),
-                Ie::StartTime(T0),
-                Ie::QosInformationInGtpuPathQosReport(vec![
-                    Ie::AveragePacketDelay(21),
-                    Ie::MinimumPacketDelay(6),
-                    Ie::MaximumPacketDelay(81),
-                    Ie::TransportLevelMarking(0xb8fc),
-                ]),
-            ]),
-        ],
+        gtpu_path_qos_reports: vec![GtpuPathQosReport {
+            remote_gtpu_peer: remote_peer_v4(),
+            gtpu_path_interface_type: Some(flags(&[1])),
+            qos_report_trigger: flags(&[2]),
+            time_stamp: T0 + 20,
+            start_time: Some(T0),
+            qos_information: vec![QosInformationInGtpuPathQosReport {
+                average_packet_delay: 21,
+                minimum_packet_delay: Some(6),
+                maximum_packet_delay: Some(81),
+                transport_level_marking: Some(0xb8fc),
+                other: vec![],
+            }],
+            other: vec![],
+        }],
+        other: vec![Ie::ClockDriftReport(vec![
+            Ie::TsnTimeDomainNumber(3),
+            Ie::TimeOffsetMeasurement(Bytes(vec![0, 0, 0, 0, 0, 0, 0x07, 0xd0])),
+            Ie::EventTimeStamp(T0 + 10),
+        ])],
     };
     sample(
         "node-report-request",

@@ -1109,6 +1109,7 @@ fn our_messages() -> Vec<Emitted> {
                 other: vec![],
             }),
             user_plane_path_recovery_report: None,
+            gtpu_path_qos_reports: vec![],
             other: vec![],
         },
     ));

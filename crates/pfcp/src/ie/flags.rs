@@ -174,6 +174,17 @@ bits!(
 );
 
 bits!(
+    /// QoS Report Trigger, clause 8.2.164: when GTP-U path QoS is reported (periodic,
+    /// on a threshold, once at once).
+    qos_report_trigger { PER = 1, THR = 2, IRE = 3 }
+);
+
+bits!(
+    /// GTP-U Path Interface Type, clause 8.2.166: which GTP-U paths to monitor.
+    gtpu_path_interface_type { N9 = 1, N3 = 2 }
+);
+
+bits!(
     /// Data Status, clause 8.2.174.
     data_status { DROP = 1, BUFF = 2 }
 );
@@ -207,6 +218,8 @@ fn names(ie_type: u16) -> &'static [(u16, &'static str)] {
             packet_replication_and_detection_carry_on_information::NAMES
         }
         types::REQUESTED_QOS_MONITORING => requested_qos_monitoring::NAMES,
+        types::QOS_REPORT_TRIGGER => qos_report_trigger::NAMES,
+        types::GTPU_PATH_INTERFACE_TYPE => gtpu_path_interface_type::NAMES,
         types::REPORTING_FREQUENCY => reporting_frequency::NAMES,
         types::DATA_STATUS => data_status::NAMES,
         _ => &[],

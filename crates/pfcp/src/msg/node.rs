@@ -6,8 +6,9 @@ use crate::ie::{
 };
 
 use super::{
-    message, ApplicationIdsPfds, GtpuPathQosControlInformation, PfcpSessionRetentionInformation,
-    UeIpAddressPoolInformation, UserPlanePathFailureReport, UserPlanePathRecoveryReport,
+    message, ApplicationIdsPfds, GtpuPathQosControlInformation, GtpuPathQosReport,
+    PfcpSessionRetentionInformation, UeIpAddressPoolInformation, UserPlanePathFailureReport,
+    UserPlanePathRecoveryReport,
 };
 
 message! {
@@ -151,6 +152,8 @@ message! {
         node_report_type: M Flags = NODE_REPORT_TYPE,
         user_plane_path_failure_report: O UserPlanePathFailureReport = USER_PLANE_PATH_FAILURE_REPORT,
         user_plane_path_recovery_report: O UserPlanePathRecoveryReport = USER_PLANE_PATH_RECOVERY_REPORT,
+        /// With Node Report Type GPQR: one per remote GTP-U peer reported.
+        gtpu_path_qos_reports: V GtpuPathQosReport = GTPU_PATH_QOS_REPORT,
     }
 }
 

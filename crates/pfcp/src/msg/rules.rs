@@ -644,6 +644,34 @@ group! {
 }
 
 group! {
+    /// GTP-U Path QoS Report in a Node Report Request (clause 7.4.5.1): the delay measured
+    /// on the GTP-U path to one remote peer (GTP-U path QoS monitoring, GPQR).
+    pub struct GtpuPathQosReport {
+        remote_gtpu_peer: M RemoteGtpuPeer = REMOTE_GTPU_PEER,
+        gtpu_path_interface_type: O Flags = GTPU_PATH_INTERFACE_TYPE,
+        /// Bits in [`crate::ie::qos_report_trigger`].
+        qos_report_trigger: M Flags = QOS_REPORT_TRIGGER,
+        /// NTP seconds: when the report was made.
+        time_stamp: M u32 = EVENT_TIME_STAMP,
+        /// NTP seconds: when the measurement behind it began.
+        start_time: O u32 = START_TIME,
+        qos_information: MV QosInformationInGtpuPathQosReport = QOS_INFORMATION_IN_GTPU_PATH_QOS_REPORT,
+    }
+}
+
+group! {
+    /// QoS Information in GTP-U Path QoS Report (clause 7.4.5.1): packet delays of the
+    /// path, ms.
+    pub struct QosInformationInGtpuPathQosReport {
+        average_packet_delay: M u32 = AVERAGE_PACKET_DELAY,
+        minimum_packet_delay: O u32 = MINIMUM_PACKET_DELAY,
+        maximum_packet_delay: O u32 = MAXIMUM_PACKET_DELAY,
+        /// DSCP of the measured packets (Transport Level Marking).
+        transport_level_marking: O u16 = TRANSPORT_LEVEL_MARKING,
+    }
+}
+
+group! {
     /// Partial Failure Information, Table 7.5.3.1-2 (Rel-17).
     pub struct PartialFailureInformation {
         failed_rule_id: M FailedRuleId = FAILED_RULE_ID,
