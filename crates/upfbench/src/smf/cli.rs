@@ -93,6 +93,11 @@ pub struct Args {
     /// (PDRs 3+2k and 4+2k, URR 2+k, QER 2+k; repeat for more applications).
     #[arg(long = "app")]
     pub apps: Vec<super::AppRule>,
+    /// A Session Reporting Rule for QoS monitoring of each session's QoS flow (QFI 1):
+    /// SRR_ID:ITEM,... with dl, ul, rp, period=S, dl-threshold=MS, ul-threshold=MS,
+    /// rp-threshold=MS, min-wait=S, release (upfbench::smf::qos); repeat for more.
+    #[arg(long = "qos-srr", conflicts_with = "no_psc")]
+    pub qos_srrs: Vec<super::QosSrr>,
     /// Keep the sessions this many seconds after establishing them (answering the UPF's
     /// heartbeats and reports), before --delete and --release.
     #[arg(long, default_value_t = 0)]
@@ -226,6 +231,7 @@ impl Args {
         c.mbr_kbps = self.mbr_kbps;
         c.sdf_filter = self.sdf.clone();
         c.applications = self.apps.clone();
+        c.qos_monitoring = self.qos_srrs.clone();
         c.timers = Timers {
             t1: Duration::from_millis(self.t1_ms.max(1)),
             n1: self.n1,
@@ -370,6 +376,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             "upf_requests": upf_requests,
             "pfd_management_causes": pfd_causes,
             "usage_by_urr": smf.usage(),
+            "qos_reports": smf.qos_reports(),
         });
         writeln!(out, "{v}")?;
     } else {
@@ -412,12 +419,44 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 u.total, u.uplink, u.downlink, u.total_packets, u.reports, u.app_detections
             )?;
         }
+        for q in &args.qos_srrs {
+            writeln!(out, "{}", qos_summary(q.srr_id, smf.qos_reports()))?;
+        }
     }
     Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// "SRR 1: 4 QoS monitoring reports (1 at deletion, 0 measurement failures), mean DL 40
+/// ms, UL 25 ms, RP 65 ms".
+fn qos_summary(srr_id: u8, reports: &[super::QosReport]) -> String {
+    let of: Vec<_> = reports.iter().filter(|r| r.srr_id == srr_id).collect();
+    let at_deletion = of.iter().filter(|r| r.at_deletion).count();
+    let failures = of.iter().filter(|r| r.measurement.plmf).count();
+    let mean = |f: fn(&super::QosReport) -> Option<u32>| {
+        let v: Vec<u64> = of.iter().filter_map(|r| f(r)).map(u64::from).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<u64>() / v.len() as u64)
+    };
+    let means: Vec<String> = [
+        ("DL", mean(|r| r.measurement.downlink_ms)),
+        ("UL", mean(|r| r.measurement.uplink_ms)),
+        ("RP", mean(|r| r.measurement.round_trip_ms)),
+    ]
+    .iter()
+    .filter_map(|(k, m)| m.map(|m| format!("{k} {m} ms")))
+    .collect();
+    format!(
+        "SRR {srr_id}: {} ({at_deletion} at deletion, {failures} measurement failures){}",
+        count(of.len() as u64, "QoS monitoring report"),
+        if means.is_empty() {
+            String::new()
+        } else {
+            format!(", mean {}", means.join(", "))
+        }
+    )
 }
 
 /// One JSON line per session into `path`, written beside it and renamed into place, so
@@ -595,6 +634,41 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         a: Args,
+    }
+
+    #[test]
+    fn qos_srrs_on_the_command_line() {
+        let cli = Cli::parse_from([
+            "smf",
+            "--qos-srr",
+            "1:dl,ul,rp,period=1",
+            "--qos-srr",
+            "3:rp,release",
+        ]);
+        let c = cli.a.config();
+        assert_eq!(c.qos_monitoring.len(), 2);
+        assert_eq!(c.qos_monitoring[0].period_s, Some(1));
+        assert!(c.qos_monitoring[1].at_release);
+        assert!(Cli::try_parse_from(["smf", "--qos-srr", "1:dl"]).is_err());
+        assert!(Cli::try_parse_from(["smf", "--no-psc", "--qos-srr", "1:dl,release"]).is_err());
+        let m = |dl| pfcp::ie::QosMonitoringMeasurement {
+            downlink_ms: Some(dl),
+            ..Default::default()
+        };
+        let r = |srr_id, dl, at_deletion| super::super::QosReport {
+            session: 0,
+            srr_id,
+            qfi: 1,
+            measurement: m(dl),
+            time_stamp: 0,
+            start_time: None,
+            at_deletion,
+        };
+        let reports = [r(2, 40, false), r(2, 44, true), r(1, 9, false)];
+        assert_eq!(
+            qos_summary(2, &reports),
+            "SRR 2: 2 QoS monitoring reports (1 at deletion, 0 measurement failures), mean DL 42 ms"
+        );
     }
 
     #[tokio::test]

@@ -12,6 +12,11 @@
 //!   SEID. Session Deletion: Cause 65 for an unknown SEID.
 //! - Optionally sends its own Heartbeat Request after each association and a Session
 //!   Report Request after every n-th establishment, and counts the answers.
+//! - Optionally ([`FakeUpfConfig::qos_reports`]) answers QoS monitoring's Create SRRs
+//!   with made-up delays: a Session Report Request (SESR) after the establishment with a
+//!   QoS Monitoring Report per SRR and QFI, and at deletion the same for the SRRs that
+//!   report at release (SESRL), in the Session Deletion Response. The delays are
+//!   [`fake_delays`]: what the SRR asked, from its ID.
 //! - A request that does not decode is answered with the Cause and Offending IE the codec
 //!   maps its error to.
 
@@ -26,7 +31,10 @@ use pfcp::ie::{
     UserPlaneIpResourceInformation,
 };
 use pfcp::message::message_type as mt;
-use pfcp::msg::{CreatePdr, CreatedPdr, Msg};
+use pfcp::msg::{
+    CreatePdr, CreateSrr, CreatedPdr, Msg, QosMonitoringReport, SessionDeletionResponse,
+    SessionReport, SessionReportRequest,
+};
 use pfcp::{CauseValue, Header, HeaderRepr, Ie, Message};
 use serde::Serialize;
 use tokio::net::UdpSocket;
@@ -44,6 +52,8 @@ pub struct FakeUpfConfig {
     pub heartbeat_after_association: bool,
     /// Send a Session Report Request (usage report trigger) after every n-th establishment.
     pub report_every: Option<u64>,
+    /// Report QoS monitoring for the Create SRRs of each establishment (see above).
+    pub qos_reports: bool,
 }
 
 impl Default for FakeUpfConfig {
@@ -54,6 +64,7 @@ impl Default for FakeUpfConfig {
             ftup: true,
             heartbeat_after_association: false,
             report_every: None,
+            qos_reports: false,
         }
     }
 }
@@ -94,6 +105,7 @@ struct FakeSession {
     peer: SocketAddr,
     /// CHOOSE ID -> the F-TEID allocated for it.
     chosen: HashMap<u8, FTeid>,
+    srrs: Vec<CreateSrr>,
 }
 
 #[derive(Default)]
@@ -334,6 +346,7 @@ fn handle(
                     cp_seid: r.cp_fseid.seid,
                     peer: from,
                     chosen,
+                    srrs: r.create_srrs.clone(),
                 },
             );
             let n = c.established.fetch_add(1, Ordering::Relaxed) + 1;
@@ -345,6 +358,14 @@ fn handle(
                     ies: vec![Ie::ReportType(Flags::from_bits(&[report_type::USAR], 1))],
                 };
                 extra.push((from, report.emit()));
+            }
+            if inner.cfg.qos_reports && !r.create_srrs.is_empty() {
+                let seq = st.next_seq;
+                st.next_seq = (st.next_seq + 1) & 0x00ff_ffff;
+                let h = HeaderRepr::session(0, r.cp_fseid.seid, seq);
+                let req =
+                    SessionReportRequest::session(qos_session_reports(&r.create_srrs, 1, |_| true));
+                extra.push((from, pfcp::msg::emit(&h, &req)));
             }
             let (v4, v6) = match inner.node_id {
                 NodeId::Ipv6(a) => (None, Some(a)),
@@ -391,8 +412,22 @@ fn handle(
                 Some(s) => {
                     c.deleted.fetch_add(1, Ordering::Relaxed);
                     let header = HeaderRepr::session(rt, s.cp_seid, h.sequence);
-                    let ies = vec![cause(CauseValue::REQUEST_ACCEPTED)];
-                    Message { header, ies }.emit()
+                    let mut d = SessionDeletionResponse {
+                        cause: CauseValue::REQUEST_ACCEPTED,
+                        offending_ie: None,
+                        load_control_information: None,
+                        overload_control_information: None,
+                        usage_reports: vec![],
+                        additional_usage_reports_information: None,
+                        session_reports: vec![],
+                        other: vec![],
+                    };
+                    if inner.cfg.qos_reports {
+                        d.session_reports = qos_session_reports(&s.srrs, 2, |f| {
+                            f.get(pfcp::ie::reporting_frequency::SESRL)
+                        });
+                    }
+                    pfcp::msg::emit(&header, &d)
                 }
                 None => {
                     c.rejected.fetch_add(1, Ordering::Relaxed);
@@ -415,6 +450,55 @@ fn handle(
         }
     };
     (Some(answer), extra)
+}
+
+/// The delays the fake reports for SRR `srr_id`, ms: downlink `srr_id` x 10 + `k`,
+/// uplink that + 1, round trip the sum (`k`: 1 in Session Reports, 2 at deletion).
+pub fn fake_delays(srr_id: u8, k: u32) -> (u32, u32, u32) {
+    let dl = u32::from(srr_id) * 10 + k;
+    (dl, dl + 1, 2 * dl + 1)
+}
+
+/// One Session Report per SRR whose control informations' Reporting Frequency `which`
+/// picks, with a QoS Monitoring Report per QFI of the delays it asked for.
+fn qos_session_reports(
+    srrs: &[CreateSrr],
+    k: u32,
+    which: impl Fn(&Flags) -> bool,
+) -> Vec<SessionReport> {
+    use pfcp::ie::requested_qos_monitoring as req;
+    srrs.iter()
+        .filter_map(|s| {
+            let (dl, ul, rp) = fake_delays(s.srr_id, k);
+            let reports: Vec<QosMonitoringReport> = s
+                .qos_monitoring_per_qos_flow_control_information
+                .iter()
+                .filter(|c| which(&c.reporting_frequency))
+                .flat_map(|c| {
+                    let r = &c.requested_qos_monitoring;
+                    let m = pfcp::ie::QosMonitoringMeasurement {
+                        downlink_ms: r.get(req::DL).then_some(dl),
+                        uplink_ms: r.get(req::UL).then_some(ul),
+                        round_trip_ms: r.get(req::RP).then_some(rp),
+                        ..Default::default()
+                    };
+                    c.qfis.iter().map(move |&qfi| QosMonitoringReport {
+                        qfi,
+                        qos_monitoring_measurement: m,
+                        time_stamp: super::n4::recovery_time_stamp_now(),
+                        start_time: None,
+                        other: vec![],
+                    })
+                })
+                .collect();
+            (!reports.is_empty()).then(|| SessionReport {
+                srr_id: s.srr_id,
+                access_availability_report: None,
+                qos_monitoring_reports: reports,
+                other: vec![],
+            })
+        })
+        .collect()
 }
 
 fn next_seq(inner: &Inner) -> u32 {

@@ -32,11 +32,16 @@
 //!   its Application ID, its own FARs, URR and optionally QER ([`apps`]); the emulator
 //!   provisions PFDs with [`Smf::pfd_management`] and sums usage per URR
 //!   ([`Smf::usage`]) from deletions, queries ([`Smf::query_usage`]) and Session Reports.
+//! - With [`SmfConfig::qos_monitoring`], a Create SRR each for QoS monitoring of QFI 1
+//!   ([`qos`]); the QoS Monitoring Reports the UPF sends back, in Session Report Requests
+//!   (Report Type SESR) and Session Deletion Responses, are kept per session in order
+//!   ([`Smf::qos_reports`]).
 
 pub mod apps;
 pub mod cli;
 pub mod fake_upf;
 pub mod n4;
+pub mod qos;
 pub mod report;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -61,6 +66,7 @@ use tokio::task::JoinSet;
 
 pub use apps::{AppIds, AppPfds, AppRule, UsageByUrr, UsageTotals};
 pub use n4::{Timers, TxError, UpfRequests, N4};
+pub use qos::{QosReport, QosSrr};
 pub use report::{Latency, PhaseReport, Rejection};
 
 use report::PhaseStats;
@@ -186,6 +192,9 @@ pub struct SmfConfig {
     /// The User ID IE (clause 8.2.101) of every Session Establishment Request: session
     /// i gets these identities plus i. None: not sent.
     pub user_id: Option<UserIds>,
+    /// Session Reporting Rules for QoS monitoring of each session's QoS flow (QFI 1, its
+    /// QER's: needs `psc`), in this order ([`qos`]).
+    pub qos_monitoring: Vec<QosSrr>,
     pub timers: Timers,
 }
 
@@ -280,6 +289,7 @@ impl SmfConfig {
             applications: Vec::new(),
             apn_dnn: Some("internet".into()),
             user_id: Some(UserIds::default()),
+            qos_monitoring: Vec::new(),
             timers: Timers::default(),
         }
     }
@@ -353,6 +363,7 @@ pub struct Smf {
     upf_n3: Ipv4Addr,
     sessions: Vec<Session>,
     usage: UsageByUrr,
+    qos_reports: Vec<QosReport>,
 }
 
 /// Rule IDs of the session template.
@@ -362,6 +373,8 @@ const FAR_UL: u32 = 1;
 const FAR_DL: u32 = 2;
 const URR: u32 = 1;
 const QER: u32 = 1;
+/// The session's QoS flow: its QER's QFI (with `psc`).
+const QFI: u8 = 1;
 
 fn apply(bits: &[u16]) -> Flags {
     // Two octets: Open5GS 2.8 rejects the one-octet form.
@@ -410,6 +423,7 @@ impl Smf {
             upf_n3,
             sessions: Vec::new(),
             usage: UsageByUrr::new(),
+            qos_reports: Vec::new(),
         })
     }
 
@@ -581,16 +595,35 @@ impl Smf {
 
     /// The Session Report Requests the UPF sent since the last call (see
     /// [`N4::take_session_reports`]), parsed; their usage reports are added to
-    /// [`Smf::usage`].
+    /// [`Smf::usage`], their QoS Monitoring Reports to [`Smf::qos_reports`].
     pub fn absorb_session_reports(&mut self) -> Vec<SessionReportRequest> {
         let mut out = Vec::new();
         for b in self.n4.take_session_reports() {
-            if let Ok((_, Msg::SessionReportRequest(r))) = Msg::parse(&b) {
+            if let Ok((h, Msg::SessionReportRequest(r))) = Msg::parse(&b) {
                 apps::add_usage(&mut self.usage, &r.usage_reports);
+                // Our CP SEID is the session's index + 1.
+                let index = h.seid.and_then(|s| usize::try_from(s).ok()?.checked_sub(1));
+                if let Some(i) = index.filter(|&i| i < self.sessions.len()) {
+                    self.qos_reports
+                        .extend(qos::reports_of(i, &r.session_reports, false));
+                }
                 out.push(r);
             }
         }
         out
+    }
+
+    /// Every QoS Monitoring Report taken in so far, in the order received: from Session
+    /// Report Requests passed through [`Smf::absorb_session_reports`] (call it before
+    /// [`Smf::delete`] to keep them before the deletions' own) and from Session Deletion
+    /// Responses.
+    pub fn qos_reports(&self) -> &[QosReport] {
+        &self.qos_reports
+    }
+
+    /// Session `index`'s QoS Monitoring Reports, in order.
+    pub fn qos_reports_of(&self, index: usize) -> impl Iterator<Item = &QosReport> {
+        self.qos_reports.iter().filter(move |r| r.session == index)
     }
 
     /// Usage per URR ID, summed over every session and report taken in so far: deletion
@@ -605,7 +638,7 @@ impl Smf {
     pub fn establishment_request(&self, s: &Session) -> SessionEstablishmentRequest {
         let c = &self.cfg;
         let ni = c.network_instance();
-        let qfis = if c.psc { vec![1] } else { vec![] };
+        let qfis = if c.psc { vec![QFI] } else { vec![] };
         // With application PDRs, CHOOSE ID 1: every uplink PDR of the session on one tunnel.
         let choose_id = (!c.applications.is_empty()).then_some(1);
         let local_fteid = if self.uses_choose() {
@@ -777,7 +810,7 @@ impl Smf {
             gbr: None,
             packet_rate: None,
             dl_flow_level_marking: None,
-            qfi: c.psc.then_some(1),
+            qfi: c.psc.then_some(QFI),
             rqi: None,
             paging_policy_indicator: None,
             averaging_window: None,
@@ -838,7 +871,7 @@ impl Smf {
                 }
             }),
             pfcpse_req_flags: None,
-            create_srrs: vec![],
+            create_srrs: c.qos_monitoring.iter().map(|q| q.create_srr(QFI)).collect(),
             recovery_time_stamp: None,
             s_nssai: None,
             rat_type: None,
@@ -1056,6 +1089,8 @@ impl Smf {
         for (i, d) in results {
             stats.record(&d);
             apps::add_usage(&mut self.usage, &d.usage);
+            self.qos_reports
+                .extend(qos::reports_of(i, &d.session_reports, true));
             // Accepted, or the UPF no longer knows it: either way it is gone.
             let gone = match d.reply {
                 Reply::Cause(c) => c.is_acceptance() || c == CauseValue::SESSION_CONTEXT_NOT_FOUND,
@@ -1109,6 +1144,8 @@ struct Digest {
     retransmissions: u32,
     /// The usage reports of a modification or deletion response.
     usage: Vec<UsageReport>,
+    /// The Session Reports of a deletion response (SESRL).
+    session_reports: Vec<msg::SessionReport>,
 }
 
 fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
@@ -1120,6 +1157,7 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
                 latency: Duration::ZERO,
                 retransmissions,
                 usage: vec![],
+                session_reports: vec![],
             }
         }
         Err(_) => {
@@ -1128,10 +1166,12 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
                 latency: Duration::ZERO,
                 retransmissions: 0,
                 usage: vec![],
+                session_reports: vec![],
             }
         }
     };
     let mut usage = vec![];
+    let mut session_reports = vec![];
     let reply = match Msg::parse(&r.bytes) {
         Ok((h, m)) if h.message_type == request_type + 1 => match m {
             Msg::SessionEstablishmentResponse(e) => Reply::Established {
@@ -1154,6 +1194,7 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
             }
             Msg::SessionDeletionResponse(d) => {
                 usage = d.usage_reports;
+                session_reports = d.session_reports;
                 Reply::Cause(d.cause)
             }
             _ => Reply::Bad,
@@ -1165,6 +1206,7 @@ fn digest(request_type: u8, r: Result<n4::Response, TxError>) -> Digest {
         latency: r.latency,
         retransmissions: r.retransmissions,
         usage,
+        session_reports,
     }
 }
 
@@ -1319,6 +1361,168 @@ mod tests {
         let smf = Smf::connect(cfg).await.unwrap();
         let req = smf.establishment_request(&s);
         assert!(req.apn_dnn.is_none() && req.user_id.is_none());
+    }
+
+    /// The three SRRs of the lab test (crates/upfd/tests/lab_qos_monitoring.rs).
+    fn lab_srrs() -> Vec<QosSrr> {
+        [
+            "1:dl,ul,rp,period=1",
+            "2:dl,dl-threshold=30,min-wait=2",
+            "3:dl,ul,rp,release",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect()
+    }
+
+    /// Each SRR is a Create SRR (TS 29.244 Table 7.5.2.9-1) on the QER's QFI, as octets;
+    /// the codec reads back what was configured.
+    #[tokio::test]
+    async fn establishment_carries_a_create_srr_per_qos_srr() {
+        let mut cfg = SmfConfig::new("127.0.0.1:8805".parse().unwrap());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.prefer_8805 = false;
+        cfg.qos_monitoring = lab_srrs();
+        let smf = Smf::connect(cfg.clone()).await.unwrap();
+        let req = smf.establishment_request(&sample_session());
+        let bytes = msg::emit(&HeaderRepr::session(0, 0, 7), &req);
+        #[rustfmt::skip]
+        let srr2: &[u8] = &[
+            0x00, 0xd4, 0x00, 0x29,             // Create SRR (212), 41 octets
+            0x00, 0xd7, 0x00, 0x01, 2,          //   SRR ID (215): 2
+            0x00, 0xf2, 0x00, 0x20,             //   QoS Monitoring per QoS flow Control Information (242)
+            0x00, 0x7c, 0x00, 0x01, 1,          //     QFI (124): 1
+            0x00, 0xf3, 0x00, 0x01, 0x01,       //     Requested QoS Monitoring (243): DL
+            0x00, 0xf4, 0x00, 0x01, 0x01,       //     Reporting Frequency (244): EVETT
+            0x00, 0xf5, 0x00, 0x05, 0x01, 0, 0, 0, 30, // Packet Delay Thresholds (245): DL 30 ms
+            0x00, 0xf6, 0x00, 0x04, 0, 0, 0, 2, //     Minimum Wait Time (246): 2 s
+        ];
+        #[rustfmt::skip]
+        let srr1: &[u8] = &[
+            0x00, 0xd4, 0x00, 0x20,
+            0x00, 0xd7, 0x00, 0x01, 1,
+            0x00, 0xf2, 0x00, 0x17,
+            0x00, 0x7c, 0x00, 0x01, 1,
+            0x00, 0xf3, 0x00, 0x01, 0x07,       // DL, UL, RP
+            0x00, 0xf4, 0x00, 0x01, 0x02,       // PERIO
+            0x00, 0x40, 0x00, 0x04, 0, 0, 0, 1, // Measurement Period (64): 1 s
+        ];
+        #[rustfmt::skip]
+        let srr3: &[u8] = &[
+            0x00, 0xd4, 0x00, 0x18,
+            0x00, 0xd7, 0x00, 0x01, 3,
+            0x00, 0xf2, 0x00, 0x0f,
+            0x00, 0x7c, 0x00, 0x01, 1,
+            0x00, 0xf3, 0x00, 0x01, 0x07,
+            0x00, 0xf4, 0x00, 0x01, 0x04,       // SESRL
+        ];
+        let at = |needle: &[u8]| bytes.windows(needle.len()).position(|w| w == needle);
+        let (a, b, c) = (at(srr1), at(srr2), at(srr3));
+        assert!(a.is_some() && b.is_some() && c.is_some(), "{bytes:02x?}");
+        assert!(a < b && b < c, "in the configured order");
+        let (_, back) = msg::parse::<SessionEstablishmentRequest>(&bytes).unwrap();
+        assert_eq!(back, req);
+        let want: Vec<_> = cfg.qos_monitoring.iter().map(|q| q.create_srr(1)).collect();
+        assert_eq!(back.create_srrs, want);
+        assert_eq!(
+            back.create_qers[0].qfi,
+            Some(1),
+            "the QFI monitored is the QER's"
+        );
+        // None by default.
+        cfg.qos_monitoring.clear();
+        let smf = Smf::connect(cfg).await.unwrap();
+        assert!(smf
+            .establishment_request(&sample_session())
+            .create_srrs
+            .is_empty());
+    }
+
+    /// QoS Monitoring Reports come back in Session Report Requests (SESR, answered with
+    /// Request accepted) and in Session Deletion Responses: kept per session, in order,
+    /// with SRR ID, QFI, measurement and time stamp.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn qos_reports_are_kept_per_session_in_order() {
+        use fake_upf::{fake_delays, FakeUpf, FakeUpfConfig};
+        let upf = FakeUpf::start(FakeUpfConfig {
+            qos_reports: true,
+            ..FakeUpfConfig::default()
+        })
+        .await
+        .unwrap();
+        let mut cfg = SmfConfig::new(upf.addr());
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.prefer_8805 = false;
+        cfg.qos_monitoring = lab_srrs();
+        let mut smf = Smf::connect(cfg).await.unwrap();
+        assert_eq!(smf.associate().await.accepted, 1);
+        assert_eq!(smf.establish(2, Pace::default()).await.accepted, 2);
+        // One Session Report Request per establishment, answered.
+        let end = Instant::now() + Duration::from_secs(10);
+        while upf.stats().report_answers < 2 && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(upf.stats().report_answers, 2);
+        assert_eq!(smf.upf_requests().session_reports, 2);
+        let reqs = smf.absorb_session_reports();
+        assert!(reqs
+            .iter()
+            .all(|r| r.report_type.get(pfcp::ie::report_type::SESR)));
+        assert_eq!(smf.delete(Pace::default()).await.accepted, 2);
+        for i in 0..2 {
+            let got: Vec<(u8, u8, bool, Option<u32>, Option<u32>, Option<u32>)> = smf
+                .qos_reports_of(i)
+                .map(|r| {
+                    assert_eq!((r.session, r.qfi), (i, 1));
+                    assert!(r.time_stamp > n4::NTP_UNIX_OFFSET as u32);
+                    let m = r.measurement;
+                    (
+                        r.srr_id,
+                        r.qfi,
+                        r.at_deletion,
+                        m.downlink_ms,
+                        m.uplink_ms,
+                        m.round_trip_ms,
+                    )
+                })
+                .collect();
+            let d = |srr: u8, k: u32| fake_delays(srr, k);
+            assert_eq!(
+                got,
+                vec![
+                    (
+                        1,
+                        1,
+                        false,
+                        Some(d(1, 1).0),
+                        Some(d(1, 1).1),
+                        Some(d(1, 1).2)
+                    ),
+                    (2, 1, false, Some(d(2, 1).0), None, None),
+                    (
+                        3,
+                        1,
+                        false,
+                        Some(d(3, 1).0),
+                        Some(d(3, 1).1),
+                        Some(d(3, 1).2)
+                    ),
+                    // At deletion: SESRL's SRR 3 alone.
+                    (
+                        3,
+                        1,
+                        true,
+                        Some(d(3, 2).0),
+                        Some(d(3, 2).1),
+                        Some(d(3, 2).2)
+                    ),
+                ],
+                "session {i}"
+            );
+        }
+        assert_eq!(smf.qos_reports().len(), 8);
+        // The deletions come after every Session Report Request's reports.
+        assert!(smf.qos_reports()[..6].iter().all(|r| !r.at_deletion));
     }
 
     #[test]
