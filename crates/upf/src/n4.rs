@@ -230,6 +230,9 @@ struct Association {
     heartbeat_pending: bool,
     /// Set when this UP function asked the CP function to release (SARR).
     release_deadline: Option<Instant>,
+    /// GTP-U path QoS monitoring the CP function asked for (clause 5.24.3: Association
+    /// Setup and Update Requests).
+    path_qos: Vec<msg::GtpuPathQosControlInformation>,
 }
 
 #[derive(Debug, Clone)]
@@ -238,6 +241,7 @@ enum Pending {
     Heartbeat(NodeId),
     AssociationUpdate(NodeId),
     SessionReport(u64),
+    NodeReport(NodeId),
 }
 
 #[derive(Debug, Clone)]
@@ -338,6 +342,8 @@ pub struct N4 {
     next_app_poll: Option<Instant>,
     /// The QoS flows the sessions' SRRs monitor (crate::qos_monitoring).
     qos: QosMonitor,
+    /// Moves whenever an association's GTP-U path QoS monitoring may have changed.
+    path_qos_generation: u64,
 }
 
 /// Now, in milliseconds since the UNIX epoch (the saved responses' clock: it goes on
@@ -406,6 +412,7 @@ impl N4 {
             app_stop_after: crate::report::DEFAULT_INACTIVITY,
             next_app_poll: None,
             qos: QosMonitor::new(),
+            path_qos_generation: 0,
         }
     }
 
@@ -624,6 +631,7 @@ impl N4 {
                     next_heartbeat: now,
                     heartbeat_pending: false,
                     release_deadline: None,
+                    path_qos: Vec::new(),
                 },
             );
         }
@@ -1109,7 +1117,7 @@ impl N4 {
                 Pending::Heartbeat(node) => {
                     self.drop_association(&node, "peer lost: no heartbeat response");
                 }
-                Pending::AssociationUpdate(_) => {}
+                Pending::AssociationUpdate(_) | Pending::NodeReport(_) => {}
                 Pending::SessionReport(seid) => {
                     self.report_done(o.to);
                     self.sessions.mark_changed(seid);
@@ -1161,6 +1169,7 @@ impl N4 {
     fn drop_association(&mut self, node: &NodeId, reason: &'static str) {
         let dropped_addr = self.assocs.get(node).map(|a| a.addr);
         if let Some(a) = self.assocs.remove(node) {
+            self.path_qos_generation += 1;
             self.by_addr.retain(|_, n| n != node);
             let sessions = self.sessions.delete_node(node);
             self.events.push(Event::AssociationDown {
@@ -1175,7 +1184,9 @@ impl N4 {
             }
         }
         self.outstanding.retain(|_, o| match &o.what {
-            Pending::Heartbeat(n) | Pending::AssociationUpdate(n) => n != node,
+            Pending::Heartbeat(n) | Pending::AssociationUpdate(n) | Pending::NodeReport(n) => {
+                n != node
+            }
             _ => true,
         });
         if let Some(a) = &dropped_addr {
@@ -1357,6 +1368,7 @@ impl N4 {
                 }
             }
             (Pending::AssociationUpdate(_), msg::Msg::AssociationUpdateResponse(_)) => {}
+            (Pending::NodeReport(_), msg::Msg::NodeReportResponse(_)) => {}
             (Pending::SessionReport(seid), msg::Msg::SessionReportResponse(r)) => {
                 // Clause 7.5.9: a CP function that no longer knows the session asks the
                 // UP function to delete it.
@@ -1417,8 +1429,10 @@ impl N4 {
                 next_heartbeat: now + self.cfg.heartbeat_interval,
                 heartbeat_pending: false,
                 release_deadline: None,
+                path_qos: Vec::new(),
             },
         );
+        self.path_qos_generation += 1;
         self.setup_retry.remove(&addr);
         self.outstanding
             .retain(|_, o| !matches!(o.what, Pending::AssociationSetup(a) if a == addr));
@@ -1464,6 +1478,11 @@ impl N4 {
                         Some(a) => {
                             if r.cp_function_features.is_some() {
                                 a.cp_features = r.cp_function_features;
+                            }
+                            // Clause 7.4.4.3: present, they replace what was asked before.
+                            if !r.gtpu_path_qos_control_information.is_empty() {
+                                a.path_qos = r.gtpu_path_qos_control_information;
+                                self.path_qos_generation += 1;
                             }
                             CauseValue::REQUEST_ACCEPTED
                         }
@@ -1656,6 +1675,7 @@ impl N4 {
                         }
                     }
                 }
+                let node_id = r.node_id.clone();
                 self.add_association(
                     r.node_id,
                     from,
@@ -1663,6 +1683,9 @@ impl N4 {
                     r.cp_function_features,
                     now,
                 );
+                if let Some(a) = self.assocs.get_mut(&node_id) {
+                    a.path_qos = r.gtpu_path_qos_control_information;
+                }
             }
         }
         msg::emit(node, &rsp)
@@ -1998,6 +2021,54 @@ impl N4 {
             self.qos
                 .set_session(seid, srrs.iter(), self.now, SystemTime::now());
         }
+    }
+
+    /// What the associations ask of GTP-U path QoS monitoring (clause 5.24.3), with a
+    /// generation that moves when that may have changed.
+    pub fn path_qos_controls(
+        &self,
+    ) -> (u64, Vec<(NodeId, Vec<msg::GtpuPathQosControlInformation>)>) {
+        let v = self
+            .assocs
+            .iter()
+            .filter(|(_, a)| !a.path_qos.is_empty())
+            .map(|(n, a)| (n.clone(), a.path_qos.clone()))
+            .collect();
+        (self.path_qos_generation, v)
+    }
+
+    /// GTP-U Path QoS Reports to the CP function of association `node`: a Node Report
+    /// Request (Node Report Type GPQR, clause 7.4.5.1), retransmitted like every request.
+    pub fn send_path_qos_reports(
+        &mut self,
+        node: &NodeId,
+        reports: Vec<msg::GtpuPathQosReport>,
+        now: Instant,
+    ) -> Vec<Out> {
+        let mut out = Vec::new();
+        let Some(a) = self.assocs.get(node) else {
+            return out;
+        };
+        let to = a.addr;
+        let body = msg::NodeReportRequest {
+            node_id: self.cfg.node_id.clone(),
+            node_report_type: Flags::from_bits(&[pfcp::ie::node_report_type::GPQR], 1),
+            user_plane_path_failure_report: None,
+            user_plane_path_recovery_report: None,
+            gtpu_path_qos_reports: reports,
+            other: Vec::new(),
+        };
+        let seq = self.seq();
+        let data = msg::emit(&node_header(mt::NODE_REPORT_REQUEST, seq), &body);
+        self.request(
+            to,
+            seq,
+            data,
+            Pending::NodeReport(node.clone()),
+            now,
+            &mut out,
+        );
+        out
     }
 
     /// QoS flows monitored now (clause 5.24.2).

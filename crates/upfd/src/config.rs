@@ -2343,7 +2343,8 @@ impl Config {
     /// pools. ADPDP: predefined rules, with some configured. With the XDP data path: BUCP (buffering in the UP function), EMPU (End
     /// Marker packets), QUOAC (forwarding stops when a volume quota is used up), QFQM
     /// (QoS monitoring per QoS flow by GTP-U, clause 5.24.2: upfd sends the monitoring
-    /// packets and reads the gNB's answers).
+    /// packets and reads the gNB's answers), GPQM (GTP-U path QoS monitoring by Echo,
+    /// clause 5.24.3).
     pub fn up_function_features(&self) -> pfcp::ie::Flags {
         use pfcp::ie::up_function_features as f;
         let mut bits = vec![f::FTUP];
@@ -2354,7 +2355,7 @@ impl Config {
             bits.push(f::ADPDP);
         }
         if self.datapath.mode == DatapathMode::Xdp {
-            bits.extend([f::BUCP, f::EMPU, f::QUOAC, f::QFQM]);
+            bits.extend([f::BUCP, f::EMPU, f::QUOAC, f::QFQM, f::GPQM]);
         }
         // PFD Management (application detection).
         bits.push(f::PFDM);

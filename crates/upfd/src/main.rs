@@ -18,6 +18,7 @@ mod gtpu_sockets;
 mod metrics;
 mod mmsg;
 mod overload;
+mod path_qos;
 mod persist;
 mod pins;
 mod routewatch;

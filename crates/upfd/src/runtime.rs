@@ -608,7 +608,13 @@ impl Daemon {
             .next_deadline()
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         // QoS monitoring's packets go out through the data path's GTP-U socket.
-        let qos = self.xdp.as_ref().and_then(|_| self.n4.qos_next_due());
+        // ... and so do GTP-U path QoS monitoring's Echo Requests; its controls are
+        // looked at once a second at least (an Association Update changes them).
+        let qos = self.xdp.as_ref().map(|x| {
+            let soon = Instant::now() + Duration::from_secs(1);
+            let path = x.slow.path_qos_next_due().unwrap_or(soon).min(soon);
+            self.n4.qos_next_due().map_or(path, |t| t.min(path))
+        });
         let xdp = async {
             match self.xdp.as_mut() {
                 Some(x) => x.next().await,
@@ -660,8 +666,11 @@ impl Daemon {
             }
             Wake::Qos => {
                 if let Some(x) = self.xdp.as_mut() {
-                    let probes = x.slow.qos_probes(&mut self.n4, now);
+                    let mut probes = x.slow.qos_probes(&mut self.n4, now);
+                    let (echoes, reports) = x.slow.path_qos_tick(&mut self.n4, now);
+                    probes.extend(echoes);
                     self.gtpu.send(probes).await;
+                    self.send_n4(reports).await;
                 }
                 let out = self.n4.poll_qos(now);
                 self.send_n4(out).await;

@@ -119,7 +119,11 @@ pub struct SlowPath {
     cfg: Buffering,
     ei: Bucket,
     peers: HashSet<IpAddr>,
-    echo_seq: u16,
+    /// The GTP-U peers of the sessions' FARs and their side (true: the access network,
+    /// N3), for GTP-U path QoS monitoring by interface type.
+    peer_sides: HashMap<IpAddr, bool>,
+    /// GTP-U path QoS monitoring (crate::path_qos).
+    path_qos: crate::path_qos::PathQos,
     pub counters: Counters,
     /// Sessions whose volume quota ran out or volume threshold was reached since the
     /// last look (their URRs should be polled now).
@@ -141,7 +145,8 @@ impl SlowPath {
             cfg,
             ei: Bucket::new(ei_per_sec),
             peers: HashSet::new(),
-            echo_seq: 1,
+            peer_sides: HashMap::new(),
+            path_qos: Default::default(),
             counters: Counters::default(),
             signalled: Vec::new(),
             redirect_secret: {
@@ -439,6 +444,15 @@ impl SlowPath {
                     self.counters.error_indications_suppressed += 1;
                 }
             }
+            gtpu::Message::EchoResponse { header, .. } => {
+                let seq = header.sequence_number.unwrap_or(0);
+                let reports =
+                    self.path_qos
+                        .echo_response(from.ip(), seq, now, std::time::SystemTime::now());
+                for (node, r) in reports {
+                    n4_out.extend(n4.send_path_qos_reports(&node, vec![r], now));
+                }
+            }
             gtpu::Message::ErrorIndication { body, .. } => {
                 self.counters.error_indications_received += 1;
                 n4_out.extend(self.report_error_indication(
@@ -533,6 +547,33 @@ impl SlowPath {
         out
     }
 
+    /// GTP-U path QoS monitoring (crate::path_qos): N4's controls taken when they
+    /// changed, the Echo Requests due sent, the periodic reports due sent.
+    pub fn path_qos_tick(&mut self, n4: &mut N4, now: Instant) -> (GtpuOut, Vec<Out>) {
+        let (generation, controls) = n4.path_qos_controls();
+        if !self.path_qos.is_current(generation) {
+            self.path_qos.set(generation, controls);
+        }
+        let wall = std::time::SystemTime::now();
+        let mut gtp_out = Vec::new();
+        for (peer, seq) in self.path_qos.due_echoes(&self.peer_sides, now, wall) {
+            if let Ok(m) = gtpu::Message::echo_request(seq).to_vec() {
+                self.counters.echo_requests_sent += 1;
+                gtp_out.push((SocketAddr::new(peer, 2152), m));
+            }
+        }
+        let mut n4_out = Vec::new();
+        for (node, r) in self.path_qos.due_reports(now, wall) {
+            n4_out.extend(n4.send_path_qos_reports(&node, vec![r], now));
+        }
+        (gtp_out, n4_out)
+    }
+
+    /// When GTP-U path QoS monitoring next has something to do.
+    pub fn path_qos_next_due(&self) -> Option<Instant> {
+        self.path_qos.next_due()
+    }
+
     /// End Marker packets on the old path (clause 5.9), over the family the data path
     /// used for it.
     pub fn end_markers(&mut self, old: &pfcp::ie::OuterHeaderCreation) -> GtpuOut {
@@ -568,9 +609,13 @@ impl SlowPath {
                 continue;
             };
             let a = t.peer;
+            if !self.gtpu.local.contains(&a) && !a.is_unspecified() {
+                self.peer_sides
+                    .insert(a, fw.destination_interface == interface::ACCESS);
+            }
             if !self.gtpu.local.contains(&a) && !a.is_unspecified() && self.peers.insert(a) {
-                self.echo_seq = self.echo_seq.wrapping_add(1);
-                if let Ok(m) = gtpu::Message::echo_request(self.echo_seq).to_vec() {
+                let seq = self.path_qos.next_seq();
+                if let Ok(m) = gtpu::Message::echo_request(seq).to_vec() {
                     self.counters.echo_requests_sent += 1;
                     out.push((SocketAddr::new(a, 2152), m));
                 }
