@@ -425,7 +425,7 @@ mod tests {
             )],
         );
         let mut at = t0;
-        let mut answer = |q: &mut PathQos, rtt_ms: u64, at: Instant| {
+        let answer = |q: &mut PathQos, rtt_ms: u64, at: Instant| {
             let e = q.due_echoes(&known(), at, wall);
             q.echo_response(GNB, e[0].1, at + Duration::from_millis(rtt_ms), wall)
         };
