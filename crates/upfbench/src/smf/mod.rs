@@ -1469,8 +1469,14 @@ mod tests {
             .iter()
             .all(|r| r.report_type.get(pfcp::ie::report_type::SESR)));
         assert_eq!(smf.delete(Pace::default()).await.accepted, 2);
+        // (SRR ID, at deletion, [DL, UL, RP]).
+        type Row = (u8, bool, [Option<u32>; 3]);
+        let all = |srr: u8, k: u32| {
+            let (dl, ul, rp) = fake_delays(srr, k);
+            [Some(dl), Some(ul), Some(rp)]
+        };
         for i in 0..2 {
-            let got: Vec<(u8, u8, bool, Option<u32>, Option<u32>, Option<u32>)> = smf
+            let got: Vec<Row> = smf
                 .qos_reports_of(i)
                 .map(|r| {
                     assert_eq!((r.session, r.qfi), (i, 1));
@@ -1478,47 +1484,19 @@ mod tests {
                     let m = r.measurement;
                     (
                         r.srr_id,
-                        r.qfi,
                         r.at_deletion,
-                        m.downlink_ms,
-                        m.uplink_ms,
-                        m.round_trip_ms,
+                        [m.downlink_ms, m.uplink_ms, m.round_trip_ms],
                     )
                 })
                 .collect();
-            let d = |srr: u8, k: u32| fake_delays(srr, k);
-            assert_eq!(
-                got,
-                vec![
-                    (
-                        1,
-                        1,
-                        false,
-                        Some(d(1, 1).0),
-                        Some(d(1, 1).1),
-                        Some(d(1, 1).2)
-                    ),
-                    (2, 1, false, Some(d(2, 1).0), None, None),
-                    (
-                        3,
-                        1,
-                        false,
-                        Some(d(3, 1).0),
-                        Some(d(3, 1).1),
-                        Some(d(3, 1).2)
-                    ),
-                    // At deletion: SESRL's SRR 3 alone.
-                    (
-                        3,
-                        1,
-                        true,
-                        Some(d(3, 2).0),
-                        Some(d(3, 2).1),
-                        Some(d(3, 2).2)
-                    ),
-                ],
-                "session {i}"
-            );
+            let want: Vec<Row> = vec![
+                (1, false, all(1, 1)),
+                (2, false, [all(2, 1)[0], None, None]),
+                (3, false, all(3, 1)),
+                // At deletion: SESRL's SRR 3 alone.
+                (3, true, all(3, 2)),
+            ];
+            assert_eq!(got, want, "session {i}");
         }
         assert_eq!(smf.qos_reports().len(), 8);
         // The deletions come after every Session Report Request's reports.
