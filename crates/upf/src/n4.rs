@@ -342,8 +342,10 @@ pub struct N4 {
     next_app_poll: Option<Instant>,
     /// The QoS flows the sessions' SRRs monitor (crate::qos_monitoring).
     qos: QosMonitor,
-    /// Moves whenever an association's GTP-U path QoS monitoring may have changed.
+    /// Moves whenever an association's GTP-U path QoS monitoring may have changed; the
+    /// one last written to the state.
     path_qos_generation: u64,
+    saved_path_qos_generation: u64,
 }
 
 /// Now, in milliseconds since the UNIX epoch (the saved responses' clock: it goes on
@@ -413,6 +415,7 @@ impl N4 {
             next_app_poll: None,
             qos: QosMonitor::new(),
             path_qos_generation: 0,
+            saved_path_qos_generation: 0,
         }
     }
 
@@ -420,6 +423,17 @@ impl N4 {
     /// default 10 s).
     pub fn set_app_stop_after(&mut self, d: Duration) {
         self.app_stop_after = d;
+    }
+
+    /// The associations' GTP-U path QoS monitoring as the state keeps it.
+    fn saved_path_qos(&self) -> Vec<crate::state::SavedPathQos> {
+        let (_, controls) = self.path_qos_controls();
+        let mut v: Vec<_> = controls
+            .iter()
+            .map(|(n, c)| crate::state::SavedPathQos::of(n, c))
+            .collect();
+        v.sort_by_key(|p| p.node.to_string());
+        v
     }
 
     /// The associations as the state keeps them, in a fixed order.
@@ -489,8 +503,10 @@ impl N4 {
         // The cache as it is: what the journal held of it goes with the journal this
         // snapshot replaces; what is sent from now on goes to both journals.
         self.unsaved_responses.clear();
+        self.saved_path_qos_generation = self.path_qos_generation;
         let head = vec![
             Record::Associations(self.saved_assocs.clone()),
+            Record::PathQos(self.saved_path_qos()),
             Record::Sequence(self.next_seq),
             Record::Pfds(apps),
         ];
@@ -557,6 +573,10 @@ impl N4 {
             let assocs = self.saved_associations();
             self.saved_assocs = assocs.clone();
             out.push(Record::Associations(assocs));
+        }
+        if !same || self.path_qos_generation != self.saved_path_qos_generation {
+            self.saved_path_qos_generation = self.path_qos_generation;
+            out.push(Record::PathQos(self.saved_path_qos()));
         }
         if self.next_seq != self.saved_seq {
             self.saved_seq = self.next_seq;
@@ -634,6 +654,13 @@ impl N4 {
                     path_qos: Vec::new(),
                 },
             );
+        }
+        for p in &saved.path_qos {
+            let controls = p.controls()?;
+            if let Some(a) = self.assocs.get_mut(&p.node) {
+                a.path_qos = controls;
+                self.path_qos_generation += 1;
+            }
         }
         for s in &saved.sessions {
             if !self.assocs.contains_key(&s.session.cp_node) {

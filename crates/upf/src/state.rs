@@ -89,6 +89,43 @@ pub struct SavedAssociation {
     pub cp_features: Option<pfcp::ie::Flags>,
 }
 
+/// What an association asked of GTP-U path QoS monitoring (clause 5.24.3): its GTP-U
+/// Path QoS Control Information IEs, their bodies wire-encoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedPathQos {
+    #[serde(with = "wire")]
+    pub node: pfcp::ie::NodeId,
+    pub controls: Vec<Vec<u8>>,
+}
+
+impl SavedPathQos {
+    pub fn of(node: &pfcp::ie::NodeId, c: &[pfcp::msg::GtpuPathQosControlInformation]) -> Self {
+        SavedPathQos {
+            node: node.clone(),
+            controls: c
+                .iter()
+                .map(|c| {
+                    let mut b = Vec::new();
+                    pfcp::msg::Group::encode_body(c, &mut b);
+                    b
+                })
+                .collect(),
+        }
+    }
+
+    pub fn controls(&self) -> Result<Vec<pfcp::msg::GtpuPathQosControlInformation>, String> {
+        self.controls
+            .iter()
+            .map(|b| {
+                <pfcp::msg::GtpuPathQosControlInformation as pfcp::msg::Group>::decode_body(
+                    b, 0, 0, 0,
+                )
+                .map_err(|e| format!("GTP-U path QoS control of {}: {e:?}", self.node))
+            })
+            .collect()
+    }
+}
+
 /// A URR's reporting state (report.rs) as kept on disk.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SavedUrr {
@@ -236,6 +273,9 @@ pub enum Record {
         seid: u64,
         srrs: Vec<(u8, Vec<Vec<u8>>)>,
     },
+    /// The associations' GTP-U path QoS monitoring now (those that asked for any): after
+    /// every `Associations` record, and whenever it changed.
+    PathQos(Vec<SavedPathQos>),
 }
 
 /// A response of the cache (n4.rs), as kept on disk.
@@ -308,6 +348,8 @@ pub struct Saved {
     /// The responses of the cache, oldest first (later ones replace earlier ones of the
     /// same key).
     pub responses: Vec<SavedResponse>,
+    /// GTP-U path QoS monitoring by association (empty in states before it).
+    pub path_qos: Vec<SavedPathQos>,
     /// An incomplete last journal frame was dropped (upfd killed while writing it).
     pub torn_tail: bool,
     /// Octets of the journal up to the end of its last complete frame: where appending
@@ -644,6 +686,7 @@ pub fn parse(
         sequence: s.sequence,
         pfds: s.pfds,
         responses: s.responses,
+        path_qos: s.path_qos,
         torn_tail,
         journal_len,
     })
@@ -741,12 +784,14 @@ struct Builder {
     sequence: Option<u32>,
     pfds: Option<Vec<SavedApp>>,
     responses: Vec<SavedResponse>,
+    path_qos: Vec<SavedPathQos>,
 }
 
 impl Builder {
     fn apply(&mut self, r: Record) -> Result<(), String> {
         match r {
             Record::Associations(a) => self.associations = a,
+            Record::PathQos(p) => self.path_qos = p,
             Record::Session(s) => {
                 let seid = s.session.up_seid;
                 if seid == 0 {

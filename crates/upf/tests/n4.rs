@@ -2842,3 +2842,136 @@ fn qos_monitoring_srrs_probe_report_periodically_and_at_release_and_are_kept() {
     assert_eq!(m.downlink_ms, Some(30), "the mean of 30, 50 and 10");
     assert_eq!(n.qos_flows(), 0);
 }
+
+/// GTP-U path QoS monitoring through N4 (clause 5.24.3): the controls of an Association
+/// Setup Request are kept per association (and replaced by an Update's), kept in the
+/// state across a restart; a GTP-U Path QoS Report goes to the association's CP
+/// function in a Node Report Request (GPQR), and its response is taken as such.
+#[test]
+fn gtpu_path_qos_controls_are_kept_and_reports_go_in_node_reports() {
+    use pfcp::ie::{gtpu_path_interface_type as iface, qos_report_trigger as trig};
+    use upf::state::StateDir;
+    let dir = std::env::temp_dir().join(format!("upf-n4-gpqm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let control = |period: u32| msg::GtpuPathQosControlInformation {
+        remote_gtpu_peers: vec![],
+        gtpu_path_interface_type: Some(Flags::from_bits(&[iface::N3], 1)),
+        qos_report_trigger: Some(Flags::from_bits(&[trig::PER], 1)),
+        transport_level_marking: None,
+        measurement_period: Some(period),
+        average_packet_delay: None,
+        minimum_packet_delay: None,
+        maximum_packet_delay: None,
+        timer: None,
+        other: vec![],
+    };
+    let mut n = node();
+    let t0 = Instant::now();
+    n.track_changes();
+    let smf = NodeId::Ipv4(Ipv4Addr::new(127, 0, 0, 4));
+    let r = msg::AssociationSetupRequest {
+        cp_function_features: Some(Flags(vec![0])),
+        gtpu_path_qos_control_information: vec![control(5)],
+        ..msg::AssociationSetupRequest::new(smf.clone(), 7)
+    };
+    let m = ask(
+        &mut n,
+        SMF,
+        msg::emit(&HeaderRepr::node(0, next_seq()), &r),
+        t0,
+    );
+    assert!(matches!(m, Msg::AssociationSetupResponse(_)));
+    let (g1, c) = n.path_qos_controls();
+    assert_eq!(c, vec![(smf.clone(), vec![control(5)])]);
+
+    let header = state_header(&n);
+    let state = StateDir::new(&dir);
+    let mut journal = state.write_snapshot(&header, n.save_all()).unwrap();
+    let u = msg::AssociationUpdateRequest {
+        node_id: smf.clone(),
+        up_function_features: None,
+        cp_function_features: None,
+        user_plane_ip_resource_information: vec![],
+        pfcp_association_release_request: None,
+        graceful_release_period: None,
+        pfcpau_req_flags: None,
+        alternative_smf_ip_addresses: vec![],
+        smf_set_id: None,
+        ue_ip_address_pool_information: vec![],
+        gtpu_path_qos_control_information: vec![control(9)],
+        other: vec![],
+    };
+    let m = ask(
+        &mut n,
+        SMF,
+        msg::emit(&HeaderRepr::node(0, next_seq()), &u),
+        t0,
+    );
+    assert!(
+        matches!(m, Msg::AssociationUpdateResponse(ref r) if r.cause == CauseValue::REQUEST_ACCEPTED),
+        "{m:?}"
+    );
+    let (g2, c) = n.path_qos_controls();
+    assert!(g2 > g1);
+    assert_eq!(c[0].1, vec![control(9)]);
+    journal.append(&n.take_changes()).unwrap();
+    let saved = state.load("t").unwrap().unwrap();
+    let mut restored = node();
+    restored
+        .restore(&saved, |_, _| upf::report::Counted::Unknown, t0)
+        .unwrap();
+    assert_eq!(restored.path_qos_controls().1, c, "kept across a restart");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let report = msg::GtpuPathQosReport {
+        remote_gtpu_peer: pfcp::ie::RemoteGtpuPeer {
+            spare: 0,
+            ipv4: Some(Ipv4Addr::new(10, 10, 0, 1)),
+            ipv6: None,
+            destination_interface: None,
+            network_instance: None,
+        },
+        gtpu_path_interface_type: None,
+        qos_report_trigger: Flags::from_bits(&[trig::PER], 1),
+        time_stamp: 3_900_000_100,
+        start_time: Some(3_900_000_091),
+        qos_information: vec![msg::QosInformationInGtpuPathQosReport {
+            average_packet_delay: 12,
+            minimum_packet_delay: Some(10),
+            maximum_packet_delay: Some(15),
+            transport_level_marking: None,
+            other: vec![],
+        }],
+        other: vec![],
+    };
+    let out = n.send_path_qos_reports(&smf, vec![report.clone()], t0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to, addr(SMF));
+    let (h, m) = Msg::parse(&out[0].data).unwrap();
+    let Msg::NodeReportRequest(nr) = m else {
+        panic!("not a Node Report Request: {m:?}");
+    };
+    assert!(nr.node_report_type.get(pfcp::ie::node_report_type::GPQR));
+    assert_eq!(nr.gtpu_path_qos_reports, vec![report]);
+    // The response closes it: nothing retransmitted later.
+    let rsp = msg::NodeReportResponse {
+        node_id: smf,
+        cause: CauseValue::REQUEST_ACCEPTED,
+        offending_ie: None,
+        other: vec![],
+    };
+    let out = n.on_datagram(
+        addr(SMF),
+        &msg::emit(&HeaderRepr::node(0, h.sequence), &rsp),
+        t0,
+    );
+    assert!(out.is_empty(), "{out:?}");
+    let later = n.on_timer(t0 + Duration::from_secs(3));
+    assert!(
+        later.iter().all(|o| !matches!(
+            Msg::parse(&o.data).map(|x| x.1),
+            Ok(Msg::NodeReportRequest(_))
+        )),
+        "retransmitted after its response"
+    );
+}
