@@ -209,6 +209,8 @@ impl PathQos {
                 *x = (*x).min(e);
             }
         }
+        // Peers no longer monitored are not due again.
+        self.next_echo.retain(|p, _| every.contains_key(p));
         let mut out = Vec::new();
         for (peer, e) in every {
             let due = self.next_echo.get(&peer).is_none_or(|t| *t <= now);
@@ -312,7 +314,8 @@ impl PathQos {
         out
     }
 
-    /// When an Echo Request or a periodic report is next due.
+    /// When an Echo Request or a periodic report is next due (peers not seen yet are
+    /// looked for at the caller's next regular look).
     pub fn next_due(&self) -> Option<Instant> {
         if self.monitors.is_empty() {
             return None;
@@ -322,12 +325,7 @@ impl PathQos {
             .iter()
             .flat_map(|m| m.stats.values().filter_map(|s| s.next_report));
         let echoes = self.next_echo.values().copied();
-        // Peers not measured yet are due at once: a second from now at the latest.
-        reports
-            .chain(echoes)
-            .min()
-            .map(|t| t.min(Instant::now() + ECHO_EVERY_MAX))
-            .or(Some(Instant::now()))
+        reports.chain(echoes).min()
     }
 }
 
@@ -442,6 +440,6 @@ mod tests {
         assert_eq!(answer(&mut q, 40, at).len(), 1);
         // A new generation without controls: nothing more.
         q.set(2, vec![]);
-        assert_eq!(q.next_due(), None);
+        assert_eq!(q.next_due(), None, "no monitor: nothing due");
     }
 }

@@ -608,11 +608,9 @@ impl Daemon {
             .next_deadline()
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         // QoS monitoring's packets go out through the data path's GTP-U socket.
-        // ... and so do GTP-U path QoS monitoring's Echo Requests; its controls are
-        // looked at once a second at least (an Association Update changes them).
+        // ... and so do GTP-U path QoS monitoring's Echo Requests (slowpath.rs).
         let qos = self.xdp.as_ref().map(|x| {
-            let soon = Instant::now() + Duration::from_secs(1);
-            let path = x.slow.path_qos_next_due().unwrap_or(soon).min(soon);
+            let path = x.slow.path_qos_next_due();
             self.n4.qos_next_due().map_or(path, |t| t.min(path))
         });
         let xdp = async {

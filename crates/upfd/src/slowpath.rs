@@ -122,8 +122,9 @@ pub struct SlowPath {
     /// The GTP-U peers of the sessions' FARs and their side (true: the access network,
     /// N3), for GTP-U path QoS monitoring by interface type.
     peer_sides: HashMap<IpAddr, bool>,
-    /// GTP-U path QoS monitoring (crate::path_qos).
+    /// GTP-U path QoS monitoring (crate::path_qos), and its next regular look.
     path_qos: crate::path_qos::PathQos,
+    path_qos_look: Instant,
     pub counters: Counters,
     /// Sessions whose volume quota ran out or volume threshold was reached since the
     /// last look (their URRs should be polled now).
@@ -147,6 +148,7 @@ impl SlowPath {
             peers: HashSet::new(),
             peer_sides: HashMap::new(),
             path_qos: Default::default(),
+            path_qos_look: Instant::now(),
             counters: Counters::default(),
             signalled: Vec::new(),
             redirect_secret: {
@@ -551,7 +553,14 @@ impl SlowPath {
     /// changed, the Echo Requests due sent, the periodic reports due sent.
     pub fn path_qos_tick(&mut self, n4: &mut N4, now: Instant) -> (GtpuOut, Vec<Out>) {
         let (generation, controls) = n4.path_qos_controls();
+        // A look at least once a second: an Association Update may change the controls,
+        // a new session bring a new peer.
+        self.path_qos_look = now + Duration::from_secs(1);
         if !self.path_qos.is_current(generation) {
+            debug!(
+                "GTP-U path QoS monitoring: {} association(s) ask for it (generation {generation})",
+                controls.len()
+            );
             self.path_qos.set(generation, controls);
         }
         let wall = std::time::SystemTime::now();
@@ -569,9 +578,13 @@ impl SlowPath {
         (gtp_out, n4_out)
     }
 
-    /// When GTP-U path QoS monitoring next has something to do.
-    pub fn path_qos_next_due(&self) -> Option<Instant> {
-        self.path_qos.next_due()
+    /// When GTP-U path QoS monitoring next has something to do: an Echo Request or a
+    /// report due, or its regular look (a fixed time: a deadline computed from now at
+    /// every turn of the event loop would never come while the loop is busy).
+    pub fn path_qos_next_due(&self) -> Instant {
+        self.path_qos
+            .next_due()
+            .map_or(self.path_qos_look, |t| t.min(self.path_qos_look))
     }
 
     /// End Marker packets on the old path (clause 5.9), over the family the data path

@@ -195,6 +195,11 @@ pub struct SmfConfig {
     /// Session Reporting Rules for QoS monitoring of each session's QoS flow (QFI 1, its
     /// QER's: needs `psc`), in this order ([`qos`]).
     pub qos_monitoring: Vec<QosSrr>,
+    /// GTP-U path QoS monitoring asked for in the Association Setup Request (TS 29.244
+    /// clause 5.24.3); the UPF's GTP-U Path QoS Reports come back in Node Report
+    /// Requests ([`Smf::path_qos_reports`]). Not in the printed configuration.
+    #[serde(skip)]
+    pub gtpu_path_qos: Vec<pfcp::msg::GtpuPathQosControlInformation>,
     pub timers: Timers,
 }
 
@@ -290,6 +295,7 @@ impl SmfConfig {
             apn_dnn: Some("internet".into()),
             user_id: Some(UserIds::default()),
             qos_monitoring: Vec::new(),
+            gtpu_path_qos: Vec::new(),
             timers: Timers::default(),
         }
     }
@@ -480,6 +486,7 @@ impl Smf {
     pub async fn associate(&mut self) -> PhaseReport {
         let req = AssociationSetupRequest {
             cp_function_features: Some(Flags(vec![0])),
+            gtpu_path_qos_control_information: self.cfg.gtpu_path_qos.clone(),
             ..AssociationSetupRequest::new(self.node_id(), self.n4.recovery_time_stamp())
         };
         let bytes = msg::emit(&HeaderRepr::node(0, self.n4.next_sequence()), &req);
@@ -619,6 +626,20 @@ impl Smf {
     /// Responses.
     pub fn qos_reports(&self) -> &[QosReport] {
         &self.qos_reports
+    }
+
+    /// The GTP-U Path QoS Reports of the Node Report Requests the UPF sent since the
+    /// last call (each answered with Request accepted), in order.
+    pub fn path_qos_reports(&self) -> Vec<pfcp::msg::GtpuPathQosReport> {
+        self.n4
+            .take_node_reports()
+            .iter()
+            .filter_map(|b| match Msg::parse(b) {
+                Ok((_, Msg::NodeReportRequest(r))) => Some(r.gtpu_path_qos_reports),
+                _ => None,
+            })
+            .flatten()
+            .collect()
     }
 
     /// Session `index`'s QoS Monitoring Reports, in order.

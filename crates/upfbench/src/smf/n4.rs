@@ -140,6 +140,8 @@ struct Shared {
     /// The latest Session Report Requests, as received, for callers that check their
     /// contents (at most [`REPORTS_KEPT`]; older ones are dropped first).
     reports: Mutex<VecDeque<Vec<u8>>>,
+    /// The Node Report Requests received, as `reports`.
+    node_reports: Mutex<VecDeque<Vec<u8>>>,
     /// The UPF's Recovery Time Stamps as seen (Association Setup Response, its Heartbeat
     /// Requests), each new value once, in order: more than one means it restarted
     /// without its state (TS 23.527 clause 4.3.2).
@@ -207,6 +209,7 @@ impl N4 {
             recovery_time_stamp,
             counters: Counters::default(),
             reports: Mutex::new(VecDeque::new()),
+            node_reports: Mutex::new(VecDeque::new()),
             upf_time_stamps: Mutex::new(Vec::new()),
         });
         let receiver = tokio::spawn(receive_loop(shared.clone()));
@@ -263,6 +266,12 @@ impl N4 {
     /// [`REPORTS_KEPT`]), oldest first; each was answered with Request accepted.
     pub fn take_session_reports(&self) -> Vec<Vec<u8>> {
         lock(&self.shared.reports).drain(..).collect()
+    }
+
+    /// The Node Report Requests received since the last call, as
+    /// [`N4::take_session_reports`].
+    pub fn take_node_reports(&self) -> Vec<Vec<u8>> {
+        lock(&self.shared.node_reports).drain(..).collect()
     }
 
     /// The UPF's Recovery Time Stamps seen so far, each change once (see `Shared`).
@@ -375,6 +384,13 @@ async fn receive_loop(shared: Arc<Shared>) {
                 if let Ok((_, hb)) = pfcp::msg::parse::<pfcp::msg::HeartbeatRequest>(bytes) {
                     shared.saw_upf_time_stamp(hb.recovery_time_stamp);
                 }
+            }
+            if header.message_type == mt::NODE_REPORT_REQUEST {
+                let mut r = lock(&shared.node_reports);
+                if r.len() == REPORTS_KEPT {
+                    r.pop_front();
+                }
+                r.push_back(bytes.to_vec());
             }
             if header.message_type == mt::SESSION_REPORT_REQUEST {
                 let mut r = lock(&shared.reports);
