@@ -664,21 +664,29 @@ fn icmp_errors_keep_to_their_budgets_per_session_and_in_all() {
         dp.install(None, &s).unwrap();
         model.install(None, &s).unwrap();
     }
+    // xdp_n6 on `frame` once: its verdict and the frame it left.
+    let run = |frame: &[u8]| {
+        let mut out = vec![0u8; 4096];
+        let r = dp
+            .skel()
+            .progs
+            .xdp_n6
+            .test_run(libbpf_rs::ProgramInput {
+                data_in: Some(frame),
+                data_out: Some(&mut out),
+                ..Default::default()
+            })
+            .unwrap();
+        (
+            r.return_value,
+            r.data.map(|d| d.to_vec()).unwrap_or_default(),
+        )
+    };
     // How many octets the tunnel adds: a packet that fits, forwarded.
     let small = downlink_frame(ue(0));
-    let mut out = vec![0u8; 4096];
-    let r = dp
-        .skel()
-        .progs
-        .xdp_n6
-        .test_run(libbpf_rs::ProgramInput {
-            data_in: Some(&small),
-            data_out: Some(&mut out),
-            ..Default::default()
-        })
-        .unwrap();
-    assert_eq!(r.return_value, XDP_REDIRECT);
-    let tunnel = r.data.map(|d| d.len()).unwrap() - small.len();
+    let (v, out) = run(&small);
+    assert_eq!(v, XDP_REDIRECT);
+    let tunnel = out.len() - small.len();
 
     let total = Bucket {
         t: 1_000_000_000,
@@ -693,22 +701,12 @@ fn icmp_errors_keep_to_their_budgets_per_session_and_in_all() {
         for (i, n) in sent.iter_mut().enumerate() {
             let frame = big_downlink_frame(ue(i as u32), 1100);
             for _ in 0..30 {
-                let mut out = vec![0u8; 4096];
-                let r = dp
-                    .skel()
-                    .progs
-                    .xdp_n6
-                    .test_run(libbpf_rs::ProgramInput {
-                        data_in: Some(&frame),
-                        data_out: Some(&mut out),
-                        ..Default::default()
-                    })
-                    .unwrap();
-                if r.return_value == XDP_REDIRECT {
+                let (v, out) = run(&frame);
+                if v == XDP_REDIRECT {
                     *n += 1;
-                    errors.push((frame.clone(), r.data.unwrap().to_vec()));
+                    errors.push((frame.clone(), out));
                 } else {
-                    assert_eq!(r.return_value, 1, "XDP_DROP when no error goes back");
+                    assert_eq!(v, 1, "XDP_DROP when no error goes back");
                 }
             }
         }

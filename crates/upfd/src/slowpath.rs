@@ -507,6 +507,19 @@ impl SlowPath {
         n4.send_report(seid, report, now)
     }
 
+    /// The tunnel a FAR's forwarding creates (its peer, TEID, port and our source
+    /// address), if it creates one.
+    fn tunnel_of(&self, fw: &upf::rules::Forwarding) -> Option<upf_bpf::compile::Tunnel> {
+        let o = fw.outer_header_creation?;
+        let ni = fw.network_instance.as_deref();
+        tunnel(
+            &Addresses::from(&self.gtpu),
+            fw.destination_interface,
+            ni,
+            &o,
+        )
+    }
+
     /// The QoS monitoring packets due (TS 23.501 clause 5.33.3.2): for each (session,
     /// QFI) N4 names, a G-PDU without a user packet whose DL PDU Session Container has
     /// QMP and the DL Sending Time Stamp (TS 38.415 clause 5.5.2.1), on the tunnel of
@@ -518,16 +531,7 @@ impl SlowPath {
             let Some(s) = n4.sessions().get(seid) else {
                 continue;
             };
-            let Some(t) = downlink_tunnel(s, qfi).and_then(|fw| {
-                let ni = fw.network_instance.as_deref();
-                let o = fw.outer_header_creation?;
-                tunnel(
-                    &Addresses::from(&self.gtpu),
-                    fw.destination_interface,
-                    ni,
-                    &o,
-                )
-            }) else {
+            let Some(t) = downlink_tunnel(s, qfi).and_then(|fw| self.tunnel_of(fw)) else {
                 self.counters.qos_monitoring_no_tunnel += 1;
                 continue;
             };
@@ -610,15 +614,7 @@ impl SlowPath {
             return out;
         };
         for fw in s.fars.values().filter_map(|f| f.forwarding.as_ref()) {
-            let Some(t) = fw.outer_header_creation.and_then(|o| {
-                let ni = fw.network_instance.as_deref();
-                tunnel(
-                    &Addresses::from(&self.gtpu),
-                    fw.destination_interface,
-                    ni,
-                    &o,
-                )
-            }) else {
+            let Some(t) = self.tunnel_of(fw) else {
                 continue;
             };
             let a = t.peer;

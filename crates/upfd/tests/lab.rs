@@ -210,11 +210,11 @@ fn ping_and_iperf3_from_several_ues_both_directions() {
 // ---------------------------------------------------------------------------------------
 // Helpers for the tests below: raw packets, custom sessions.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 
 use common::lab::{
-    assert_urrs_are_tun, coarse_now, eventually, mbr_bound, ping_within, udp_in, LabLoss,
-    TunBaseline,
+    assert_urrs_are_tun, coarse_now, eventually, expect, expect_none, gpdu, mbr_bound, ping_within,
+    udp_in, LabLoss, TunBaseline,
 };
 use pfcp::ie::{
     apply_action, measurement_method, pfcpsm_req_flags, report_type, reporting_triggers,
@@ -229,44 +229,6 @@ use upfbench::smf::{Session, SessionState};
 /// IPv4/UDP around `payload` (checksums filled in).
 fn udp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     capture::ip_udp_packet(src.into(), dst.into(), sport, dport, payload)
-}
-
-/// A G-PDU for `teid` around `inner`, with a UL PDU Session Container if `qfi` is given.
-fn gpdu(teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 32 + inner.len()];
-    let psc = qfi.map(|qfi| gtpu::PscFields::Ul { qfi });
-    let n = gtpu::write_gpdu_header(&mut b, teid, psc, inner.len()).expect("G-PDU header");
-    b.truncate(n);
-    b.extend_from_slice(inner);
-    b
-}
-
-/// The first `n` datagrams a socket receives, waiting at most `timeout` for them (fewer
-/// then): for what must arrive, so a generous timeout that ends at the n-th.
-fn expect(sock: &UdpSocket, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let end = Instant::now() + timeout;
-    while out.len() < n && Instant::now() < end {
-        if let Ok(n) = sock.recv(&mut buf) {
-            out.push(buf[..n].to_vec());
-        }
-    }
-    out
-}
-
-/// What a socket receives within `window`: for what must not arrive (a slow machine
-/// can only make such a check pass, never fail).
-fn expect_none(sock: &UdpSocket, window: Duration) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let end = Instant::now() + window;
-    while Instant::now() < end {
-        if let Ok(n) = sock.recv(&mut buf) {
-            out.push(buf[..n].to_vec());
-        }
-    }
-    out
 }
 
 /// Up to 30 s: what a wait for something that will happen gives it.

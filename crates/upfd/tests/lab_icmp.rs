@@ -13,11 +13,12 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use common::lab::{
-    eventually, root, run_bounded, serial, udp_in, LabLoss, LabSmf, LabUpfd, UpfdOptions,
+    eventually, expect, expect_none, gpdu, root, run_bounded, serial, udp_in, LabLoss, LabSmf,
+    LabUpfd, UpfdOptions,
 };
 use pfcp::msg::Msg;
 use pfcp::CauseValue;
@@ -362,7 +363,7 @@ fn fragmentation_needed_is_held_to_the_session_budget() {
 
     // The tunnel works: a small packet up, nothing back.
     let small = capture::ip_udp_packet(ue.into(), addr::DN_N6.into(), 4000, 7003, b"fits");
-    gnb.send_to(&gpdu(s.ul_teid, &small), upf).unwrap();
+    gnb.send_to(&gpdu(s.ul_teid, Some(1), &small), upf).unwrap();
     assert_eq!(
         expect(&dn, 1, WAIT).len(),
         1,
@@ -383,7 +384,7 @@ fn fragmentation_needed_is_held_to_the_session_budget() {
         }
         let before = errors.len() as u64;
         for _ in 0..n {
-            gnb.send_to(&gpdu(s.ul_teid, &big), upf).unwrap();
+            gnb.send_to(&gpdu(s.ul_teid, Some(1), &big), upf).unwrap();
         }
         total += n;
         // What gnb's n3 could not hand to upf (its ring full) never reached upfd.
@@ -505,42 +506,4 @@ fn establish_dual_stack(smf: &LabSmf, s: &Session, ue6: Ipv6Addr) -> UeSession {
         ul_teid: ul.teid.expect("TEID"),
         upf: IpAddr::V4(ul.ipv4.expect("IPv4 F-TEID")),
     }
-}
-
-/// A G-PDU for `teid` around `inner`, with a UL PDU Session Container (QFI 1).
-fn gpdu(teid: u32, inner: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 32 + inner.len()];
-    let psc = Some(gtpu::PscFields::Ul { qfi: 1 });
-    let n = gtpu::write_gpdu_header(&mut b, teid, psc, inner.len()).expect("G-PDU header");
-    b.truncate(n);
-    b.extend_from_slice(inner);
-    b
-}
-
-/// The first `n` datagrams a socket receives, waiting at most `timeout` for them (fewer
-/// then).
-fn expect(sock: &UdpSocket, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let end = Instant::now() + timeout;
-    while out.len() < n && Instant::now() < end {
-        if let Ok(n) = sock.recv(&mut buf) {
-            out.push(buf[..n].to_vec());
-        }
-    }
-    out
-}
-
-/// What a socket receives within `window`: for what must not arrive (a slow machine can
-/// only make such a check pass, never fail).
-fn expect_none(sock: &UdpSocket, window: Duration) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let end = Instant::now() + window;
-    while Instant::now() < end {
-        if let Ok(n) = sock.recv(&mut buf) {
-            out.push(buf[..n].to_vec());
-        }
-    }
-    out
 }

@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 use common::lab::{root, serial, LabSmf, LabUpfd, UpfdOptions};
 use pfcp::ie::{gtpu_path_interface_type as iface, qos_report_trigger as trig, Flags, GprsTimer};
 use pfcp::msg::{GtpuPathQosControlInformation, GtpuPathQosReport};
-use upfbench::gnb::{Gnb, GnbConfig};
-use upfbench::lab::{addr, Lab, Ns};
+use upfbench::lab::{addr, Lab};
 use upfbench::smf::Pace;
 
 const DL_DELAY: Duration = Duration::from_millis(40);
@@ -67,18 +66,7 @@ fn gtpu_path_delay_to_the_gnb_is_reported_in_node_reports() {
         c.gtpu_path_qos = vec![control];
         c.dl_buffer = true;
     });
-    smf.establish(1);
-    let gnb = Gnb::start(
-        GnbConfig {
-            netns: Some(lab.ns(Ns::Gnb)),
-            dl_delay: DL_DELAY,
-            ul_delay: UL_DELAY,
-            ..GnbConfig::default()
-        },
-        smf.ue_sessions(),
-    )
-    .expect("starting the gNB/UE emulator");
-    smf.modify();
+    let gnb = smf.one_session_with_gnb_delays(&lab, DL_DELAY, UL_DELAY);
     let answering = Instant::now();
     let mut reports: Vec<GtpuPathQosReport> = Vec::new();
     while answering.elapsed() < RUN {

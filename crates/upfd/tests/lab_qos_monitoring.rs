@@ -17,8 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::lab::{metric, root, serial, LabSmf, LabUpfd, UpfdOptions};
-use upfbench::gnb::{Gnb, GnbConfig};
-use upfbench::lab::{Lab, Ns};
+use upfbench::lab::Lab;
 use upfbench::smf::{Pace, QosReport, QosSrr};
 
 /// The gNB emulator's N3 delays.
@@ -97,18 +96,7 @@ fn qos_monitoring_reports_the_gnbs_delays_periodic_on_threshold_and_at_release()
         c.dl_buffer = true;
     });
     let established = Instant::now();
-    smf.establish(1);
-    let gnb = Gnb::start(
-        GnbConfig {
-            netns: Some(lab.ns(Ns::Gnb)),
-            dl_delay: DL_DELAY,
-            ul_delay: UL_DELAY,
-            ..GnbConfig::default()
-        },
-        smf.ue_sessions(),
-    )
-    .expect("starting the gNB/UE emulator");
-    smf.modify();
+    let gnb = smf.one_session_with_gnb_delays(&lab, DL_DELAY, UL_DELAY);
     let answering = Instant::now();
 
     // Take the reports in as they come, noting when: (arrived, report).

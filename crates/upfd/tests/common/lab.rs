@@ -466,6 +466,26 @@ impl LabSmf {
         self.ue_sessions()
     }
 
+    /// One session whose downlink buffers (the SMF set up with `dl_buffer`) until the
+    /// gNB/UE emulator runs, delaying N3 by `dl` and `ul`; then its downlink FAR switched
+    /// to the gNB. So no packet of upfd's (a QoS monitoring probe, an Echo Request) waits
+    /// in the emulator's socket while it starts, stamped late as if N3 were slow.
+    pub fn one_session_with_gnb_delays(&mut self, lab: &Lab, dl: Duration, ul: Duration) -> Gnb {
+        self.establish(1);
+        let gnb = Gnb::start(
+            upfbench::gnb::GnbConfig {
+                netns: Some(lab.ns(Ns::Gnb)),
+                dl_delay: dl,
+                ul_delay: ul,
+                ..Default::default()
+            },
+            self.ue_sessions(),
+        )
+        .expect("starting the gNB/UE emulator");
+        self.modify();
+        gnb
+    }
+
     /// Switch every session's downlink FAR to forward to the gNB.
     pub fn modify(&mut self) -> PhaseReport {
         let r = self.rt.block_on(self.smf.modify(Pace::default()));
@@ -958,4 +978,42 @@ pub fn mbr_bound(kbps: u64, window: Duration, max_packet: u64) -> u64 {
     let rate = kbps * 1000 / 8;
     let burst = (rate / 10).max(3000);
     (rate as f64 * window.as_secs_f64()).ceil() as u64 + burst + max_packet
+}
+
+/// A G-PDU for `teid` around `inner`, with a UL PDU Session Container if `qfi` is given.
+pub fn gpdu(teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; 32 + inner.len()];
+    let psc = qfi.map(|qfi| gtpu::PscFields::Ul { qfi });
+    let n = gtpu::write_gpdu_header(&mut b, teid, psc, inner.len()).expect("G-PDU header");
+    b.truncate(n);
+    b.extend_from_slice(inner);
+    b
+}
+
+/// The first `n` datagrams a socket receives, waiting at most `timeout` for them (fewer
+/// then): for what must arrive, so a generous timeout that ends at the n-th.
+pub fn expect(sock: &UdpSocket, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let end = Instant::now() + timeout;
+    while out.len() < n && Instant::now() < end {
+        if let Ok(n) = sock.recv(&mut buf) {
+            out.push(buf[..n].to_vec());
+        }
+    }
+    out
+}
+
+/// What a socket receives within `window`: for what must not arrive (a slow machine
+/// can only make such a check pass, never fail).
+pub fn expect_none(sock: &UdpSocket, window: Duration) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let end = Instant::now() + window;
+    while Instant::now() < end {
+        if let Ok(n) = sock.recv(&mut buf) {
+            out.push(buf[..n].to_vec());
+        }
+    }
+    out
 }
