@@ -69,6 +69,9 @@ bugs=(
 "ICMP session budget not charged%bpf/include/icmp.h%s/if \(!gcra\(&pool_of\(r\)->icmp_tat, cost, \(burst - 1\) \* cost, k->now, 0\)\)/if (0)/%-p upf-bpf --test rate_limits"
 "model: ICMP error reports the link's MTU, not what fits before the tunnel%crates/upf/src/model/pipeline.rs%s/let fits = mtu.saturating_sub\(header.len\(\)\);/let fits = mtu;/%-p upf-bpf --test differential;-p upf-bpf --test rate_limits"
 "model: ICMP error for an ICMP error%crates/upf/src/model/icmp.rs%s/Some\(t\) => !\[3, 4, 5, 11, 12\].contains\(t\),/Some(_) => true,/%-p upf-bpf --test differential"
+"model: QoS monitoring answer without a packet not handed to upfd%crates/upf/src/model/packet.rs%s/    if qmp && off >= udp_end \{/    if false \&\& qmp \&\& off >= udp_end {/%-p upf-bpf --test differential"
+"QoS monitoring round trip with the gNB's turnaround in it%crates/upf/src/qos_monitoring.rs%s/round_trip: ms\(d\(t1, t4\) - d\(t2, t3\)\),/round_trip: ms(d(t1, t4)),/%-p upf --lib"
+"QoS path delay as the whole Echo round trip%crates/upfd/src/path_qos.rs%s/as_micros\(\) \/ 2000\)/as_micros() \/ 1000)/%-p upfd --bin upfd path_qos"
 )
 
 # Runs `cargo test -q ARGS` in the scratch tree. Prints nothing if it passed, "does not
