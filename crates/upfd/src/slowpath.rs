@@ -419,19 +419,17 @@ impl SlowPath {
                     gtp_out.push((from, r));
                 }
             }
-            gtpu::Message::GPdu { header, .. } if qos_answer(header).is_some() => {
+            gtpu::Message::GPdu { header, .. } if let Some((qfi, t)) = qos_answer(header) => {
                 // An answer to QoS monitoring (the data path hands those here).
-                if let Some((qfi, t)) = qos_answer(header) {
-                    self.counters.qos_monitoring_answers += 1;
-                    let t4 = upf::qos_monitoring::ntp64(std::time::SystemTime::now());
-                    let d = upf::qos_monitoring::Delays::of(
-                        t.dl_sending_time_stamp_repeated,
-                        t.dl_received_time_stamp,
-                        t.ul_sending_time_stamp,
-                        t4,
-                    );
-                    n4_out.extend(n4.qos_answer(header.teid, qfi, d, now));
-                }
+                self.counters.qos_monitoring_answers += 1;
+                let t4 = upf::qos_monitoring::ntp64(std::time::SystemTime::now());
+                let d = upf::qos_monitoring::Delays::of(
+                    t.dl_sending_time_stamp_repeated,
+                    t.dl_received_time_stamp,
+                    t.ul_sending_time_stamp,
+                    t4,
+                );
+                n4_out.extend(n4.qos_answer(header.teid, qfi, d, now));
             }
             gtpu::Message::GPdu { header, .. } => {
                 // The data path knows no such TEID (else the G-PDU would not be here).

@@ -213,16 +213,14 @@ fn ping_and_iperf3_from_several_ues_both_directions() {
 use std::net::{IpAddr, SocketAddr};
 
 use common::lab::{
-    assert_urrs_are_tun, coarse_now, eventually, expect, expect_none, gpdu, mbr_bound, ping_within,
-    udp_in, LabLoss, TunBaseline,
+    assert_urrs_are_tun, coarse_now, establish_custom, eventually, expect, expect_none, gpdu,
+    mbr_bound, ping_within, udp_in, ue_session, LabLoss, TunBaseline,
 };
 use pfcp::ie::{
     apply_action, measurement_method, pfcpsm_req_flags, report_type, reporting_triggers,
     usage_report_trigger, FTeid, Flags, Interface, OuterHeaderCreation, OuterHeaderRemoval, Volume,
 };
-use pfcp::msg::{
-    Msg, SessionDeletionRequest, SessionEstablishmentRequest, SessionReportRequest, UsageReport,
-};
+use pfcp::msg::{Msg, SessionDeletionRequest, SessionReportRequest, UsageReport};
 use pfcp::CauseValue;
 use upfbench::smf::{Session, SessionState};
 
@@ -256,41 +254,6 @@ fn template(i: usize) -> Session {
         up_fseid: None,
         n3_fteid: None,
         state: SessionState::Established,
-    }
-}
-
-/// Establish the emulator's session template for `s`, changed by `edit`; returns the UP
-/// SEID and the F-TEIDs the UPF allocated, by PDR ID.
-fn establish_custom(
-    smf: &LabSmf,
-    s: &Session,
-    edit: impl FnOnce(&mut SessionEstablishmentRequest),
-) -> (u64, Vec<(u16, FTeid)>) {
-    let mut req = smf.smf.establishment_request(s);
-    edit(&mut req);
-    let rsp = match smf.transact(&Msg::SessionEstablishmentRequest(req), Some(0)) {
-        Msg::SessionEstablishmentResponse(r) => r,
-        other => panic!("not an establishment response: {other:?}"),
-    };
-    assert_eq!(rsp.cause, CauseValue::REQUEST_ACCEPTED, "{rsp:?}");
-    let up = rsp.up_fseid.expect("UP F-SEID").seid;
-    smf.smf.n4().bind_session(s.cp_seid, up);
-    let fteids = rsp
-        .created_pdrs
-        .iter()
-        .filter_map(|c| Some((c.pdr_id, c.local_fteid?)))
-        .collect();
-    (up, fteids)
-}
-
-fn ue_session(s: &Session, ul: FTeid) -> UeSession {
-    UeSession {
-        index: s.index,
-        ue_ip: Some(s.ue_ip),
-        ue_ip6: None,
-        gnb_teid: s.gnb_teid,
-        ul_teid: ul.teid.expect("TEID"),
-        upf: IpAddr::V4(ul.ipv4.expect("IPv4 F-TEID")),
     }
 }
 

@@ -13,12 +13,12 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use common::lab::{
-    eventually, expect, expect_none, gpdu, root, run_bounded, serial, udp_in, LabLoss, LabSmf,
-    LabUpfd, UpfdOptions,
+    establish_custom, eventually, expect, expect_none, gpdu, root, run_bounded, serial, udp_in,
+    ue_session, LabLoss, LabSmf, LabUpfd, UpfdOptions,
 };
 use pfcp::msg::Msg;
 use pfcp::CauseValue;
@@ -476,21 +476,11 @@ fn check_fragmentation_needed(d: &[u8], teid: u32, ue: Ipv4Addr, packet: &[u8]) 
 /// Establish the SMF emulator's template for `s` with IPv6 UE address `ue6` too (PDN type
 /// IPv4v6), its downlink forwarding to the gNB at once; the emulator's view of it.
 fn establish_dual_stack(smf: &LabSmf, s: &Session, ue6: Ipv6Addr) -> UeSession {
-    let mut req = smf.smf.establishment_request(s);
-    req.pdn_type = Some(3);
-    req.create_pdrs[1].pdi.ue_ip_address[0].ipv6 = Some(ue6);
-    let rsp = match smf.transact(&Msg::SessionEstablishmentRequest(req), Some(0)) {
-        Msg::SessionEstablishmentResponse(r) => r,
-        other => panic!("not an establishment response: {other:?}"),
-    };
-    assert_eq!(rsp.cause, CauseValue::REQUEST_ACCEPTED, "{rsp:?}");
-    let up = rsp.up_fseid.expect("UP F-SEID").seid;
-    smf.smf.n4().bind_session(s.cp_seid, up);
-    let ul = rsp
-        .created_pdrs
-        .iter()
-        .find_map(|c| c.local_fteid)
-        .expect("the uplink F-TEID");
+    let (up, fteids) = establish_custom(smf, s, |req| {
+        req.pdn_type = Some(3);
+        req.create_pdrs[1].pdi.ue_ip_address[0].ipv6 = Some(ue6);
+    });
+    let ul = fteids.first().expect("the uplink F-TEID").1;
     let req = smf.smf.modification_request(s);
     match smf.transact(&Msg::SessionModificationRequest(req), Some(up)) {
         Msg::SessionModificationResponse(r) => {
@@ -499,11 +489,7 @@ fn establish_dual_stack(smf: &LabSmf, s: &Session, ue6: Ipv6Addr) -> UeSession {
         other => panic!("not a modification response: {other:?}"),
     }
     UeSession {
-        index: s.index,
-        ue_ip: Some(s.ue_ip),
         ue_ip6: Some(ue6),
-        gnb_teid: s.gnb_teid,
-        ul_teid: ul.teid.expect("TEID"),
-        upf: IpAddr::V4(ul.ipv4.expect("IPv4 F-TEID")),
+        ..ue_session(s, ul)
     }
 }

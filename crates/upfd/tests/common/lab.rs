@@ -1017,3 +1017,39 @@ pub fn expect_none(sock: &UdpSocket, window: Duration) -> Vec<Vec<u8>> {
     }
     out
 }
+
+/// Establish the emulator's session template for `s`, changed by `edit`; returns the UP
+/// SEID and the F-TEIDs the UPF allocated, by PDR ID.
+pub fn establish_custom(
+    smf: &LabSmf,
+    s: &upfbench::smf::Session,
+    edit: impl FnOnce(&mut pfcp::msg::SessionEstablishmentRequest),
+) -> (u64, Vec<(u16, pfcp::ie::FTeid)>) {
+    let mut req = smf.smf.establishment_request(s);
+    edit(&mut req);
+    let rsp = match smf.transact(&Msg::SessionEstablishmentRequest(req), Some(0)) {
+        Msg::SessionEstablishmentResponse(r) => r,
+        other => panic!("not an establishment response: {other:?}"),
+    };
+    assert_eq!(rsp.cause, pfcp::CauseValue::REQUEST_ACCEPTED, "{rsp:?}");
+    let up = rsp.up_fseid.expect("UP F-SEID").seid;
+    smf.smf.n4().bind_session(s.cp_seid, up);
+    let fteids = rsp
+        .created_pdrs
+        .iter()
+        .filter_map(|c| Some((c.pdr_id, c.local_fteid?)))
+        .collect();
+    (up, fteids)
+}
+
+/// The gNB emulator's view of session `s`, whose uplink F-TEID is `ul`.
+pub fn ue_session(s: &upfbench::smf::Session, ul: pfcp::ie::FTeid) -> UeSession {
+    UeSession {
+        index: s.index,
+        ue_ip: Some(s.ue_ip),
+        ue_ip6: None,
+        gnb_teid: s.gnb_teid,
+        ul_teid: ul.teid.expect("TEID"),
+        upf: std::net::IpAddr::V4(ul.ipv4.expect("IPv4 F-TEID")),
+    }
+}
