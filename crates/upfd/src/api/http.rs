@@ -245,14 +245,42 @@ where
         let shared = shared.clone();
         async move { Ok::<_, Infallible>(to_hyper(handle(req, kind, &shared).await)) }
     });
-    let _ = hyper::server::conn::http1::Builder::new()
+    let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(timeout)
         .max_buf_size(2 * MAX_HEAD)
         .max_header_size(MAX_HEAD)
         .keep_alive(true)
         .serve_connection(io, service)
-        .await;
+        .without_shutdown();
+    if let Ok(parts) = conn.await {
+        linger(parts.io.into_inner()).await;
+    }
+}
+
+/// Close a connection whose client may still be sending (the body of a request refused
+/// with 413, requests pipelined behind it): our side shut, then what comes read and
+/// dropped for a moment. Closed with unread input, the socket would send a reset that
+/// can overtake the answer just written, and the client would read no answer at all
+/// (a lingering close, as HTTP servers do; RFC 9112 clause 9.6).
+async fn linger<S: AsyncRead + AsyncWrite + Unpin>(mut s: S) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const LINGER: Duration = Duration::from_millis(500);
+    const LINGER_OCTETS: usize = 64 * 1024;
+    if s.shutdown().await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut buf = [0u8; 4096];
+        let mut read = 0;
+        while read < LINGER_OCTETS {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+    })
+    .await;
 }
 
 /// The answer to one request: refused here (no such route, a body, a method other than
